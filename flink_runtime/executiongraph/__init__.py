@@ -1,0 +1,40 @@
+"""The ExecutionGraph: a JobGraph expanded to subtasks, attempts and result partitions."""
+
+from flink_runtime.executiongraph.aggregation import (
+    TASK_COUNT_KEYS,
+    aggregate_vertex_state,
+    vertex_task_counts,
+)
+from flink_runtime.executiongraph.execution import Execution, ExecutionVertex
+from flink_runtime.executiongraph.executiongraph import (
+    ExecutionGraph,
+    ExecutionJobVertex,
+    default_max_parallelism,
+)
+from flink_runtime.executiongraph.intermediate import (
+    ConsumedPartitionGroup,
+    ConsumerVertexGroup,
+    IntermediateResult,
+    IntermediateResultPartition,
+)
+from flink_runtime.executiongraph.states import ExecutionState, IllegalStateTransition, JobStatus
+from flink_runtime.executiongraph.wiring import subpartition_index
+
+__all__ = [
+    "TASK_COUNT_KEYS",
+    "ConsumedPartitionGroup",
+    "ConsumerVertexGroup",
+    "Execution",
+    "ExecutionGraph",
+    "ExecutionJobVertex",
+    "ExecutionState",
+    "ExecutionVertex",
+    "IllegalStateTransition",
+    "IntermediateResult",
+    "IntermediateResultPartition",
+    "JobStatus",
+    "aggregate_vertex_state",
+    "default_max_parallelism",
+    "subpartition_index",
+    "vertex_task_counts",
+]

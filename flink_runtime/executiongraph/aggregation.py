@@ -1,0 +1,54 @@
+"""Summaries of a vertex's subtasks for REST answers and dashboards.
+
+Nothing in coordination depends on these; they mirror what Flink's web UI shows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from flink_runtime.executiongraph.states import ExecutionState
+
+if TYPE_CHECKING:
+    from flink_runtime.executiongraph.executiongraph import ExecutionJobVertex
+
+_S = ExecutionState
+
+# Key order of Flink's REST "tasks" object. RECONCILING is a Flink state we never
+# enter; the key stays so clients written for Flink find every field.
+TASK_COUNT_KEYS: tuple[str, ...] = (
+    "created",
+    "scheduled",
+    "deploying",
+    "running",
+    "finished",
+    "canceling",
+    "canceled",
+    "failed",
+    "reconciling",
+    "initializing",
+)
+_STATE_OF_KEY = {key: _S.__members__.get(key.upper()) for key in TASK_COUNT_KEYS}
+
+
+def vertex_task_counts(ejv: ExecutionJobVertex) -> dict[str, int]:
+    """How many subtasks' current attempts are in each state, keyed as Flink's REST does."""
+    counts = Counter(vertex.current_execution.state for vertex in ejv.task_vertices)
+    return {key: counts.get(state, 0) for key, state in _STATE_OF_KEY.items()}
+
+
+def aggregate_vertex_state(ejv: ExecutionJobVertex) -> ExecutionState:
+    """One state for the whole vertex, by Flink's ExecutionJobVertex.getAggregateJobVertexState.
+
+    The first rule that applies wins: any FAILED, any CANCELING, any CANCELED, any
+    INITIALIZING, any RUNNING; FINISHED only if all finished (some finished and the
+    rest not yet running reads as RUNNING); everything else collapses to CREATED.
+    """
+    counts = Counter(vertex.current_execution.state for vertex in ejv.task_vertices)
+    for state in (_S.FAILED, _S.CANCELING, _S.CANCELED, _S.INITIALIZING, _S.RUNNING):
+        if counts[state]:
+            return state
+    if counts[_S.FINISHED]:
+        return _S.FINISHED if counts[_S.FINISHED] == ejv.parallelism else _S.RUNNING
+    return _S.CREATED
