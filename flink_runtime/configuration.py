@@ -1,0 +1,221 @@
+"""Configuration with Flink's key names.
+
+Values come, later ones winning, from: the defaults below, a YAML file
+(`$FLINK_CONF_DIR/config.yaml`, or `--config FILE`), the `FLINK_PROPERTIES`
+environment variable (YAML text, as Flink's docker images use it), and `-D key=value`
+on the command line. Nested YAML (`rest: {port: 8081}`) and flat keys
+(`rest.port: 8081`) are both accepted, as in Flink 2's config.yaml.
+
+Durations accept Flink's forms: a bare number of milliseconds ("10000"), or a number
+and a unit ("10 s", "500ms", "2 min", "1h"). Sizes accept "10485760", "10 mb", "64m".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigurationError(ValueError):
+    """A configuration value is missing or malformed; the message names the key."""
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    key: str
+    default: Any
+    description: str
+    kind: str = "str"  # str | int | float | bool | duration (ms) | size (bytes)
+
+
+def _option(key: str, default: Any, description: str, kind: str = "str") -> ConfigOption:
+    option = ConfigOption(key, default, description, kind)
+    OPTIONS[key] = option
+    return option
+
+
+OPTIONS: dict[str, ConfigOption] = {}
+
+# -- JobManager ----------------------------------------------------------------------------
+JOBMANAGER_RPC_ADDRESS = _option("jobmanager.rpc.address", "127.0.0.1", "Host the JobManager's RPC binds to and TaskManagers connect to.")
+JOBMANAGER_RPC_PORT = _option("jobmanager.rpc.port", 6123, "JobManager RPC port.", "int")
+JOBSTORE_EXPIRATION_TIME = _option("jobstore.expiration-time", "3600 s", "How long a finished job stays queryable.", "duration")
+JOBSTORE_MAX_CAPACITY = _option("jobstore.max-capacity", 1000, "How many finished jobs are kept at most.", "int")
+SLOT_REQUEST_TIMEOUT = _option("slot.request.timeout", "300 s", "A job fails when a slot it asked for does not arrive in this time.", "duration")
+CLUSTER_SECRET = _option("security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check.")
+
+# -- REST ----------------------------------------------------------------------------------
+REST_ADDRESS = _option("rest.address", "127.0.0.1", "Address clients use to reach the REST API.")
+REST_BIND_ADDRESS = _option("rest.bind-address", "127.0.0.1", "Address the REST server binds to.")
+REST_PORT = _option("rest.port", 8081, "REST port (0 picks a free one).", "int")
+REST_SUBMIT_WAIT = _option("rest.submit.wait-timeout", "10 s", "How long POST /jobs waits for the sources to run before answering with the accepted job id.", "duration")
+
+# -- TaskManager ---------------------------------------------------------------------------
+TASKMANAGER_HOST = _option("taskmanager.host", "127.0.0.1", "Host the TaskManager's RPC binds to.")
+TASKMANAGER_RPC_PORT = _option("taskmanager.rpc.port", 0, "TaskManager RPC port (0 picks a free one).", "int")
+TASKMANAGER_RESOURCE_ID = _option("taskmanager.resource-id", "", "TaskManager id; generated when empty.")
+TASKMANAGER_SLOTS = _option("taskmanager.numberOfTaskSlots", 0, "Slots a TaskManager offers (0: its CPU count).", "int")
+TASK_CANCELLATION_INTERVAL = _option("task.cancellation.interval", "30 s", "Between attempts to interrupt a task that does not react to cancel.", "duration")
+TASK_CANCELLATION_TIMEOUT = _option("task.cancellation.timeout", "180 s", "After this a task that ignores cancellation is given up and reported CANCELED.", "duration")
+IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
+
+# -- Cluster -------------------------------------------------------------------------------
+HEARTBEAT_INTERVAL = _option("heartbeat.interval", "10 s", "Time between heartbeat requests.", "duration")
+HEARTBEAT_TIMEOUT = _option("heartbeat.timeout", "50 s", "A peer that does not answer heartbeats for this long is lost.", "duration")
+REGISTRATION_INITIAL_TIMEOUT = _option("cluster.registration.initial-timeout", "100 ms", "First registration back-off.", "duration")
+REGISTRATION_MAX_TIMEOUT = _option("cluster.registration.max-timeout", "30 s", "Largest registration back-off.", "duration")
+REGISTRATION_REFUSED_DELAY = _option("cluster.registration.refused-registration-delay", "10 s", "Pause after a refused registration.", "duration")
+ASK_TIMEOUT = _option("pekko.ask.timeout", "10 s", "Timeout of an RPC ask (Flink's key, kept although the transport is ZeroMQ).", "duration")
+FRAMESIZE = _option("pekko.framesize", "10485760b", "Largest RPC message (Flink's key, kept although the transport is ZeroMQ).", "size")
+
+# -- Jobs ----------------------------------------------------------------------------------
+PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")
+RESTART_STRATEGY = _option("restart-strategy.type", "none", "none | fixed-delay | exponential-delay | failure-rate.")
+
+# -- MiniCluster ---------------------------------------------------------------------------
+MINICLUSTER_TASKMANAGERS = _option("minicluster.number-of-taskmanagers", 1, "TaskManagers a MiniCluster starts.", "int")
+
+_DURATION_UNITS = {
+    "": 1.0, "ms": 1.0, "milli": 1.0, "millis": 1.0, "millisecond": 1.0, "milliseconds": 1.0,
+    "s": 1e3, "sec": 1e3, "secs": 1e3, "second": 1e3, "seconds": 1e3,
+    "min": 60e3, "m": 60e3, "minute": 60e3, "minutes": 60e3,
+    "h": 3600e3, "hour": 3600e3, "hours": 3600e3,
+    "d": 86400e3, "day": 86400e3, "days": 86400e3,
+}  # fmt: skip
+_SIZE_UNITS = {
+    "": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
+}  # fmt: skip
+_NUMBER_AND_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration_ms(value: Any, key: str = "duration") -> float:
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{key}: expected a duration such as '10 s' or '500 ms', got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    match = _NUMBER_AND_UNIT.match(str(value))
+    if not match or match.group(2).lower() not in _DURATION_UNITS:
+        raise ConfigurationError(f"{key}: expected a duration such as '10 s' or '500 ms', got {value!r}")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
+
+
+def parse_size_bytes(value: Any, key: str = "size") -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _NUMBER_AND_UNIT.match(str(value))
+    if not match or match.group(2).lower() not in _SIZE_UNITS:
+        raise ConfigurationError(f"{key}: expected a size such as '10 mb' or '1048576', got {value!r}")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        full_key = f"{prefix}{key}"
+        if isinstance(value, Mapping) and full_key not in OPTIONS:
+            flat.update(_flatten(value, f"{full_key}."))
+        else:
+            flat[full_key] = value
+    return flat
+
+
+class Configuration:
+    """A flat key -> value map with typed getters that know each option's default."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = _flatten(values or {})
+
+    # -- loading -----------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        config_file: str | os.PathLike[str] | None = None,
+        dynamic_properties: Iterable[str] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> Configuration:
+        environ = os.environ if environ is None else environ
+        config = cls()
+        if config_file is None and environ.get("FLINK_CONF_DIR"):
+            candidate = Path(environ["FLINK_CONF_DIR"]) / "config.yaml"
+            config_file = candidate if candidate.exists() else None
+        if config_file is not None:
+            config.update(_read_yaml(Path(config_file).read_text(), f"config file {config_file}"))
+        if environ.get("FLINK_PROPERTIES"):
+            config.update(_read_yaml(environ["FLINK_PROPERTIES"], "FLINK_PROPERTIES"))
+        for prop in dynamic_properties:
+            key, sep, value = prop.partition("=")
+            if not sep or not key.strip():
+                raise ConfigurationError(f"-D {prop!r}: expected key=value, e.g. -D rest.port=8081")
+            config.set(key.strip(), yaml.safe_load(value) if value.strip() else "")
+        return config
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        self._values.update(_flatten(values))
+
+    def set(self, key: str, value: Any) -> Configuration:
+        self._values[key] = value
+        return self
+
+    def copy(self, overrides: Mapping[str, Any] | None = None) -> Configuration:
+        """A copy, with `overrides` (flat or nested keys) applied."""
+        clone = Configuration(self._values)
+        clone.update(overrides or {})
+        return clone
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._values
+
+    # -- typed access ----------------------------------------------------------------------
+
+    def raw(self, option: ConfigOption | str) -> Any:
+        option = OPTIONS[option] if isinstance(option, str) and option in OPTIONS else option
+        if isinstance(option, str):
+            return self._values.get(option)
+        return self._values.get(option.key, option.default)
+
+    def get(self, option: ConfigOption) -> Any:
+        value = self.raw(option)
+        key = option.key
+        try:
+            match option.kind:
+                case "int":
+                    return int(value)
+                case "float":
+                    return float(value)
+                case "bool":
+                    return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
+                case "duration":
+                    return parse_duration_ms(value, key)
+                case "size":
+                    return parse_size_bytes(value, key)
+                case _:
+                    return "" if value is None else str(value)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigurationError):
+                raise
+            raise ConfigurationError(f"{key}: expected {option.kind}, got {value!r}") from None
+
+    def get_seconds(self, option: ConfigOption) -> float:
+        """A duration option in seconds (asyncio's unit)."""
+        return self.get(option) / 1000.0
+
+
+def _read_yaml(text: str, where: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"{where} is not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigurationError(f"{where} must be a mapping of keys to values, got {type(loaded).__name__}")
+    return loaded

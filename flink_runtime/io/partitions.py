@@ -1,0 +1,123 @@
+"""Blocking result partitions as files, committed by rename.
+
+A producer subtask writes one partition per produced result, split into one
+subpartition per consumer subtask it feeds. It writes under a temporary directory
+named after its attempt and renames it into place on commit, so a consumer never
+sees half a partition and a retried attempt never mixes with an earlier one.
+
+    <data dir>/<job id>/<result id>/<partition number>/<subpartition>.jsonl
+
+This record format (JSON lines) serves the runtime's own invokables; PySpark tasks
+write Parquet through the same layout and commit protocol.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from flink_runtime.jobgraph.jobgraph import Partitioner
+
+
+def job_data_dir(data_dir: str | os.PathLike[str], job_id: str) -> Path:
+    return Path(data_dir) / job_id
+
+
+def stable_hash(value: Any) -> int:
+    """A hash that is the same in every process (Python's str hash is salted)."""
+    return zlib.crc32(json.dumps(value, sort_keys=True, default=str).encode())
+
+
+class ResultPartitionWriter:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        job_id: str,
+        result_id: str,
+        partition_number: int,
+        number_of_subpartitions: int,
+        partitioner: Partitioner,
+        keys: list[str],
+        attempt_id: str,
+    ) -> None:
+        self.partitioner = partitioner
+        self.keys = keys
+        self.number_of_subpartitions = number_of_subpartitions
+        result_dir = job_data_dir(data_dir, job_id) / result_id
+        self.final_dir = result_dir / str(partition_number)
+        self.staging_dir = result_dir / f".{partition_number}.inprogress-{attempt_id}"
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+        self.staging_dir.mkdir(parents=True)
+        self._files = [
+            open(self.staging_dir / f"{index}.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+            for index in range(number_of_subpartitions)
+        ]
+        self._round_robin = itertools.cycle(range(number_of_subpartitions))
+        self.records_written = 0
+
+    def emit(self, record: Any) -> None:
+        line = json.dumps(record) + "\n"
+        self.records_written += 1
+        if self.partitioner is Partitioner.BROADCAST:
+            for file in self._files:
+                file.write(line)
+            return
+        if self.number_of_subpartitions == 1 or self.partitioner is Partitioner.FORWARD:
+            index = 0
+        elif self.partitioner is Partitioner.REBALANCE:
+            index = next(self._round_robin)
+        else:
+            key = record if not self.keys else [record[k] for k in self.keys]
+            index = stable_hash(key) % self.number_of_subpartitions
+        self._files[index].write(line)
+
+    def emit_all(self, records: Iterable[Any]) -> None:
+        for record in records:
+            self.emit(record)
+
+    def commit(self) -> str:
+        """Publish the partition atomically; returns its location."""
+        self.close()
+        # A finished earlier attempt of the same subtask may have committed already
+        # (it finished but its report was lost): the newest attempt's data wins.
+        if self.final_dir.exists():
+            shutil.rmtree(self.final_dir)
+        os.replace(self.staging_dir, self.final_dir)
+        return str(self.final_dir)
+
+    def close(self) -> None:
+        for file in self._files:
+            if not file.closed:
+                file.close()
+
+    def abort(self) -> None:
+        self.close()
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+
+
+class InputGate:
+    """The subpartitions one consumer subtask reads from every partition of one result."""
+
+    def __init__(self, result_id: str, subpartition_index: int, partition_locations: list[str]) -> None:
+        self.result_id = result_id
+        self.subpartition_index = subpartition_index
+        self.partition_locations = partition_locations
+
+    def files(self) -> list[Path]:
+        return [Path(location) / f"{self.subpartition_index}.jsonl" for location in self.partition_locations]
+
+    def records(self) -> Iterator[Any]:
+        for path in self.files():
+            with open(path, encoding="utf-8") as file:
+                for line in file:
+                    yield json.loads(line)
+
+
+def release_job_partitions(data_dir: str | os.PathLike[str], job_id: str) -> None:
+    shutil.rmtree(job_data_dir(data_dir, job_id), ignore_errors=True)

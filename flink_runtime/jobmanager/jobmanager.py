@@ -1,0 +1,346 @@
+"""The JobManager: TaskManager registry, slot pool, jobs, and the JobStatusChanged log.
+
+It plays the roles Flink splits into Dispatcher (accepts jobs, keeps finished ones
+queryable), ResourceManager (registers TaskManagers, watches their heartbeats, owns
+the slots) and hosts one JobMaster per running job, all inside one actor.
+
+Liveness: every `heartbeat.interval` the JobManager asks each TaskManager for a
+Heartbeat. A TaskManager that has not answered for `heartbeat.timeout` is lost: its
+slots leave the pool and whatever ran in them fails with that reason. A TaskManager
+that shuts down cleanly says so (DisconnectTaskManager) and is removed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_runtime import __version__
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
+from flink_runtime.jobgraph.validation import InvalidJobGraph, validate_job_graph
+from flink_runtime.jobmanager.events import JobEventLog
+from flink_runtime.jobmanager.jobmaster import JobMaster
+from flink_runtime.rpc.endpoint import RpcEndpoint, handles
+from flink_runtime.rpc.messages import (
+    PROTOCOL_VERSION,
+    Acknowledge,
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    CancelJob,
+    CancellationFailure,
+    CancellationSuccess,
+    DisconnectTaskManager,
+    Heartbeat,
+    HeartbeatResponse,
+    JobStatusChanged,
+    JobSubmissionFailure,
+    Message,
+    NextInputSplit,
+    RefuseRegistration,
+    RegisterTaskManager,
+    ReleasePartitions,
+    RequestNextInputSplit,
+    ScheduleOrUpdateConsumers,
+    SubmitJob,
+    UpdateTaskExecutionState,
+)
+from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
+from flink_runtime.taskmanager.invokable import InvokableNotFound, resolve_invokable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RegisteredTaskManager:
+    task_manager_id: str
+    address: str
+    host: str
+    slots: int
+    resources: dict[str, float]
+    registration_id: str
+    registered_at: float = field(default_factory=time.time)
+    last_heartbeat: float = field(default_factory=time.monotonic)
+
+
+class JobManager(RpcEndpoint):
+    def __init__(self, config: Configuration) -> None:
+        rpc = RpcService(
+            config.get(cfg.JOBMANAGER_RPC_ADDRESS),
+            config.get(cfg.JOBMANAGER_RPC_PORT),
+            framesize=config.get(cfg.FRAMESIZE),
+        )
+        super().__init__("JobManager", rpc)
+        self.config = config
+        self.jobmanager_id = uuid.uuid4().hex
+        self.started_at = time.time()
+        self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
+        self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
+        self.slot_request_timeout = config.get_seconds(cfg.SLOT_REQUEST_TIMEOUT)
+        self.task_managers: dict[str, RegisteredTaskManager] = {}
+        self.slot_pool = SlotPool()
+        self.jobs: dict[str, JobMaster] = {}  # every job this JobManager knows, running or archived
+        self._finished_at: OrderedDict[str, float] = OrderedDict()
+        self._job_of_request: dict[str, JobMaster] = {}
+        self._job_of_allocation: dict[str, JobMaster] = {}
+        self.events = JobEventLog()
+        self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
+
+    def on_start(self) -> None:
+        interval = self.config.get_seconds(cfg.HEARTBEAT_INTERVAL)
+        self.schedule_every(interval, self._send_heartbeats)
+        self.schedule_every(min(interval, 1.0), self._check_timeouts)
+        log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
+
+    # -- TaskManager registration ------------------------------------------------------------------
+
+    @handles(RegisterTaskManager)
+    def on_register_task_manager(self, message: RegisterTaskManager) -> Message:
+        if message.protocol_version != PROTOCOL_VERSION:
+            return RefuseRegistration(
+                reason=f"incompatible protocol version {message.protocol_version}: this JobManager "
+                f"speaks version {PROTOCOL_VERSION}; run the same flink-runtime version everywhere"
+            )
+        secret = str(self.config.get(cfg.CLUSTER_SECRET))
+        if secret and message.secret != secret:
+            return RefuseRegistration(
+                reason="wrong cluster secret: set security.cluster.secret to the JobManager's value"
+            )
+        known = self.task_managers.get(message.task_manager_id)
+        if known is not None and known.address == message.address:
+            known.last_heartbeat = time.monotonic()
+            return AlreadyRegistered(registration_id=known.registration_id, jobmanager_id=self.jobmanager_id)
+        if known is not None:
+            # Same id at a new address: the old process is gone.
+            self._remove_task_manager(known.task_manager_id, "TaskManager restarted at a new address")
+        registration = RegisteredTaskManager(
+            task_manager_id=message.task_manager_id,
+            address=message.address,
+            host=message.host,
+            slots=message.slots,
+            resources=message.resources,
+            registration_id=uuid.uuid4().hex,
+        )
+        self.task_managers[message.task_manager_id] = registration
+        log.info(
+            "Registered TaskManager %s at %s with %d slots", message.task_manager_id, message.address, message.slots
+        )
+        for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
+            self._slot_allocated(request_id, slot)
+        return AcknowledgeRegistration(registration_id=registration.registration_id, jobmanager_id=self.jobmanager_id)
+
+    @handles(DisconnectTaskManager)
+    def on_disconnect_task_manager(self, message: DisconnectTaskManager) -> Acknowledge:
+        self._remove_task_manager(message.task_manager_id, message.reason)
+        return Acknowledge()
+
+    def _remove_task_manager(self, task_manager_id: str, reason: str) -> None:
+        registration = self.task_managers.pop(task_manager_id, None)
+        if registration is None:
+            return
+        log.warning("TaskManager %s removed: %s", task_manager_id, reason)
+        cause = f"TaskManagerLostException: TaskManager {task_manager_id} ({registration.address}) lost: {reason}"
+        for allocation_id in self.slot_pool.remove_task_manager(task_manager_id):
+            job = self._job_of_allocation.pop(allocation_id, None)
+            if job is not None:
+                job.on_allocation_lost(allocation_id, cause)
+        # Tasks of this TaskManager that were still DEPLOYING (no slot member yet) fail too.
+        for job in list(self.jobs.values()):
+            if job.graph is None or job.status.is_terminal:
+                continue
+            for vertex in job.graph.all_execution_vertices():
+                execution = vertex.current_execution
+                if execution.task_manager_id == task_manager_id and not execution.is_terminal:
+                    job.update_task_execution_state(execution.attempt_id, ExecutionState.FAILED, cause)
+        self.rpc.disconnect(registration.address)
+
+    # -- heartbeats and timeouts ---------------------------------------------------------------------
+
+    def _send_heartbeats(self) -> None:
+        request = Heartbeat(jobmanager_id=self.jobmanager_id)
+        for registration in self.task_managers.values():
+            self.run_async(
+                self.rpc.ask(registration.address, request, self.heartbeat_timeout),
+                lambda answer, error: self._on_heartbeat_answer(answer),
+            )
+
+    def _on_heartbeat_answer(self, answer: Any) -> None:
+        if isinstance(answer, HeartbeatResponse):
+            registration = self.task_managers.get(answer.task_manager_id)
+            if registration is not None:
+                registration.last_heartbeat = time.monotonic()
+
+    def _check_timeouts(self) -> None:
+        now = time.monotonic()
+        for registration in list(self.task_managers.values()):
+            silent_for = now - registration.last_heartbeat
+            if silent_for > self.heartbeat_timeout:
+                self._remove_task_manager(
+                    registration.task_manager_id,
+                    f"no heartbeat for {silent_for:.1f} s (heartbeat.timeout is {self.heartbeat_timeout:g} s)",
+                )
+        for request_id in self.slot_pool.expire_requests(now, self.slot_request_timeout):
+            job = self._job_of_request.pop(request_id, None)
+            if job is not None:
+                job.on_slot_request_timeout(
+                    request_id, self.slot_pool.total_slots, self.slot_pool.free_slots, self.slot_request_timeout
+                )
+        self._expire_finished_jobs()
+
+    # -- the JobMasterGateway -------------------------------------------------------------------------
+
+    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
+        slot = self.slot_pool.request_slot(request_id, time.monotonic(), preferred_hosts=preferred_hosts)
+        if slot is None:
+            self._job_of_request[request_id] = job
+        else:
+            self._job_of_allocation[request_id] = job
+        return slot
+
+    def _slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
+        job = self._job_of_request.pop(request_id, None)
+        if job is None:
+            self.slot_pool.release_slot(request_id)
+            return
+        self._job_of_allocation[request_id] = job
+        job.on_slot_allocated(request_id, slot)
+
+    def release_slot(self, allocation_id: str) -> None:
+        self._job_of_allocation.pop(allocation_id, None)
+        for request_id, slot in self.slot_pool.release_slot(allocation_id):
+            self._slot_allocated(request_id, slot)
+
+    def cancel_slot_request(self, request_id: str) -> None:
+        self._job_of_request.pop(request_id, None)
+        self.slot_pool.cancel_request(request_id)
+
+    def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
+        return self.slot_pool.slot_of(allocation_id)
+
+    def task_manager_address(self, task_manager_id: str) -> str | None:
+        registration = self.task_managers.get(task_manager_id)
+        return registration.address if registration is not None else None
+
+    def ask_task_manager(
+        self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        self.run_async(self.rpc.ask(address, message, self.ask_timeout), on_done)
+
+    def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
+        self.events.publish(event)
+        for listener in self.status_listeners:
+            listener(event)
+        if job.status.is_terminal:
+            self._finished_at[job.job_id] = time.monotonic()
+            for registration in self.task_managers.values():
+                self.rpc.tell(registration.address, ReleasePartitions(job_id=job.job_id))
+
+    def _expire_finished_jobs(self) -> None:
+        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
+        capacity = self.config.get(cfg.JOBSTORE_MAX_CAPACITY)
+        now = time.monotonic()
+        while self._finished_at:
+            job_id, finished = next(iter(self._finished_at.items()))
+            if now - finished < expiration and len(self._finished_at) <= capacity:
+                break
+            del self._finished_at[job_id]
+            self.jobs.pop(job_id, None)
+
+    # -- jobs ------------------------------------------------------------------------------------------
+
+    def validate(self, job_graph: JobGraph) -> None:
+        """Raise InvalidJobGraph with every problem, invokables included."""
+        errors: list[str] = []
+        try:
+            validate_job_graph(job_graph)
+        except InvalidJobGraph as exc:
+            errors.extend(exc.errors)
+        for vertex in job_graph.vertices:
+            try:
+                resolve_invokable(vertex.invokable)
+            except InvokableNotFound as exc:
+                errors.append(f"vertex {vertex.id!r}: {exc}")
+        if errors:
+            raise InvalidJobGraph(errors)
+
+    @handles(SubmitJob)
+    def on_submit_job(self, message: SubmitJob) -> Any:
+        job_graph = message.job_graph
+        if job_graph.job_id is None:
+            job_graph.job_id = new_job_id()
+        job_id = job_graph.job_id
+        if job_id in self.jobs:
+            return JobSubmissionFailure(
+                job_id=job_id, reason=f"job {job_id} was already submitted", kind="duplicate"
+            )
+        try:
+            self.validate(job_graph)
+        except InvalidJobGraph as exc:
+            return JobSubmissionFailure(job_id=job_id, reason=str(exc), kind="invalid")
+        job = JobMaster(job_graph, self, self.config)
+        self.jobs[job_id] = job
+        log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
+        job.start()
+        return job.wait_until_running()
+
+    @handles(CancelJob)
+    def on_cancel_job(self, message: CancelJob) -> Message:
+        job = self.jobs.get(message.job_id)
+        if job is None:
+            return CancellationFailure(job_id=message.job_id, reason=f"job {message.job_id} not found")
+        reason = job.cancel()
+        if reason is not None:
+            return CancellationFailure(job_id=message.job_id, reason=reason)
+        return CancellationSuccess(job_id=message.job_id)
+
+    @handles(UpdateTaskExecutionState)
+    def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
+        job = self.jobs.get(message.job_id)
+        if job is None:
+            return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
+        try:
+            state = ExecutionState(message.state)
+        except ValueError:
+            return Acknowledge(ok=False, reason=f"unknown execution state {message.state!r}")
+        return Acknowledge(ok=job.update_task_execution_state(message.execution_id, state, message.error))
+
+    @handles(RequestNextInputSplit)
+    def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit:
+        job = self.jobs.get(message.job_id)
+        split = job.request_next_input_split(message.execution_id, message.host) if job is not None else None
+        return NextInputSplit(split=split)
+
+    @handles(ScheduleOrUpdateConsumers)
+    def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
+        job = self.jobs.get(message.job_id)
+        if job is None:
+            return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
+        problem = job.schedule_or_update_consumers(message.partition_id, message.location)
+        return Acknowledge(ok=problem is None, reason=problem or "")
+
+    # -- views for the REST API (read on the same event loop, never mutated there) -----------------
+
+    def cluster_overview(self) -> dict[str, Any]:
+        counts = {"RUNNING": 0, "FINISHED": 0, "CANCELED": 0, "FAILED": 0}
+        for job in self.jobs.values():
+            key = job.status.value if job.status.is_globally_terminal else "RUNNING"
+            counts[key] += 1
+        return {
+            "taskmanagers": len(self.task_managers),
+            "slots-total": self.slot_pool.total_slots,
+            "slots-available": self.slot_pool.free_slots,
+            "jobs-running": counts["RUNNING"],
+            "jobs-finished": counts["FINISHED"],
+            "jobs-cancelled": counts["CANCELED"],
+            "jobs-failed": counts["FAILED"],
+            "flink-version": __version__,
+            "flink-commit": "",
+        }

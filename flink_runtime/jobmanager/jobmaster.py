@@ -1,0 +1,510 @@
+"""The JobMaster: one job's ExecutionGraph, its scheduling and its status.
+
+A JobMaster is not an actor of its own: the JobManager's mailbox drives it, so its
+state is touched only there. It asks the JobManager (its `JobMasterGateway`) for
+slots and RPCs and answers the messages the JobManager routes to it by job id.
+
+Scheduling is lazy from the sources, as Flink's batch scheduling:
+
+  1. every source subtask asks for a (shared) slot and is deployed into it;
+  2. a producer that finishes commits its partitions and reports them with
+     ScheduleOrUpdateConsumers; a consumer subtask is deployed once every partition
+     it reads is finished (blocking exchanges);
+  3. when every subtask has FINISHED the job is FINISHED.
+
+Any subtask failure fails the job (restart strategy "none"): the other subtasks are
+cancelled, and the job is FAILED when all of them have stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph import (
+    Execution,
+    ExecutionGraph,
+    ExecutionState,
+    ExecutionVertex,
+    JobStatus,
+    subpartition_index,
+)
+from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, Partitioner
+from flink_runtime.rpc.messages import (
+    CancelTask,
+    InputGateDeploymentDescriptor,
+    JobStatusChanged,
+    JobSubmissionFailure,
+    Message,
+    ResultPartitionDeploymentDescriptor,
+    SubmitTask,
+    Success,
+    TaskDeploymentDescriptor,
+    TaskOperationResult,
+)
+from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
+from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
+from flink_runtime.taskmanager.invokable import resolve_invokable
+
+if TYPE_CHECKING:
+    from flink_runtime.scheduler.slotpool import PhysicalSlot
+
+log = logging.getLogger(__name__)
+
+_E = ExecutionState
+_DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
+
+
+class JobMasterGateway(Protocol):
+    """What a JobMaster needs from the JobManager that hosts it."""
+
+    ask_timeout: float
+
+    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
+    def release_slot(self, allocation_id: str) -> None: ...
+    def cancel_slot_request(self, request_id: str) -> None: ...
+    def slot_of(self, allocation_id: str) -> PhysicalSlot | None: ...
+    def task_manager_address(self, task_manager_id: str) -> str | None: ...
+    def ask_task_manager(
+        self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
+    ) -> None: ...
+    def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
+
+
+@dataclass
+class ExceptionEntry:
+    """One entry of the job's exception history (Flink's REST field names)."""
+
+    exception_name: str
+    stacktrace: str
+    timestamp: float
+    task_name: str | None = None
+    location: str | None = None
+    task_manager_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exceptionName": self.exception_name,
+            "stacktrace": self.stacktrace,
+            "timestamp": int(self.timestamp * 1000),
+            "taskName": self.task_name,
+            "location": self.location,
+            "taskManagerId": self.task_manager_id,
+        }
+
+
+class JobMaster:
+    def __init__(self, job_graph: JobGraph, gateway: JobMasterGateway, cluster_config: Configuration) -> None:
+        assert job_graph.job_id is not None
+        self.job_graph = job_graph
+        self.job_id: str = job_graph.job_id
+        self.name = job_graph.name
+        self.gateway = gateway
+        self.config = cluster_config.copy(job_graph.config)
+        self.status = JobStatus.INITIALIZING
+        self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
+        self.graph: ExecutionGraph | None = None
+        self.exceptions: list[ExceptionEntry] = []
+        self._shared_slots = SharedSlotManager()
+        self._slot_keys: dict[str, SlotKey] = {}  # job vertex id -> key factory inputs are per vertex
+        self._request_of_key: dict[SlotKey, str] = {}
+        self._key_of_request: dict[str, SlotKey] = {}
+        self._request_ids = itertools.count()
+        self._split_assigners: dict[str, LocatableInputSplitAssigner] = {}
+        self._partition_locations: dict[str, str] = {}
+        self._active_executions = 0
+        self._finished_executions = 0
+        self._sources_not_running: set[str] = set()
+        self._submission_waiters: list[asyncio.Future[Message]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Build the ExecutionGraph, enumerate input splits and schedule the sources."""
+        try:
+            self.graph = graph = ExecutionGraph(self.job_graph)
+            for ejv in graph.source_vertices():
+                invokable = resolve_invokable(ejv.job_vertex.invokable)
+                splits = invokable.create_input_splits(ejv.job_vertex.config, ejv.parallelism)
+                self._split_assigners[ejv.id] = LocatableInputSplitAssigner(splits)
+        except Exception as exc:
+            self._transition(JobStatus.FAILED)
+            self._record_exception(exc, None)
+            self._finish()
+            return
+        self._active_executions = graph.total_subtasks
+        self._transition(JobStatus.CREATED)
+        self._declare_slot_usage()
+        self._transition(JobStatus.RUNNING)
+        for ejv in graph.source_vertices():
+            for vertex in ejv.task_vertices:
+                self._sources_not_running.add(vertex.current_execution.attempt_id)
+        for ejv in graph.source_vertices():
+            for vertex in ejv.task_vertices:
+                self._schedule(vertex)
+
+    def wait_until_running(self) -> asyncio.Future[Message]:
+        """Resolves with Success once every source subtask runs, or a failure."""
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        if self.status.is_terminal or not self._sources_not_running and self.status is JobStatus.RUNNING:
+            future.set_result(self._submission_answer())
+        else:
+            self._submission_waiters.append(future)
+        return future
+
+    def _submission_answer(self) -> Message:
+        if self.status in (JobStatus.FAILED, JobStatus.CANCELED) and self._sources_not_running:
+            reason = self.exceptions[0].stacktrace if self.exceptions else self.status.value
+            return JobSubmissionFailure(job_id=self.job_id, reason=reason, kind="failed")
+        return Success(job_id=self.job_id)
+
+    def _answer_submission_waiters(self) -> None:
+        answer = self._submission_answer()
+        for future in self._submission_waiters:
+            if not future.done():
+                future.set_result(answer)
+        self._submission_waiters.clear()
+
+    # -- job status ---------------------------------------------------------------------------
+
+    def _transition(self, new: JobStatus) -> None:
+        old = self.status
+        self.status = old.check_transition(new)
+        now = time.time()
+        self.status_timestamps[new] = now
+        log.info("Job %s (%s) switched from %s to %s.", self.name, self.job_id, old.value, new.value)
+        self.gateway.job_status_changed(
+            self, JobStatusChanged(job_id=self.job_id, old_state=old.value, new_state=new.value, timestamp=now)
+        )
+
+    def cancel(self) -> str | None:
+        """Start cancelling; returns a reason when the job cannot be cancelled."""
+        if self.status.is_terminal:
+            return f"job {self.job_id} is already {self.status.value}"
+        if self.status in (JobStatus.CANCELLING, JobStatus.FAILING):
+            return None
+        self._transition(JobStatus.CANCELLING)
+        self._cancel_all_executions()
+        self._complete_if_all_stopped()
+        return None
+
+    def _fail_job(self) -> None:
+        if self.status in (JobStatus.CREATED, JobStatus.RUNNING):
+            self._transition(JobStatus.FAILING)
+            self._cancel_all_executions()
+        self._complete_if_all_stopped()
+
+    def _complete_if_all_stopped(self) -> None:
+        if self._active_executions > 0 or self.status.is_terminal:
+            return
+        if self.status is JobStatus.FAILING:
+            self._transition(JobStatus.FAILED)
+        elif self.status is JobStatus.CANCELLING:
+            self._transition(JobStatus.CANCELED)
+        elif self.status is JobStatus.RUNNING and self._finished_executions == self._total_subtasks:
+            self._transition(JobStatus.FINISHED)
+        else:
+            return
+        self._finish()
+
+    def _finish(self) -> None:
+        """The job is terminal: give back every slot and slot request it still holds."""
+        for key in list(self._request_of_key):
+            self.gateway.cancel_slot_request(self._request_of_key.pop(key))
+        self._key_of_request.clear()
+        for key in self._all_slot_keys():
+            allocation_id = self._shared_slots.expect(key, 0)
+            if allocation_id is not None:
+                self.gateway.release_slot(allocation_id)
+        self._answer_submission_waiters()
+
+    @property
+    def _total_subtasks(self) -> int:
+        return self.graph.total_subtasks if self.graph is not None else 0
+
+    # -- slots -------------------------------------------------------------------------------------
+
+    def _slot_key(self, vertex: ExecutionVertex) -> SlotKey:
+        job_vertex = vertex.job_vertex.job_vertex
+        return shared_slot_key(
+            job_vertex.slot_sharing_group, job_vertex.co_location_group, job_vertex.id, vertex.subtask_index
+        )
+
+    def _all_slot_keys(self) -> set[SlotKey]:
+        if self.graph is None:
+            return set()
+        return {self._slot_key(vertex) for vertex in self.graph.all_execution_vertices()}
+
+    def _declare_slot_usage(self) -> None:
+        """Tell the slot sharing manager how many subtasks will use each shared slot,
+        so a shared slot survives between a producer finishing and its consumer starting."""
+        assert self.graph is not None
+        counts: dict[SlotKey, int] = {}
+        for vertex in self.graph.all_execution_vertices():
+            key = self._slot_key(vertex)
+            counts[key] = counts.get(key, 0) + 1
+        for key, count in counts.items():
+            self._shared_slots.expect(key, count)
+
+    def _schedule(self, vertex: ExecutionVertex) -> None:
+        execution = vertex.current_execution
+        if not execution.transition_state(_E.SCHEDULED):
+            return
+        key = self._slot_key(vertex)
+        acquired = self._shared_slots.acquire(key, execution.attempt_id)
+        if acquired.allocation_id is not None:
+            self._deploy(execution, acquired.allocation_id)
+        elif acquired.request_slot:
+            request_id = f"{self.job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
+            self._request_of_key[key] = request_id
+            self._key_of_request[request_id] = key
+            hosts = self._preferred_hosts(vertex)
+            slot = self.gateway.request_slot(self, request_id, hosts)
+            if slot is not None:
+                self.on_slot_allocated(request_id, slot)
+
+    def _preferred_hosts(self, vertex: ExecutionVertex) -> list[str]:
+        assigner = self._split_assigners.get(vertex.job_vertex.id)
+        return assigner.preferred_hosts() if assigner is not None and hasattr(assigner, "preferred_hosts") else []
+
+    def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
+        key = self._key_of_request.pop(request_id, None)
+        if key is None or self.status.is_terminal:
+            self.gateway.release_slot(slot.allocation_id or request_id)
+            return
+        del self._request_of_key[key]
+        assert slot.allocation_id is not None and self.graph is not None
+        for attempt_id in self._shared_slots.bind(key, slot.allocation_id):
+            execution = self.graph.execution(attempt_id)
+            if execution is not None and execution.state is _E.SCHEDULED:
+                self._deploy(execution, slot.allocation_id)
+
+    def on_slot_request_timeout(self, request_id: str, total_slots: int, free_slots: int, timeout: float) -> None:
+        key = self._key_of_request.pop(request_id, None)
+        if key is None:
+            return
+        self._request_of_key.pop(key, None)
+        reason = (
+            f"NoResourceAvailableException: could not acquire a slot within slot.request.timeout "
+            f"({timeout:g} s). The cluster offers {total_slots} slots ({free_slots} free). "
+            f"Start more TaskManagers, raise taskmanager.numberOfTaskSlots, or lower the parallelism."
+        )
+        assert self.graph is not None
+        for attempt_id in self._shared_slots.members_of(key):
+            execution = self.graph.execution(attempt_id)
+            if execution is not None:
+                self._fail_execution(execution, reason)
+
+    def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
+        """The TaskManager holding this allocation is gone: fail what ran in it."""
+        assert self.graph is not None
+        for attempt_id in self._shared_slots.drop_allocation(allocation_id):
+            execution = self.graph.execution(attempt_id)
+            if execution is not None:
+                self._fail_execution(execution, reason)
+
+    def _release_slot_of(self, execution: Execution) -> None:
+        key = self._slot_key(execution.vertex)
+        allocation_id = self._shared_slots.release(key, execution.attempt_id)
+        if allocation_id is not None:
+            self.gateway.release_slot(allocation_id)
+        elif key in self._request_of_key and not self._shared_slots.is_pending(key):
+            request_id = self._request_of_key.pop(key)
+            self._key_of_request.pop(request_id, None)
+            self.gateway.cancel_slot_request(request_id)
+
+    # -- deployment ----------------------------------------------------------------------------
+
+    def _deploy(self, execution: Execution, allocation_id: str) -> None:
+        slot = self.gateway.slot_of(allocation_id)
+        address = self.gateway.task_manager_address(slot.task_manager_id) if slot is not None else None
+        if slot is None or address is None:
+            self._fail_execution(execution, f"slot {allocation_id} vanished before deployment")
+            return
+        execution.assigned_resource = allocation_id
+        execution.task_manager_id = slot.task_manager_id
+        self._set_execution_state(execution, _E.DEPLOYING)
+        descriptor = self._deployment_descriptor(execution, allocation_id)
+        self.gateway.ask_task_manager(
+            address,
+            SubmitTask(descriptor=descriptor),
+            lambda answer, error: self._on_task_submitted(execution, answer, error),
+        )
+
+    def _on_task_submitted(self, execution: Execution, answer: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self._fail_execution(execution, f"could not deploy {execution.vertex.task_name_with_subtask}: {error}")
+        elif isinstance(answer, TaskOperationResult) and not answer.success:
+            self._fail_execution(
+                execution, f"TaskManager refused {execution.vertex.task_name_with_subtask}: {answer.reason}"
+            )
+
+    def _deployment_descriptor(self, execution: Execution, allocation_id: str) -> TaskDeploymentDescriptor:
+        vertex = execution.vertex
+        ejv = vertex.job_vertex
+        produced = []
+        for partition in vertex.produced_partitions:
+            edge = partition.result.edge
+            produced.append(
+                ResultPartitionDeploymentDescriptor(
+                    partition_id=partition.partition_id,
+                    result_id=partition.result.id,
+                    partition_number=partition.partition_number,
+                    number_of_subpartitions=partition.number_of_subpartitions,
+                    partitioner=edge.partitioner if edge is not None else Partitioner.FORWARD,
+                    keys=list(edge.keys) if edge is not None else [],
+                    result_type=partition.result.result_type,
+                )
+            )
+        gates = []
+        for group in vertex.consumed_partition_groups:
+            partitions = list(group)
+            gates.append(
+                InputGateDeploymentDescriptor(
+                    result_id=group.result.id,
+                    consumed_subpartition_index=subpartition_index(partitions[0], vertex.subtask_index),
+                    partition_locations=[self._partition_locations[p.partition_id] for p in partitions],
+                )
+            )
+        return TaskDeploymentDescriptor(
+            job_id=self.job_id,
+            job_name=self.name,
+            execution_id=execution.attempt_id,
+            allocation_id=allocation_id,
+            vertex_id=ejv.id,
+            task_name=vertex.task_name_with_subtask,
+            subtask_index=vertex.subtask_index,
+            parallelism=ejv.parallelism,
+            attempt_number=execution.attempt_number,
+            invokable=ejv.job_vertex.invokable,
+            vertex_config=ejv.job_vertex.config,
+            job_config=self.job_graph.config,
+            libraries=self.job_graph.libraries,
+            produced_partitions=produced,
+            input_gates=gates,
+        )
+
+    # -- messages from TaskManagers --------------------------------------------------------------
+
+    def update_task_execution_state(self, execution_id: str, state: ExecutionState, error: str | None) -> bool:
+        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        if execution is None:
+            return False
+        return self._set_execution_state(execution, state, error)
+
+    def request_next_input_split(self, execution_id: str, host: str | None) -> InputSplit | None:
+        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        if execution is None or execution.is_terminal or self.status is not JobStatus.RUNNING:
+            return None
+        assigner = self._split_assigners.get(execution.vertex.job_vertex.id)
+        if assigner is None:
+            return None
+        return assigner.get_next_input_split(host, execution.vertex.subtask_index)
+
+    def schedule_or_update_consumers(self, partition_id: str, location: str) -> str | None:
+        """A producer committed a partition; deploy consumers whose inputs are now complete."""
+        partition = self.graph.partition(partition_id) if self.graph is not None else None
+        if partition is None:
+            return f"unknown partition {partition_id}"
+        self._partition_locations[partition_id] = location
+        if not partition.mark_finished() or self.status is not JobStatus.RUNNING:
+            return None
+        group = partition.consumer_vertex_group
+        if group is None:
+            return None
+        result = partition.result
+        if result.edge is not None and result.edge.distribution_pattern is DistributionPattern.ALL_TO_ALL:
+            # Every consumer reads every partition: nothing to do until the last one.
+            if not result.all_partitions_finished:
+                return None
+        for consumer in group:
+            if consumer.current_execution.state is _E.CREATED and all(
+                g.all_finished() for g in consumer.consumed_partition_groups
+            ):
+                self._schedule(consumer)
+        return None
+
+    # -- execution state changes (all go through here) --------------------------------------------
+
+    def _set_execution_state(self, execution: Execution, state: ExecutionState, error: str | None = None) -> bool:
+        if not execution.transition_state(state, error):
+            return False
+        if state is _E.RUNNING or state is _E.FINISHED:
+            self._sources_not_running.discard(execution.attempt_id)
+            if not self._sources_not_running and self._submission_waiters:
+                self._answer_submission_waiters()
+        if state.is_terminal:
+            self._active_executions -= 1
+            self._release_slot_of(execution)
+            if state is _E.FINISHED:
+                self._finished_executions += 1
+            elif state is _E.FAILED:
+                self._record_failure(execution, error or "unknown failure")
+                self._fail_job()
+            self._complete_if_all_stopped()
+        return True
+
+    def _fail_execution(self, execution: Execution, reason: str) -> None:
+        self._set_execution_state(execution, _E.FAILED, reason)
+
+    def _cancel_all_executions(self) -> None:
+        assert self.graph is not None
+        for vertex in self.graph.all_execution_vertices():
+            execution = vertex.current_execution
+            if execution.state in _DEPLOYED:
+                self._set_execution_state(execution, _E.CANCELING)
+                address = self.gateway.task_manager_address(execution.task_manager_id or "")
+                if address is None:
+                    self._set_execution_state(execution, _E.CANCELED)
+                    continue
+                self.gateway.ask_task_manager(
+                    address,
+                    CancelTask(execution_id=execution.attempt_id),
+                    lambda answer, error, execution=execution: self._on_cancel_answer(execution, answer, error),
+                )
+            elif not execution.is_terminal and execution.state is not _E.CANCELING:
+                self._set_execution_state(execution, _E.CANCELED)
+
+    def _on_cancel_answer(self, execution: Execution, answer: Any, error: BaseException | None) -> None:
+        # A TaskManager that is gone or no longer knows the task cannot report it
+        # CANCELED, so the JobManager concludes it here.
+        if error is not None or (isinstance(answer, TaskOperationResult) and not answer.success):
+            self._set_execution_state(execution, _E.CANCELED)
+
+    # -- exceptions ---------------------------------------------------------------------------------
+
+    def _record_failure(self, execution: Execution, error: str) -> None:
+        first_line = error.splitlines()[0] if error else "failure"
+        name = first_line.split(":", 1)[0] if ":" in first_line else "TaskFailure"
+        address = self.gateway.task_manager_address(execution.task_manager_id or "")
+        self.exceptions.append(
+            ExceptionEntry(
+                exception_name=name,
+                stacktrace=error,
+                timestamp=time.time(),
+                task_name=execution.vertex.task_name_with_subtask,
+                location=address,
+                task_manager_id=execution.task_manager_id,
+            )
+        )
+
+    def _record_exception(self, exc: BaseException, task_name: str | None) -> None:
+        self.exceptions.append(
+            ExceptionEntry(
+                exception_name=type(exc).__name__,
+                stacktrace=f"{type(exc).__name__}: {exc}\n\n" + "".join(traceback.format_exception(exc)),
+                timestamp=time.time(),
+                task_name=task_name,
+            )
+        )
+
+    @property
+    def root_exception(self) -> ExceptionEntry | None:
+        return self.exceptions[0] if self.exceptions else None

@@ -1,0 +1,206 @@
+"""RpcEndpoint: the actor every JobManager and TaskManager component is built on.
+
+One mailbox, one asyncio task draining it, state touched only by handlers. A handler
+never blocks: it answers at once, or returns an awaitable whose result becomes the
+answer later while the mailbox goes on (SubmitJob is answered only once the sources
+run, long after the handler returned). Work that must wait on the network or a thread
+is started with `run_async`, and its result comes back through the mailbox as a
+callback, so the state it touches is still touched only here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from flink_runtime.rpc.messages import Message, RpcError
+from flink_runtime.rpc.service import RpcService
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Reply = Callable[[Any], None]
+
+
+def handles(message_type: type[Message] | type) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Mark a method as the handler of one message type."""
+
+    def mark(method: Callable[..., T]) -> Callable[..., T]:
+        method._handles = message_type  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class _Callback:
+    """A continuation run inside the actor: the result of work done elsewhere."""
+
+    __slots__ = ("function", "args")
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.function = function
+        self.args = args
+
+
+class RpcEndpoint:
+    _handler_types: dict[type, str] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        handler_types: dict[type, str] = {}
+        for klass in reversed(cls.__mro__):
+            for name, attr in vars(klass).items():
+                if hasattr(attr, "_handles"):
+                    handler_types[attr._handles] = name
+        cls._handler_types = handler_types
+
+    def __init__(self, name: str, rpc: RpcService) -> None:
+        self.name = name
+        self.rpc = rpc
+        self._mailbox: asyncio.Queue[tuple[Any, Reply | None]] = asyncio.Queue()
+        self._handlers = {t: getattr(self, n) for t, n in self._handler_types.items()}
+        self._drainer: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def address(self) -> str:
+        return self.rpc.address
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.rpc.start(self._enqueue)
+        self._drainer = asyncio.create_task(self._drain(), name=f"mailbox {self.name}")
+        self.on_start()
+
+    def on_start(self) -> None:
+        """Hook run in the actor once the mailbox drains; schedule timers here."""
+
+    async def stop(self) -> None:
+        self.on_stop()
+        for task in list(self._background):
+            task.cancel()
+        if self._drainer is not None:
+            self._drainer.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self._drainer is not None:
+            await asyncio.gather(self._drainer, return_exceptions=True)
+        await self.rpc.close()
+
+    def on_stop(self) -> None:
+        """Hook run before the mailbox stops."""
+
+    # -- the mailbox ---------------------------------------------------------------------------
+
+    def _enqueue(self, message: Any, reply: Reply | None) -> None:
+        self._mailbox.put_nowait((message, reply))
+
+    def tell_self(self, message: Any) -> None:
+        """Put a message in the mailbox (same event loop)."""
+        self._mailbox.put_nowait((message, None))
+
+    def tell_self_threadsafe(self, message: Any) -> None:
+        """Put a message in the mailbox from another thread (a task's thread)."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._mailbox.put_nowait, (message, None))
+
+    async def ask_self(self, message: Any, timeout: float | None = None) -> Any:
+        """Ask this actor from the same process (the REST server does)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def reply(answer: Any) -> None:
+            if not future.done():
+                future.set_result(answer)
+
+        self._mailbox.put_nowait((message, reply))
+        answer = await asyncio.wait_for(future, timeout)
+        if isinstance(answer, RpcError):
+            raise RuntimeError(answer.error)
+        return answer
+
+    def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None:
+        self._mailbox.put_nowait((_Callback(function, args), None))
+
+    def run_async(
+        self,
+        awaitable: Awaitable[T],
+        on_done: Callable[[T | None, BaseException | None], None] | None = None,
+    ) -> asyncio.Task[T]:
+        """Run I/O outside the mailbox; `on_done(result, error)` runs back inside it."""
+
+        async def runner() -> T:
+            try:
+                result = await awaitable
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if on_done is not None:
+                    self.run_in_mailbox(on_done, None, exc)
+                else:
+                    log.warning("%s: background work failed: %s", self.name, exc)
+                raise
+            if on_done is not None:
+                self.run_in_mailbox(on_done, result, None)
+            return result
+
+        task = asyncio.get_running_loop().create_task(runner())
+        self._background.add(task)
+        task.add_done_callback(self._forget_task)
+        return task
+
+    def _forget_task(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: failures were reported through on_done
+
+    def schedule_every(self, interval: float, function: Callable[[], None]) -> None:
+        """Run `function` inside the mailbox every `interval` seconds."""
+
+        async def ticker() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                self.run_in_mailbox(function)
+
+        task = asyncio.get_running_loop().create_task(ticker())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> asyncio.TimerHandle:
+        assert self._loop is not None
+        return self._loop.call_later(delay, self.run_in_mailbox, function, *args)
+
+    async def _drain(self) -> None:
+        while True:
+            message, reply = await self._mailbox.get()
+            try:
+                self._dispatch(message, reply)
+            except Exception as exc:
+                log.exception("%s: handler failed on %s", self.name, type(message).__name__)
+                if reply is not None:
+                    reply(RpcError(error=f"{type(exc).__name__}: {exc}"))
+
+    def _dispatch(self, message: Any, reply: Reply | None) -> None:
+        if isinstance(message, _Callback):
+            message.function(*message.args)
+            return
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise TypeError(f"{self.name} does not handle {type(message).__name__}")
+        answer = handler(message)
+        if inspect.isawaitable(answer):
+            if reply is not None:
+                self.run_async(answer, lambda result, error: _answer_later(reply, result, error))
+            else:
+                self.run_async(answer)
+        elif reply is not None:
+            reply(answer)
+
+
+def _answer_later(reply: Reply, result: Any, error: BaseException | None) -> None:
+    if error is not None:
+        reply(RpcError(error=f"{type(error).__name__}: {error}"))
+    else:
+        reply(result)

@@ -1,0 +1,241 @@
+"""The typed, versioned messages of the runtime's protocol, named as in Flink's design.
+
+Every message is a msgspec Struct tagged with its class name, so a message on the wire
+says what it is and the decoder refuses anything it does not know. The envelope
+carries PROTOCOL_VERSION; RegisterTaskManager repeats it so an incompatible
+TaskManager is refused by name rather than misunderstood.
+
+| from -> to   | message                    | answer                                       |
+|--------------|----------------------------|----------------------------------------------|
+| TM -> JM     | RegisterTaskManager        | AcknowledgeRegistration / AlreadyRegistered / RefuseRegistration |
+| client -> JM | SubmitJob                  | Success / JobSubmissionFailure               |
+| client -> JM | CancelJob                  | CancellationSuccess / CancellationFailure    |
+| JM -> TM     | SubmitTask                 | TaskOperationResult                          |
+| JM -> TM     | CancelTask                 | TaskOperationResult                          |
+| TM -> JM     | UpdateTaskExecutionState   | Acknowledge                                  |
+| TM -> JM     | RequestNextInputSplit      | NextInputSplit                               |
+| TM -> JM     | ScheduleOrUpdateConsumers  | Acknowledge                                  |
+| JM -> TM     | Heartbeat                  | HeartbeatResponse                            |
+| TM -> JM     | DisconnectTaskManager      | Acknowledge                                  |
+| JM -> TM     | ReleasePartitions          |                                              |
+| JM -> subscribers | JobStatusChanged      |                                              |
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartitionType
+from flink_runtime.scheduler.split_assigner import InputSplit
+
+# Bumped on any incompatible change to a message below.
+PROTOCOL_VERSION = 1
+
+
+class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
+    """Base of every protocol message; the tag is the class name."""
+
+
+# -- registration and liveness --------------------------------------------------------------
+
+
+class RegisterTaskManager(Message):
+    task_manager_id: str
+    address: str  # the TaskManager's RPC address, tcp://host:port
+    host: str  # for locality of input splits
+    slots: int
+    resources: dict[str, float] = {}
+    secret: str = ""
+    protocol_version: int = PROTOCOL_VERSION
+
+
+class AcknowledgeRegistration(Message):
+    registration_id: str
+    jobmanager_id: str
+
+
+class AlreadyRegistered(Message):
+    registration_id: str
+    jobmanager_id: str
+
+
+class RefuseRegistration(Message):
+    reason: str
+
+
+class DisconnectTaskManager(Message):
+    task_manager_id: str
+    reason: str
+
+
+class Heartbeat(Message):
+    jobmanager_id: str
+
+
+class HeartbeatResponse(Message):
+    task_manager_id: str
+    # Attempts the TaskManager runs now, so the JobManager can reconcile after a gap.
+    running_executions: list[str] = []
+
+
+class Acknowledge(Message):
+    ok: bool = True
+    reason: str = ""
+
+
+class RpcError(Message):
+    """Answer to an ask whose handler raised: the remote side's message, not a trace."""
+
+    error: str
+
+
+# -- jobs -------------------------------------------------------------------------------------
+
+
+class SubmitJob(Message):
+    job_graph: JobGraph
+
+
+class Success(Message):
+    """The job was accepted and its sources run."""
+
+    job_id: str
+
+
+class JobSubmissionFailure(Message):
+    job_id: str
+    reason: str
+    # "invalid" (the graph is wrong), "duplicate" (job id in use), "failed" (ended early)
+    kind: str = "failed"
+
+
+class CancelJob(Message):
+    job_id: str
+
+
+class CancellationSuccess(Message):
+    job_id: str
+
+
+class CancellationFailure(Message):
+    job_id: str
+    reason: str
+
+
+class JobStatusChanged(Message):
+    job_id: str
+    old_state: str
+    new_state: str
+    timestamp: float  # seconds since the epoch
+
+
+# -- tasks --------------------------------------------------------------------------------
+
+
+class ResultPartitionDeploymentDescriptor(Message):
+    partition_id: str
+    result_id: str
+    partition_number: int
+    number_of_subpartitions: int
+    partitioner: Partitioner
+    keys: list[str] = []
+    result_type: ResultPartitionType = ResultPartitionType.BLOCKING
+
+
+class InputGateDeploymentDescriptor(Message):
+    result_id: str
+    # Which subpartition of each producer partition this consumer reads.
+    consumed_subpartition_index: int
+    # Where each consumed partition's committed data lives, in partition order.
+    partition_locations: list[str]
+
+
+class TaskDeploymentDescriptor(Message):
+    job_id: str
+    job_name: str
+    execution_id: str
+    allocation_id: str
+    vertex_id: str
+    task_name: str
+    subtask_index: int
+    parallelism: int
+    attempt_number: int
+    invokable: str
+    vertex_config: dict[str, Any] = {}
+    job_config: dict[str, Any] = {}
+    libraries: list[str] = []
+    produced_partitions: list[ResultPartitionDeploymentDescriptor] = []
+    input_gates: list[InputGateDeploymentDescriptor] = []
+
+
+class SubmitTask(Message):
+    descriptor: TaskDeploymentDescriptor
+
+
+class CancelTask(Message):
+    execution_id: str
+
+
+class TaskOperationResult(Message):
+    execution_id: str
+    success: bool
+    reason: str = ""
+
+
+class UpdateTaskExecutionState(Message):
+    job_id: str
+    execution_id: str
+    state: str  # an ExecutionState name
+    error: str | None = None
+
+
+class RequestNextInputSplit(Message):
+    job_id: str
+    execution_id: str
+    host: str | None = None
+
+
+class NextInputSplit(Message):
+    split: InputSplit | None = None
+
+
+class ScheduleOrUpdateConsumers(Message):
+    job_id: str
+    partition_id: str
+    location: str  # where the committed partition can be read
+
+
+class ReleasePartitions(Message):
+    """The job ended: its result partitions may be deleted."""
+
+    job_id: str
+
+
+WireMessage = (
+    RegisterTaskManager
+    | AcknowledgeRegistration
+    | AlreadyRegistered
+    | RefuseRegistration
+    | DisconnectTaskManager
+    | Heartbeat
+    | HeartbeatResponse
+    | Acknowledge
+    | RpcError
+    | SubmitJob
+    | Success
+    | JobSubmissionFailure
+    | CancelJob
+    | CancellationSuccess
+    | CancellationFailure
+    | JobStatusChanged
+    | SubmitTask
+    | CancelTask
+    | TaskOperationResult
+    | UpdateTaskExecutionState
+    | RequestNextInputSplit
+    | NextInputSplit
+    | ScheduleOrUpdateConsumers
+    | ReleasePartitions
+)

@@ -1,0 +1,148 @@
+"""One execution attempt of a subtask, running in its own thread.
+
+The thread loads the invokable, wires its inputs and outputs, runs it, commits its
+result partitions and reports every state change through `report`, which the
+TaskExecutor forwards to the JobManager as UpdateTaskExecutionState. The task never
+touches the TaskExecutor's state: it talks to it only through those callbacks.
+
+Cancellation is cooperative first (the cancelled flag, `invokable.cancel()`), then
+forceful: the TaskExecutor calls `interrupt()` every `task.cancellation.interval`,
+which raises TaskCancelledError inside the thread at its next Python instruction,
+and gives up on the thread after `task.cancellation.timeout`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
+from flink_runtime.taskmanager.invokable import (
+    AbstractInvokable,
+    Environment,
+    TaskCancelledError,
+    resolve_invokable,
+)
+
+if TYPE_CHECKING:
+    from flink_runtime.rpc.messages import TaskDeploymentDescriptor
+    from flink_runtime.scheduler.split_assigner import InputSplit
+
+log = logging.getLogger(__name__)
+
+ReportState = Callable[["Task", ExecutionState, str | None], None]
+
+
+class Task:
+    def __init__(
+        self,
+        descriptor: TaskDeploymentDescriptor,
+        data_dir: str,
+        report: ReportState,
+        request_split: Callable[[], InputSplit | None],
+        notify_partition_ready: Callable[[str, str], None],
+    ) -> None:
+        self.descriptor = descriptor
+        self.execution_id = descriptor.execution_id
+        self.job_id = descriptor.job_id
+        self.data_dir = data_dir
+        self._report = report
+        self._request_split = request_split
+        self._notify_partition_ready = notify_partition_ready
+        self.cancelled = threading.Event()
+        self.invokable: AbstractInvokable | None = None
+        self.state = ExecutionState.DEPLOYING
+        self.thread = threading.Thread(
+            target=self._run,
+            name=f"{descriptor.task_name} #{descriptor.attempt_number}",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+    # -- cancellation (called from the TaskExecutor's loop thread) ---------------------------
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        invokable = self.invokable
+        if invokable is not None:
+            try:
+                invokable.cancel()
+            except Exception:
+                log.exception("%s: invokable.cancel() failed", self.descriptor.task_name)
+
+    def interrupt(self) -> None:
+        """Raise TaskCancelledError in the task thread at its next Python instruction."""
+        if self.thread.ident is not None and self.thread.is_alive():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self.thread.ident), ctypes.py_object(TaskCancelledError)
+            )
+
+    # -- the task thread ---------------------------------------------------------------------
+
+    def _transition(self, state: ExecutionState, error: str | None = None) -> None:
+        self.state = state
+        self._report(self, state, error)
+
+    def _run(self) -> None:
+        descriptor = self.descriptor
+        writers: list[ResultPartitionWriter] = []
+        try:
+            self._transition(ExecutionState.INITIALIZING)
+            invokable_class = resolve_invokable(descriptor.invokable)
+            writers = [
+                ResultPartitionWriter(
+                    self.data_dir,
+                    descriptor.job_id,
+                    partition.result_id,
+                    partition.partition_number,
+                    partition.number_of_subpartitions,
+                    partition.partitioner,
+                    partition.keys,
+                    descriptor.execution_id,
+                )
+                for partition in descriptor.produced_partitions
+            ]
+            environment = Environment(
+                job_id=descriptor.job_id,
+                vertex_id=descriptor.vertex_id,
+                task_name=descriptor.task_name,
+                subtask_index=descriptor.subtask_index,
+                parallelism=descriptor.parallelism,
+                attempt_number=descriptor.attempt_number,
+                config=descriptor.vertex_config,
+                job_config=descriptor.job_config,
+                outputs=writers,
+                inputs=[
+                    InputGate(gate.result_id, gate.consumed_subpartition_index, gate.partition_locations)
+                    for gate in descriptor.input_gates
+                ],
+                next_input_split=self._request_split,
+                cancelled=self.cancelled,
+            )
+            self.invokable = invokable_class(environment)
+            environment.check_cancelled()
+            self._transition(ExecutionState.RUNNING)
+            self.invokable.invoke()
+            environment.check_cancelled()
+            for writer, partition in zip(writers, descriptor.produced_partitions, strict=True):
+                self._notify_partition_ready(partition.partition_id, writer.commit())
+            self._transition(ExecutionState.FINISHED)
+        except BaseException as exc:  # noqa: BLE001 - every outcome must be reported
+            for writer in writers:
+                writer.abort()
+            if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):
+                self._transition(ExecutionState.CANCELED)
+            else:
+                self._transition(ExecutionState.FAILED, _describe_failure(descriptor.task_name, exc))
+
+
+def _describe_failure(task_name: str, exc: BaseException) -> str:
+    trace = "".join(traceback.format_exception(exc))
+    return f"{type(exc).__name__}: {exc}\n\n{task_name} failed:\n{trace}"

@@ -1,0 +1,291 @@
+"""The TaskManager: registers with the JobManager, runs tasks, reports their states.
+
+Registration retries with exponential back-off (cluster.registration.initial-timeout,
+doubling up to cluster.registration.max-timeout; a refused TaskManager waits
+cluster.registration.refused-registration-delay). Once registered it answers the
+JobManager's heartbeats; when they stop for heartbeat.timeout it takes the JobManager
+for lost, cancels its tasks and registers again, so a restarted JobManager gets its
+TaskManagers back without anyone restarting them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import psutil
+
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.io.partitions import release_job_partitions
+from flink_runtime.rpc.endpoint import RpcEndpoint, handles
+from flink_runtime.rpc.messages import (
+    Acknowledge,
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    CancelTask,
+    DisconnectTaskManager,
+    Heartbeat,
+    HeartbeatResponse,
+    NextInputSplit,
+    RefuseRegistration,
+    RegisterTaskManager,
+    ReleasePartitions,
+    RequestNextInputSplit,
+    ScheduleOrUpdateConsumers,
+    SubmitTask,
+    TaskOperationResult,
+    UpdateTaskExecutionState,
+)
+from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.taskmanager.task import Task
+
+if TYPE_CHECKING:
+    from flink_runtime.scheduler.split_assigner import InputSplit
+
+log = logging.getLogger(__name__)
+
+
+def default_data_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "flink-runtime-data")
+
+
+@dataclass
+class _TaskStateChanged:
+    task: Task
+    state: ExecutionState
+    error: str | None
+
+
+class TaskExecutor(RpcEndpoint):
+    def __init__(self, config: Configuration, jobmanager_address: str | None = None) -> None:
+        rpc = RpcService(
+            config.get(cfg.TASKMANAGER_HOST),
+            config.get(cfg.TASKMANAGER_RPC_PORT),
+            framesize=config.get(cfg.FRAMESIZE),
+        )
+        self.resource_id = config.get(cfg.TASKMANAGER_RESOURCE_ID) or f"tm-{uuid.uuid4().hex[:12]}"
+        super().__init__(f"TaskExecutor {self.resource_id}", rpc)
+        self.config = config
+        self.jobmanager_address = jobmanager_address or (
+            f"tcp://{config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{config.get(cfg.JOBMANAGER_RPC_PORT)}"
+        )
+        self.host = config.get(cfg.TASKMANAGER_HOST)
+        self.slots = config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
+        self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()
+        self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
+        self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
+        self.tasks: dict[str, Task] = {}
+        self.jobmanager_id: str | None = None
+        self.last_jobmanager_heartbeat = 0.0
+        self.registered = asyncio.Event()
+        self._registration: asyncio.Task[None] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._start_registration()
+        self.schedule_every(self.config.get_seconds(cfg.HEARTBEAT_INTERVAL) / 2, self._check_jobmanager)
+
+    def on_stop(self) -> None:
+        for task in self.tasks.values():
+            task.cancel()
+        if self.jobmanager_id is not None:
+            # Tell the JobManager at once instead of letting it wait for a heartbeat timeout.
+            self.rpc.tell(
+                self.jobmanager_address,
+                DisconnectTaskManager(task_manager_id=self.resource_id, reason="TaskManager shut down"),
+            )
+
+    # -- registration ---------------------------------------------------------------------------
+
+    def _start_registration(self) -> None:
+        self.jobmanager_id = None
+        self.registered.clear()
+        if self._registration is None or self._registration.done():
+            self._registration = self.run_async(self._register())
+
+    async def _register(self) -> None:
+        initial = self.config.get_seconds(cfg.REGISTRATION_INITIAL_TIMEOUT)
+        maximum = self.config.get_seconds(cfg.REGISTRATION_MAX_TIMEOUT)
+        refused_delay = self.config.get_seconds(cfg.REGISTRATION_REFUSED_DELAY)
+        request = RegisterTaskManager(
+            task_manager_id=self.resource_id,
+            address=self.address,
+            host=self.host,
+            slots=self.slots,
+            resources={"cpu_cores": float(self.slots), "memory_mb": psutil.virtual_memory().total / 2**20},
+            secret=str(self.config.get(cfg.CLUSTER_SECRET)),
+        )
+        timeout = initial
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                answer = await self.rpc.ask(self.jobmanager_address, request, timeout)
+            except RpcException as exc:
+                log.debug("registration attempt %d at %s: %s", attempt, self.jobmanager_address, exc)
+                timeout = min(timeout * 2, maximum)
+                continue
+            if isinstance(answer, AcknowledgeRegistration | AlreadyRegistered):
+                self.run_in_mailbox(self._on_registered, answer)
+                return
+            if isinstance(answer, RefuseRegistration):
+                log.error("JobManager refused registration of %s: %s", self.resource_id, answer.reason)
+                await asyncio.sleep(refused_delay)
+
+    def _on_registered(self, answer: AcknowledgeRegistration | AlreadyRegistered) -> None:
+        self.jobmanager_id = answer.jobmanager_id
+        self.last_jobmanager_heartbeat = time.monotonic()
+        self.registered.set()
+        log.info(
+            "%s registered at JobManager %s (%s)", self.resource_id, answer.jobmanager_id, type(answer).__name__
+        )
+
+    def _check_jobmanager(self) -> None:
+        if self.jobmanager_id is None:
+            return
+        silent_for = time.monotonic() - self.last_jobmanager_heartbeat
+        if silent_for > self.heartbeat_timeout:
+            log.warning(
+                "%s: no heartbeat from JobManager %s for %.1f s; cancelling %d tasks and registering again",
+                self.resource_id,
+                self.jobmanager_id,
+                silent_for,
+                len(self.tasks),
+            )
+            for task in self.tasks.values():
+                task.cancel()
+            self._start_registration()
+
+    @handles(Heartbeat)
+    def on_heartbeat(self, message: Heartbeat) -> HeartbeatResponse:
+        if message.jobmanager_id == self.jobmanager_id:
+            self.last_jobmanager_heartbeat = time.monotonic()
+        return HeartbeatResponse(task_manager_id=self.resource_id, running_executions=list(self.tasks))
+
+    # -- tasks ---------------------------------------------------------------------------------------
+
+    @handles(SubmitTask)
+    def on_submit_task(self, message: SubmitTask) -> TaskOperationResult:
+        descriptor = message.descriptor
+        if self.jobmanager_id is None:
+            return TaskOperationResult(
+                execution_id=descriptor.execution_id,
+                success=False,
+                reason=f"TaskManager {self.resource_id} is not registered with a JobManager",
+            )
+        if descriptor.execution_id in self.tasks:
+            return TaskOperationResult(
+                execution_id=descriptor.execution_id, success=False, reason="execution already deployed here"
+            )
+        task = Task(
+            descriptor,
+            self.data_dir,
+            report=self._report_from_task_thread,
+            request_split=self._split_requester(descriptor.job_id, descriptor.execution_id),
+            notify_partition_ready=self._partition_notifier(descriptor.job_id),
+        )
+        self.tasks[task.execution_id] = task
+        task.start()
+        return TaskOperationResult(execution_id=task.execution_id, success=True)
+
+    @handles(CancelTask)
+    def on_cancel_task(self, message: CancelTask) -> TaskOperationResult:
+        task = self.tasks.get(message.execution_id)
+        if task is None:
+            return TaskOperationResult(execution_id=message.execution_id, success=False, reason="unknown execution")
+        task.cancel()
+        interval = self.config.get_seconds(cfg.TASK_CANCELLATION_INTERVAL)
+        deadline = time.monotonic() + self.config.get_seconds(cfg.TASK_CANCELLATION_TIMEOUT)
+        self.schedule_once(interval, self._interrupt_until_dead, task, interval, deadline)
+        return TaskOperationResult(execution_id=message.execution_id, success=True)
+
+    def _interrupt_until_dead(self, task: Task, interval: float, deadline: float) -> None:
+        if not task.thread.is_alive() or self.tasks.get(task.execution_id) is not task:
+            return
+        if time.monotonic() >= deadline:
+            log.error(
+                "%s ignored cancellation past task.cancellation.timeout; its thread is abandoned",
+                task.descriptor.task_name,
+            )
+            self._on_task_state(_TaskStateChanged(task, ExecutionState.CANCELED, None))
+            return
+        task.interrupt()
+        self.schedule_once(interval, self._interrupt_until_dead, task, interval, deadline)
+
+    @handles(ReleasePartitions)
+    def on_release_partitions(self, message: ReleasePartitions) -> None:
+        self.run_async(asyncio.to_thread(release_job_partitions, self.data_dir, message.job_id))
+
+    def _report_from_task_thread(self, task: Task, state: ExecutionState, error: str | None) -> None:
+        self.tell_self_threadsafe(_TaskStateChanged(task, state, error))
+
+    @handles(_TaskStateChanged)
+    def _on_task_state(self, change: _TaskStateChanged) -> None:
+        task = change.task
+        if self.tasks.get(task.execution_id) is not task:
+            return  # already reported terminal (abandoned after a cancellation timeout)
+        if change.state.is_terminal:
+            del self.tasks[task.execution_id]
+        update = UpdateTaskExecutionState(
+            job_id=task.job_id, execution_id=task.execution_id, state=change.state.value, error=change.error
+        )
+        # Updates leave in mailbox order over one connection, so the JobManager sees
+        # them in the order they happened; a terminal state is retried until answered.
+        self.run_async(self._send_update(update, retry=change.state.is_terminal))
+
+    async def _send_update(self, update: UpdateTaskExecutionState, retry: bool) -> None:
+        attempts = 5 if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                await self.rpc.ask(self.jobmanager_address, update, self.ask_timeout)
+                return
+            except RpcException as exc:
+                if attempt == attempts:
+                    log.warning("state update %s %s not delivered: %s", update.execution_id, update.state, exc)
+
+    def _split_requester(self, job_id: str, execution_id: str):
+        loop = asyncio.get_running_loop()
+        request = RequestNextInputSplit(job_id=job_id, execution_id=execution_id, host=self.host)
+
+        def next_split() -> InputSplit | None:
+            future = asyncio.run_coroutine_threadsafe(
+                self.rpc.ask(self.jobmanager_address, request, self.ask_timeout), loop
+            )
+            answer = future.result()
+            assert isinstance(answer, NextInputSplit)
+            return answer.split
+
+        return next_split
+
+    def _partition_notifier(self, job_id: str):
+        loop = asyncio.get_running_loop()
+
+        def notify(partition_id: str, location: str) -> None:
+            message = ScheduleOrUpdateConsumers(job_id=job_id, partition_id=partition_id, location=location)
+            answer = asyncio.run_coroutine_threadsafe(
+                self.rpc.ask(self.jobmanager_address, message, self.ask_timeout), loop
+            ).result()
+            if isinstance(answer, Acknowledge) and not answer.ok:
+                raise RuntimeError(f"JobManager refused partition {partition_id}: {answer.reason}")
+
+        return notify
+
+
+def hostname() -> str:
+    return socket.gethostname()
+
+
+def cleanup_data_dir(data_dir: str) -> None:
+    shutil.rmtree(data_dir, ignore_errors=True)
