@@ -15,6 +15,7 @@ Graph-level rules (acyclic, edges pointing at known vertices, ...) are checked i
 from __future__ import annotations
 
 import enum
+import hashlib
 import uuid
 from typing import Annotated, Any
 
@@ -37,7 +38,7 @@ JobIdString = Annotated[
 Parallelism = Annotated[int, msgspec.Meta(ge=1, le=MAX_PARALLELISM_UPPER_BOUND)]
 
 
-class DistributionPattern(str, enum.Enum):
+class DistributionPattern(enum.StrEnum):
     """How producer subtasks are wired to consumer subtasks."""
 
     # Each producer subtask feeds a subset of consumer subtasks (Flink's rule when
@@ -47,7 +48,7 @@ class DistributionPattern(str, enum.Enum):
     ALL_TO_ALL = "ALL_TO_ALL"
 
 
-class Partitioner(str, enum.Enum):
+class Partitioner(enum.StrEnum):
     """How a producer subtask splits its records among the consumers it feeds."""
 
     FORWARD = "forward"
@@ -56,7 +57,7 @@ class Partitioner(str, enum.Enum):
     BROADCAST = "broadcast"
 
 
-class ResultPartitionType(str, enum.Enum):
+class ResultPartitionType(enum.StrEnum):
     # Produced completely before it is consumed: bounds failover regions.
     BLOCKING = "BLOCKING"
     # Consumable while being produced.
@@ -140,7 +141,7 @@ class JobGraph(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
         producer_id = producer if isinstance(producer, str) else producer.id
         consumer_id = consumer if isinstance(consumer, str) else consumer.id
         dataset = IntermediateDataSet(
-            id=f"{producer_id}-to-{consumer_id}", producer=producer_id, result_type=result_type
+            id=self._new_dataset_id(producer_id, consumer_id), producer=producer_id, result_type=result_type
         )
         self.intermediate_datasets.append(dataset)
         edge = JobEdge(
@@ -152,6 +153,20 @@ class JobGraph(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
         )
         self.edges.append(edge)
         return edge
+
+    def _new_dataset_id(self, producer_id: str, consumer_id: str) -> str:
+        # Connecting the same two vertices twice (say, both inputs of a self-join) must
+        # still give two data sets, and two long vertex ids must still make a valid
+        # Identifier (at most 128 characters).
+        base = f"{producer_id}-to-{consumer_id}"
+        if len(base) > 110:
+            base = f"{base[:101]}-{hashlib.sha1(base.encode()).hexdigest()[:8]}"
+        taken = {dataset.id for dataset in self.intermediate_datasets}
+        candidate, suffix = base, 1
+        while candidate in taken:
+            suffix += 1
+            candidate = f"{base}-{suffix}"
+        return candidate
 
     # -- (de)serialising ----------------------------------------------------------
 

@@ -265,14 +265,9 @@ class JobMaster:
             request_id = f"{self.job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
             self._request_of_key[key] = request_id
             self._key_of_request[request_id] = key
-            hosts = self._preferred_hosts(vertex)
-            slot = self.gateway.request_slot(self, request_id, hosts)
+            slot = self.gateway.request_slot(self, request_id, [])
             if slot is not None:
                 self.on_slot_allocated(request_id, slot)
-
-    def _preferred_hosts(self, vertex: ExecutionVertex) -> list[str]:
-        assigner = self._split_assigners.get(vertex.job_vertex.id)
-        return assigner.preferred_hosts() if assigner is not None and hasattr(assigner, "preferred_hosts") else []
 
     def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
         key = self._key_of_request.pop(request_id, None)

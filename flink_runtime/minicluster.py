@@ -1,0 +1,165 @@
+"""MiniCluster: a JobManager, its REST API and N TaskManagers in one process.
+
+The same actors as a standalone cluster, talking over loopback TCP exactly as
+separate processes do; only the process boundary is missing. It runs on its own
+event loop in a background thread, so a test, a notebook or an Airflow worker can
+start one with `with MiniCluster() as cluster:` and submit to `cluster.rest_url`.
+
+`run_forever()` serves it in the foreground instead (`flink-runtime minicluster`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from typing import Any
+
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.jobmanager.jobmanager import JobManager
+from flink_runtime.rest.server import RestServer
+from flink_runtime.taskmanager.taskexecutor import TaskExecutor
+
+log = logging.getLogger(__name__)
+
+
+class MiniCluster:
+    def __init__(
+        self,
+        config: Configuration | None = None,
+        num_taskmanagers: int | None = None,
+        slots_per_taskmanager: int | None = None,
+    ) -> None:
+        config = config or Configuration()
+        overrides: dict[str, Any] = {}
+        # A MiniCluster must not collide with a real cluster on the default ports.
+        if cfg.JOBMANAGER_RPC_PORT.key not in config:
+            overrides[cfg.JOBMANAGER_RPC_PORT.key] = 0
+        if cfg.REST_PORT.key not in config:
+            overrides[cfg.REST_PORT.key] = 0
+        if slots_per_taskmanager is not None:
+            overrides[cfg.TASKMANAGER_SLOTS.key] = slots_per_taskmanager
+        self.config = config.copy(overrides)
+        self.num_taskmanagers = (
+            num_taskmanagers if num_taskmanagers is not None else self.config.get(cfg.MINICLUSTER_TASKMANAGERS)
+        )
+        self.jobmanager: JobManager | None = None
+        self.rest: RestServer | None = None
+        self.taskmanagers: list[TaskExecutor] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+
+    @property
+    def rest_url(self) -> str:
+        assert self.rest is not None, "MiniCluster not started"
+        return self.rest.url
+
+    # -- async core (used by both the thread and the foreground mode) -------------------------
+
+    async def start_async(self) -> None:
+        self._stopped = asyncio.Event()
+        self.jobmanager = JobManager(self.config)
+        await self.jobmanager.start()
+        self.rest = RestServer(self.jobmanager, self.config)
+        await self.rest.start()
+        port = int(self.jobmanager.address.rsplit(":", 1)[1])
+        tm_config = self.config.copy({cfg.JOBMANAGER_RPC_PORT.key: port})
+        for index in range(self.num_taskmanagers):
+            taskmanager = TaskExecutor(
+                tm_config.copy({cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}),
+                jobmanager_address=self.jobmanager.address,
+            )
+            await taskmanager.start()
+            self.taskmanagers.append(taskmanager)
+        await asyncio.gather(*(tm.registered.wait() for tm in self.taskmanagers))
+        log.info("MiniCluster ready: REST %s, %d TaskManagers", self.rest.url, len(self.taskmanagers))
+
+    async def stop_async(self) -> None:
+        for taskmanager in self.taskmanagers:
+            await taskmanager.stop()
+        self.taskmanagers.clear()
+        if self.rest is not None:
+            await self.rest.stop()
+        if self.jobmanager is not None:
+            await self.jobmanager.stop()
+
+    async def serve_until_stopped(self) -> None:
+        await self.start_async()
+        assert self._stopped is not None
+        try:
+            await self._stopped.wait()
+        finally:
+            await self.stop_async()
+
+    def run_forever(self) -> None:
+        """Serve in the foreground until SIGINT/SIGTERM."""
+        import signal
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            serving = asyncio.create_task(self.serve_until_stopped())
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(signum, lambda: self._stopped and self._stopped.set())
+            await serving
+
+        asyncio.run(main())
+
+    # -- background thread ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> MiniCluster:
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+
+            async def main() -> None:
+                try:
+                    await self.start_async()
+                except BaseException as exc:
+                    failure.append(exc)
+                    started.set()
+                    await self.stop_async()
+                    return
+                started.set()
+                assert self._stopped is not None
+                await self._stopped.wait()
+                await self.stop_async()
+
+            try:
+                loop.run_until_complete(main())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=run, name="minicluster", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout):
+            raise TimeoutError(f"MiniCluster did not start within {timeout} s")
+        if failure:
+            raise RuntimeError(f"MiniCluster failed to start: {failure[0]}") from failure[0]
+        return self
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._loop is None or self._thread is None or self._stopped is None:
+            return
+        with contextlib.suppress(RuntimeError):  # loop already closed
+            self._loop.call_soon_threadsafe(self._stopped.set)
+        self._thread.join(timeout)
+        self._thread = None
+
+    def call(self, coroutine_factory: Any, timeout: float = 30.0) -> Any:
+        """Run a coroutine on the cluster's loop (tests use it to reach the actors)."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine_factory(), self._loop).result(timeout)
+
+    def __enter__(self) -> MiniCluster:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+

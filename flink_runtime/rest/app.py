@@ -1,0 +1,232 @@
+"""The REST API (FastAPI), with Flink REST API v1 paths and field names.
+
+Reads come straight from JobManager state (same event loop); submissions and
+cancellations go through the JobManager's mailbox. Every error answers
+`{"errors": [...]}` with a 4xx/5xx status, as Flink's REST API does.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from flink_runtime import __version__
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
+from flink_runtime.rest import views
+from flink_runtime.rpc.messages import (
+    CancelJob,
+    CancellationSuccess,
+    JobSubmissionFailure,
+    SubmitJob,
+)
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+MAX_JOB_GRAPH_BYTES = 16 << 20
+MAX_EVENT_WAIT_SECONDS = 60.0
+
+
+class RestError(Exception):
+    def __init__(self, status: int, *errors: str) -> None:
+        super().__init__("; ".join(errors))
+        self.status = status
+        self.errors = list(errors)
+
+
+def _error_response(status: int, errors: list[str]) -> JSONResponse:
+    return JSONResponse({"errors": errors}, status_code=status)
+
+
+def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = "") -> FastAPI:
+    app = FastAPI(
+        title="flink-runtime REST API",
+        version=__version__,
+        description="Flink REST API v1 paths and fields for a Python JobManager.",
+    )
+    submit_wait = config.get_seconds(cfg.REST_SUBMIT_WAIT)
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    @app.exception_handler(RestError)
+    async def rest_error(request: Request, exc: RestError) -> JSONResponse:
+        return _error_response(exc.status, exc.errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = "Not found: " + request.url.path if exc.status_code == 404 else str(exc.detail)
+        return _error_response(exc.status_code, [message])
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        return _error_response(400, errors)
+
+    def job_or_404(job_id: str) -> JobMaster:
+        job = jobmanager.jobs.get(job_id)
+        if job is None:
+            raise RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
+        return job
+
+    # -- cluster ---------------------------------------------------------------------------------
+
+    @app.get("/overview", summary="Cluster overview")
+    async def overview() -> dict[str, Any]:
+        return jobmanager.cluster_overview()
+
+    @app.get("/config", summary="Web UI configuration")
+    async def web_config() -> dict[str, Any]:
+        offset = datetime.datetime.now().astimezone().utcoffset() or datetime.timedelta()
+        return {
+            "refresh-interval": 3000,
+            "timezone-name": str(datetime.datetime.now().astimezone().tzinfo),
+            "timezone-offset": int(offset.total_seconds() * 1000),
+            "flink-version": __version__,
+            "flink-revision": "",
+            "features": {"web-submit": False, "web-cancel": True, "web-rescale": False, "web-history": False},
+        }
+
+    @app.get("/jobmanager/config", summary="The JobManager's configuration")
+    async def jobmanager_config() -> list[dict[str, str]]:
+        hidden = {cfg.CLUSTER_SECRET.key}
+        return [
+            {"key": key, "value": "******" if key in hidden else str(value)}
+            for key, value in sorted(jobmanager.config.to_dict().items())
+        ]
+
+    @app.get("/taskmanagers", summary="Registered TaskManagers")
+    async def taskmanagers() -> dict[str, Any]:
+        return {
+            "taskmanagers": [
+                views.taskmanager_info(jobmanager, registration)
+                for registration in jobmanager.task_managers.values()
+            ]
+        }
+
+    @app.get("/taskmanagers/{taskmanager_id}", summary="One TaskManager")
+    async def taskmanager(taskmanager_id: str) -> dict[str, Any]:
+        registration = jobmanager.task_managers.get(taskmanager_id)
+        if registration is None:
+            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
+        return views.taskmanager_info(jobmanager, registration)
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    @app.get("/jobs", summary="Job ids and states")
+    async def jobs() -> dict[str, Any]:
+        return {"jobs": [{"id": job.job_id, "status": job.status.value} for job in jobmanager.jobs.values()]}
+
+    @app.get("/jobs/overview", summary="Overview of all jobs")
+    async def jobs_overview() -> dict[str, Any]:
+        return {"jobs": [views.job_overview(job) for job in jobmanager.jobs.values()]}
+
+    @app.post(
+        "/jobs",
+        status_code=202,
+        summary="Submit a JobGraph (JSON)",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JobGraph"}}},
+            }
+        },
+    )
+    async def submit_job(request: Request) -> JSONResponse:
+        body = await request.body()
+        if len(body) > MAX_JOB_GRAPH_BYTES:
+            raise RestError(413, f"JobGraph is {len(body)} bytes; the limit is {MAX_JOB_GRAPH_BYTES} bytes.")
+        try:
+            job_graph = decode_job_graph(body)
+            jobmanager.validate(job_graph)
+        except InvalidJobGraph as exc:
+            raise RestError(400, *exc.errors) from None
+        job_id = job_graph.job_id
+        assert job_id is not None
+        try:
+            answer = await jobmanager.ask_self(SubmitJob(job_graph=job_graph), timeout=submit_wait)
+        except TimeoutError:
+            # Accepted but the sources are not running yet (e.g. waiting for slots).
+            answer = None
+        if isinstance(answer, JobSubmissionFailure) and answer.kind == "invalid":
+            raise RestError(400, answer.reason)
+        if isinstance(answer, JobSubmissionFailure) and answer.kind == "duplicate":
+            raise RestError(409, f"Job {job_id} was already submitted; query /jobs/{job_id}.")
+        if job_id not in jobmanager.jobs:
+            raise RestError(503, "The JobManager did not accept the job in time; retry the submission.")
+        return JSONResponse(
+            {"jobid": job_id, "jobUrl": f"/jobs/{job_id}"},
+            status_code=202,
+            headers={"Location": f"{rest_url}/jobs/{job_id}"},
+        )
+
+    @app.get("/jobs/{job_id}", summary="Job details")
+    async def job_details(job_id: str) -> dict[str, Any]:
+        return views.job_details(job_or_404(job_id))
+
+    @app.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
+    async def job_plan(job_id: str) -> dict[str, Any]:
+        return {"plan": views.job_plan(job_or_404(job_id))}
+
+    @app.get("/jobs/{job_id}/exceptions", summary="The job's exception history")
+    async def job_exceptions(job_id: str, maxExceptions: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:  # noqa: N803
+        return views.job_exceptions(job_or_404(job_id), maxExceptions)
+
+    @app.patch("/jobs/{job_id}", status_code=202, summary="Cancel a job (mode=cancel)")
+    async def cancel_job(job_id: str, mode: str = Query("cancel")) -> dict[str, Any]:
+        if mode != "cancel":
+            raise RestError(400, f"Unsupported mode {mode!r}: use mode=cancel (stop is POST /jobs/:id/stop).")
+        job_or_404(job_id)
+        answer = await jobmanager.ask_self(CancelJob(job_id=job_id), timeout=jobmanager.ask_timeout)
+        if not isinstance(answer, CancellationSuccess):
+            raise RestError(409, getattr(answer, "reason", "cancellation failed"))
+        return {}
+
+    @app.get("/jobs/{job_id}/events", summary="JobStatusChanged events (long poll)")
+    async def job_events(
+        job_id: str,
+        since: int = Query(0, ge=0, description="First event id to return (the 'next' of the last answer)."),
+        timeout: float = Query(0.0, ge=0.0, le=MAX_EVENT_WAIT_SECONDS, description="Seconds to wait for an event."),
+    ) -> dict[str, Any]:
+        job = job_or_404(job_id)
+        events = await jobmanager.events.wait(since, job_id, timeout)
+        next_id = events[-1].sequence + 1 if events else max(since, 0)
+        if not events and since > jobmanager.events.next_sequence:
+            next_id = jobmanager.events.next_sequence
+        return {
+            "events": [
+                {
+                    "id": item.sequence,
+                    "job-id": item.event.job_id,
+                    "old-state": item.event.old_state,
+                    "new-state": item.event.new_state,
+                    "timestamp": int(item.event.timestamp * 1000),
+                }
+                for item in events
+            ],
+            "next": next_id,
+            "state": job.status.value,
+        }
+
+    # -- OpenAPI: publish the JobGraph schema as a component ---------------------------------------
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            (_,), components = msgspec.json.schema_components([JobGraph], ref_template="#/components/schemas/{name}")
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(components)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,73 @@
+"""The REST endpoint: uvicorn serving the FastAPI app on the JobManager's event loop.
+
+Sharing the loop means a request handler reads JobManager state between two
+mailbox messages, never during one, and mutations still go through the mailbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import uvicorn
+
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.rest.app import create_app
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+
+
+class _EmbeddedServer(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # The process that hosts the JobManager owns its signals and stops us itself.
+        yield
+
+
+class RestServer:
+    def __init__(self, jobmanager: JobManager, config: Configuration) -> None:
+        self.jobmanager = jobmanager
+        self.config = config
+        self._server: _EmbeddedServer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        host = self.config.get(cfg.REST_ADDRESS) or self.config.get(cfg.REST_BIND_ADDRESS)
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        bind_address = self.config.get(cfg.REST_BIND_ADDRESS)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((bind_address, self.config.get(cfg.REST_PORT)))
+        except OSError as exc:
+            sock.close()
+            raise OSError(
+                f"cannot bind the REST API to {bind_address}:{self.config.get(cfg.REST_PORT)}: {exc.strerror}; "
+                "set rest.port to a free port (0 picks one)"
+            ) from None
+        self.port = sock.getsockname()[1]
+        app = create_app(self.jobmanager, self.config, rest_url=self.url)
+        server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        self._server = _EmbeddedServer(server_config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rest-server")
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # raises the startup error
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._server = None
+        self._task = None
