@@ -5,7 +5,7 @@ separate processes do; only the process boundary is missing. It runs on its own
 event loop in a background thread, so a test, a notebook or an Airflow worker can
 start one with `with MiniCluster() as cluster:` and submit to `cluster.rest_url`.
 
-`run_forever()` serves it in the foreground instead (`flink-runtime minicluster`).
+`flink-runtime minicluster` serves one in the foreground (see entrypoints).
 """
 
 from __future__ import annotations
@@ -57,10 +57,9 @@ class MiniCluster:
         assert self.rest is not None, "MiniCluster not started"
         return self.rest.url
 
-    # -- async core (used by both the thread and the foreground mode) -------------------------
+    # -- async core (the background thread here, or the foreground entry point) ---------------
 
     async def start_async(self) -> None:
-        self._stopped = asyncio.Event()
         self.jobmanager = JobManager(self.config)
         await self.jobmanager.start()
         self.rest = RestServer(self.jobmanager, self.config)
@@ -86,27 +85,6 @@ class MiniCluster:
         if self.jobmanager is not None:
             await self.jobmanager.stop()
 
-    async def serve_until_stopped(self) -> None:
-        await self.start_async()
-        assert self._stopped is not None
-        try:
-            await self._stopped.wait()
-        finally:
-            await self.stop_async()
-
-    def run_forever(self) -> None:
-        """Serve in the foreground until SIGINT/SIGTERM."""
-        import signal
-
-        async def main() -> None:
-            loop = asyncio.get_running_loop()
-            serving = asyncio.create_task(self.serve_until_stopped())
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(signum, lambda: self._stopped and self._stopped.set())
-            await serving
-
-        asyncio.run(main())
-
     # -- background thread ---------------------------------------------------------------------------
 
     def start(self, timeout: float = 60.0) -> MiniCluster:
@@ -119,6 +97,7 @@ class MiniCluster:
             asyncio.set_event_loop(loop)
 
             async def main() -> None:
+                self._stopped = asyncio.Event()
                 try:
                     await self.start_async()
                 except BaseException as exc:

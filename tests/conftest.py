@@ -1,0 +1,36 @@
+"""Shared fixtures: one MiniCluster for the tests that only need a working cluster."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.minicluster import MiniCluster
+
+logging.getLogger("flink_runtime").setLevel(logging.INFO)
+
+
+def fast_config(**overrides: object) -> Configuration:
+    """Short heartbeats and back-offs so failure paths finish within seconds."""
+    values: dict[str, object] = {
+        "heartbeat.interval": "500 ms",
+        "heartbeat.timeout": "3 s",
+        "cluster.registration.refused-registration-delay": "500 ms",
+        "slot.request.timeout": "5 s",
+        "task.cancellation.interval": "500 ms",
+        "task.cancellation.timeout": "5 s",
+    }
+    values.update(overrides)
+    return Configuration(values)
+
+
+@pytest.fixture(scope="session")
+def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
+    """A MiniCluster with 2 TaskManagers x 2 slots, shared by the whole session."""
+    data_dir = tmp_path_factory.mktemp("minicluster-data")
+    config = fast_config(**{"io.tmp.dirs": str(data_dir)})
+    with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
+        yield cluster
