@@ -121,6 +121,8 @@ class JobMaster:
         self._partition_locations: dict[str, str] = {}
         self._active_executions = 0
         self._finished_executions = 0
+        # Source vertices none of whose subtasks has run yet: SubmitJob is answered when
+        # this empties (with more subtasks than slots, not all can run at once).
         self._sources_not_running: set[str] = set()
         self._submission_waiters: list[asyncio.Future[Message]] = []
 
@@ -143,9 +145,7 @@ class JobMaster:
         self._transition(JobStatus.CREATED)
         self._declare_slot_usage()
         self._transition(JobStatus.RUNNING)
-        for ejv in graph.source_vertices():
-            for vertex in ejv.task_vertices:
-                self._sources_not_running.add(vertex.current_execution.attempt_id)
+        self._sources_not_running = {ejv.id for ejv in graph.source_vertices()}
         for ejv in graph.source_vertices():
             for vertex in ejv.task_vertices:
                 self._schedule(vertex)
@@ -432,7 +432,8 @@ class JobMaster:
         if not execution.transition_state(state, error):
             return False
         if state is _E.RUNNING or state is _E.FINISHED:
-            self._sources_not_running.discard(execution.attempt_id)
+            if self._sources_not_running:
+                self._sources_not_running.discard(execution.vertex.job_vertex.id)
             if not self._sources_not_running and self._submission_waiters:
                 self._answer_submission_waiters()
         if state.is_terminal:

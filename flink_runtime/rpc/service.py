@@ -21,7 +21,6 @@ import logging
 from collections.abc import Callable
 import msgspec
 import zmq
-import zmq.asyncio
 
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
@@ -60,35 +59,42 @@ InboundHandler = Callable[[Message, Callable[[Message], None] | None], None]
 
 
 class RpcService:
-    """One process-local RPC endpoint: a bound address plus outgoing connections."""
+    """One process-local RPC endpoint: a bound address plus outgoing connections.
+
+    Sockets are plain (non-asyncio) ZeroMQ sockets whose file descriptors the event
+    loop watches; a readiness callback drains every queued message at once. That is
+    several times cheaper per message than zmq.asyncio's one future per receive, and
+    the JobManager handles tens of thousands of messages a second this way. ZeroMQ's
+    descriptor is edge-triggered, so the drain loops until EAGAIN and is re-run
+    after every send (a send can consume the edge that announced new input).
+    """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, *, framesize: int = 10 << 20) -> None:
         self._host = host
         self._port = port
         self.framesize = framesize
-        self._context = zmq.asyncio.Context.instance()
-        self._router: zmq.asyncio.Socket | None = None
-        self._dealers: dict[str, zmq.asyncio.Socket] = {}
-        self._dealer_readers: dict[str, asyncio.Task[None]] = {}
+        self._context = zmq.Context.instance()
+        self._router: zmq.Socket | None = None
+        self._dealers: dict[str, zmq.Socket] = {}
         self._pending: dict[int, asyncio.Future[Message]] = {}
         self._correlation = itertools.count(1)
         self._encoder = msgspec.msgpack.Encoder()
         self._decoder = msgspec.msgpack.Decoder(Envelope)
         self._handler: InboundHandler | None = None
-        self._reader: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_scheduled = False
         self.address = ""
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self, handler: InboundHandler) -> str:
         self._handler = handler
+        self._loop = asyncio.get_running_loop()
         router = self._context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.framesize + 1024)
         router.setsockopt(zmq.SNDHWM, 0)
         router.setsockopt(zmq.RCVHWM, 0)
-        # A reply to a peer that went away is dropped instead of blocking the loop.
-        router.setsockopt(zmq.ROUTER_MANDATORY, 0)
         if self._port:
             try:
                 router.bind(f"tcp://{self._host}:{self._port}")
@@ -100,22 +106,20 @@ class RpcService:
             port = router.bind_to_random_port(f"tcp://{self._host}")
         self._router = router
         self.address = f"tcp://{self._host}:{port}"
-        self._reader = asyncio.create_task(self._read_router(), name=f"rpc-router {self.address}")
+        self._loop.add_reader(router.getsockopt(zmq.FD), self._schedule_drain)
+        self._schedule_drain()
         return self.address
 
     async def close(self) -> None:
-        tasks = [t for t in [self._reader, *self._dealer_readers.values()] if t is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RpcException("RPC service closed"))
         self._pending.clear()
-        for socket in self._dealers.values():
-            socket.close(linger=0)
-        self._dealers.clear()
+        for address in list(self._dealers):
+            self.disconnect(address)
         if self._router is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(self._router.getsockopt(zmq.FD))
             self._router.close(linger=0)
             self._router = None
 
@@ -153,9 +157,12 @@ class RpcService:
         try:
             self._dealer(address).send(payload, zmq.NOBLOCK)
         except zmq.Again:
-            raise RpcException(f"cannot send {type(envelope.body).__name__} to {address}: queue full") from None
+            raise RpcException(
+                f"cannot send {type(envelope.body).__name__} to {address}: queue full"
+            ) from None
+        self._schedule_drain()
 
-    def _dealer(self, address: str) -> zmq.asyncio.Socket:
+    def _dealer(self, address: str) -> zmq.Socket:
         socket = self._dealers.get(address)
         if socket is None:
             socket = self._context.socket(zmq.DEALER)
@@ -166,25 +173,41 @@ class RpcService:
             socket.setsockopt(zmq.SNDHWM, 100_000)
             socket.connect(address)
             self._dealers[address] = socket
-            self._dealer_readers[address] = asyncio.create_task(
-                self._read_replies(address, socket), name=f"rpc-dealer {address}"
-            )
+            assert self._loop is not None
+            self._loop.add_reader(socket.getsockopt(zmq.FD), self._schedule_drain)
         return socket
 
     def disconnect(self, address: str) -> None:
         """Drop the connection to a peer that is gone (its queued messages with it)."""
         socket = self._dealers.pop(address, None)
-        reader = self._dealer_readers.pop(address, None)
-        if reader is not None:
-            reader.cancel()
         if socket is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(socket.getsockopt(zmq.FD))
             socket.close(linger=0)
 
     # -- receiving ---------------------------------------------------------------------------
 
-    async def _read_replies(self, address: str, socket: zmq.asyncio.Socket) -> None:
+    def _schedule_drain(self) -> None:
+        if not self._drain_scheduled and self._loop is not None:
+            self._drain_scheduled = True
+            self._loop.call_soon(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        if self._router is None:
+            return
+        self._drain_router(self._router)
+        for address, socket in list(self._dealers.items()):
+            self._drain_replies(address, socket)
+
+    def _drain_replies(self, address: str, socket: zmq.Socket) -> None:
         while True:
-            payload = await socket.recv()
+            try:
+                payload = socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except zmq.ZMQError:  # closed meanwhile
+                return
             envelope = self._decode(payload, address)
             if envelope is None or envelope.kind != REPLY:
                 continue
@@ -192,11 +215,14 @@ class RpcService:
             if future is not None and not future.done():
                 future.set_result(envelope.body)
 
-    async def _read_router(self) -> None:
-        assert self._router is not None and self._handler is not None
-        router, handler = self._router, self._handler
-        while True:
-            identity, payload = await router.recv_multipart()
+    def _drain_router(self, router: zmq.Socket) -> None:
+        assert self._handler is not None
+        handler = self._handler
+        while self._router is not None:
+            try:
+                identity, payload = router.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
             envelope = self._decode(payload, "a peer")
             if envelope is None:
                 continue
@@ -204,9 +230,15 @@ class RpcService:
                 reply = self._replier(identity, envelope.correlation_id)
                 # Registration answers a version mismatch itself (RefuseRegistration),
                 # everything else from another protocol version is refused here.
-                if envelope.version != PROTOCOL_VERSION and not isinstance(envelope.body, RegisterTaskManager):
-                    reply(RpcError(error=f"incompatible protocol version {envelope.version}, "
-                                   f"this side speaks {PROTOCOL_VERSION}"))
+                if envelope.version != PROTOCOL_VERSION and not isinstance(
+                    envelope.body, RegisterTaskManager
+                ):
+                    reply(
+                        RpcError(
+                            error=f"incompatible protocol version {envelope.version}, "
+                            f"this side speaks {PROTOCOL_VERSION}"
+                        )
+                    )
                     continue
                 try:
                     handler(envelope.body, reply)
@@ -228,6 +260,7 @@ class RpcService:
                 self._router.send_multipart([identity, payload], zmq.NOBLOCK)
             except zmq.ZMQError as exc:
                 log.warning("reply to %s dropped: %s", type(message).__name__, exc)
+            self._schedule_drain()
 
         return reply
 
@@ -239,4 +272,3 @@ class RpcService:
             # and ignored; registration answers version mismatches explicitly.
             log.warning("undecodable RPC message from %s dropped: %s", source, exc)
             return None
-

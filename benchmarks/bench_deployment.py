@@ -1,0 +1,92 @@
+"""Task deployment throughput and submit latency through real processes.
+
+Starts a JobManager and TaskManagers as separate processes (flink-runtime CLI) on
+loopback, then measures:
+
+1. no-op task deployments per second: one job of N no-op subtasks on fewer slots,
+   so every slot is deployed into many times; rate = N / (submit -> FINISHED).
+   Each subtask goes the full path: slot request, SubmitTask, TaskOperationResult,
+   a thread on the TaskManager, INITIALIZING/RUNNING/FINISHED updates back.
+2. submit -> RUNNING latency with warm TaskManagers: POST /jobs answers once the
+   sources run (Success), so the POST round trip is that latency.
+
+Targets (issue 2): >= 2,000 deployments/s on 2 cores; <= 100 ms submit -> RUNNING.
+
+    .venv/bin/python benchmarks/bench_deployment.py [--tasks 10000] [--taskmanagers 2] [--slots 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.jobgraph import JobGraph, JobVertex
+
+
+def noop_job(parallelism: int, name: str) -> bytes:
+    return JobGraph(
+        name=name, vertices=[JobVertex(id="noop", name="NoOp", invokable="noop", parallelism=parallelism)]
+    ).to_json()
+
+
+def run_to_end(client: httpx.Client, body: bytes) -> tuple[float, str]:
+    started = time.perf_counter()
+    job_id = client.post("/jobs", content=body).json()["jobid"]
+    since = 0
+    while True:
+        answer = client.get(f"/jobs/{job_id}/events", params={"since": since, "timeout": 30}).json()
+        since = answer["next"]
+        if answer["state"] in ("FINISHED", "FAILED", "CANCELED"):
+            return time.perf_counter() - started, answer["state"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--taskmanagers", type=int, default=2)
+    parser.add_argument("--slots", type=int, default=8)
+    parser.add_argument("--latency-runs", type=int, default=30)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as work_dir, StandaloneCluster(Path(work_dir)) as cluster:
+        cluster.start(taskmanagers=args.taskmanagers, slots=args.slots)
+        with httpx.Client(base_url=cluster.rest_url, timeout=120) as client:
+            # Warm-up: imports, connections, thread pools.
+            run_to_end(client, noop_job(args.taskmanagers * args.slots, "warm-up"))
+
+            elapsed, state = run_to_end(client, noop_job(args.tasks, "throughput"))
+            rate = args.tasks / elapsed
+            print(
+                f"deployments: {args.tasks} no-op subtasks on {args.taskmanagers} TaskManagers x {args.slots} slots "
+                f"-> {state} in {elapsed:.2f} s = {rate:,.0f} deployments/s "
+                f"(target >= 2,000/s: {'PASS' if rate >= 2000 and state == 'FINISHED' else 'FAIL'})"
+            )
+
+            latencies = []
+            for run in range(args.latency_runs):
+                body = noop_job(1, f"latency-{run}")
+                started = time.perf_counter()
+                response = client.post("/jobs", content=body)
+                latencies.append((time.perf_counter() - started) * 1000)
+                assert response.status_code == 202, response.text
+                run_to_end_job = response.json()["jobid"]
+                while client.get(f"/jobs/{run_to_end_job}").json()["state"] == "RUNNING":
+                    time.sleep(0.005)
+            latencies.sort()
+            p95 = latencies[int(len(latencies) * 0.95) - 1]
+            median = statistics.median(latencies)
+            print(
+                f"submit -> RUNNING (POST /jobs round trip, warm TaskManagers, {args.latency_runs} runs): "
+                f"median {median:.1f} ms, p95 {p95:.1f} ms, min {latencies[0]:.1f} ms "
+                f"(target <= 100 ms: {'PASS' if median <= 100 else 'FAIL'})"
+            )
+
+
+if __name__ == "__main__":
+    main()

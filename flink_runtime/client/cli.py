@@ -1,0 +1,536 @@
+"""The `flink-runtime` command line, modelled on Flink's `bin/flink` and cluster scripts.
+
+Processes::
+
+    flink-runtime jobmanager  [-c FILE] [-D key=value ...]
+    flink-runtime taskmanager [-c FILE] [-D key=value ...]
+    flink-runtime minicluster [-n TASKMANAGERS] [-s SLOTS]
+
+Jobs (`-m host:port` is the REST address, as in Flink; default rest.address:rest.port)::
+
+    flink-runtime run [-m ADDR] [-d] [--job-id ID] job.json
+    flink-runtime list [-m ADDR] [-a | -r] [--json]
+    flink-runtime info [-m ADDR] [--json] JOB_ID
+    flink-runtime cancel [-m ADDR] JOB_ID
+
+Exit codes: 0 success; 1 the job failed or was cancelled, or the cluster answered an
+error or could not be reached; 2 bad usage (arguments, configuration, input file);
+130 interrupted (Ctrl-C; an attached `run` detaches and the job keeps running).
+Every failure is one "error: ..." line on stderr, never a traceback (unless
+--log-level DEBUG asks for one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn, TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from flink_runtime import __version__
+from flink_runtime import configuration as cfg
+from flink_runtime.client.job_client import (
+    ClusterUnreachable,
+    JobClient,
+    JobStatusEvent,
+    RestClientError,
+    normalize_rest_url,
+)
+from flink_runtime.configuration import Configuration, ConfigurationError
+from flink_runtime.executiongraph.states import JobStatus
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+# `list -r`: jobs that hold (or are about to give back) slots.
+_RUNNING_STATES = {JobStatus.RUNNING, JobStatus.FAILING, JobStatus.RESTARTING, JobStatus.CANCELLING}
+
+_STATE_STYLES = {
+    "FINISHED": "green",
+    "RUNNING": "cyan",
+    "FAILED": "red",
+    "FAILING": "red",
+    "CANCELED": "yellow",
+    "CANCELLING": "yellow",
+    "RESTARTING": "magenta",
+}
+
+# How often an attached `run` refreshes its progress line when no event arrives.
+_REFRESH_SECONDS = 1.0
+
+
+class CliError(Exception):
+    """A failure to report as one `error: ...` line, with its exit code."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FAILURE) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# -- argument parsing ---------------------------------------------------------------------------
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse's own format ("prog: error: ..."), but with the hint to --help.
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # The global options are accepted after every subcommand, as in `flink run -D ...`.
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("global options")
+    group.add_argument(
+        "-c", "--config", metavar="FILE", help="configuration YAML (default: $FLINK_CONF_DIR/config.yaml)"
+    )
+    group.add_argument(
+        "-D",
+        dest="properties",
+        metavar="key=value",
+        action="append",
+        default=[],
+        help="set a configuration option, e.g. -D rest.port=8081 (repeatable)",
+    )
+    group.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level on stderr (default: INFO for cluster processes, WARNING for client commands)",
+    )
+
+    # The REST address of client commands.
+    address = argparse.ArgumentParser(add_help=False)
+    address.add_argument(
+        "-m",
+        "--jobmanager",
+        metavar="host:port",
+        help="REST address of the JobManager (host:port or http://host:port; "
+        "default: rest.address:rest.port from the configuration)",
+    )
+
+    parser = _ArgumentParser(
+        prog="flink-runtime",
+        description="Run a flink-runtime cluster, and submit, follow, list and cancel jobs.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_ArgumentParser
+    )
+
+    def add(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help_text, description=help_text, parents=[common, *parents])
+
+    jobmanager = add("jobmanager", "Run a JobManager (with its REST API) in the foreground.")
+    jobmanager.set_defaults(handler=_cmd_jobmanager)
+
+    taskmanager = add(
+        "taskmanager", "Run a TaskManager in the foreground; it registers with jobmanager.rpc.address."
+    )
+    taskmanager.set_defaults(handler=_cmd_taskmanager)
+
+    minicluster = add("minicluster", "Run a JobManager and TaskManagers in one process, in the foreground.")
+    minicluster.add_argument(
+        "-n", "--taskmanagers", type=_positive_int, metavar="N", help="number of TaskManagers"
+    )
+    minicluster.add_argument("-s", "--slots", type=_positive_int, metavar="N", help="slots per TaskManager")
+    minicluster.set_defaults(handler=_cmd_minicluster)
+
+    run = add("run", "Submit a JobGraph (.json) and follow it until it ends, or detach with -d.", address)
+    run.add_argument("-d", "--detached", action="store_true", help="print the job id and return at once")
+    run.add_argument(
+        "--job-id", metavar="ID", help="job id to use (32 hex digits; default: the file's, or a new one)"
+    )
+    run.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
+    run.set_defaults(handler=_cmd_run)
+
+    list_ = add("list", "List jobs (by default those not finished yet).", address)
+    which = list_.add_mutually_exclusive_group()
+    which.add_argument("-a", "--all", action="store_true", help="all jobs, finished ones included")
+    which.add_argument("-r", "--running", action="store_true", help="only running jobs")
+    list_.add_argument("--json", action="store_true", help="print the REST API's JSON")
+    list_.set_defaults(handler=_cmd_list)
+
+    info = add("info", "Show a job: state, vertices, root exception.", address)
+    info.add_argument("job_id", metavar="JOB_ID")
+    info.add_argument("--json", action="store_true", help="print the REST API's JSON")
+    info.set_defaults(handler=_cmd_info)
+
+    cancel = add("cancel", "Cancel a job.", address)
+    cancel.add_argument("job_id", metavar="JOB_ID")
+    cancel.set_defaults(handler=_cmd_cancel)
+    return parser
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse reported
+        return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except CliError as exc:
+        return _fail(str(exc), exc.exit_code)
+    except ConfigurationError as exc:
+        return _fail(f"configuration: {exc}", EXIT_USAGE)
+    except ClusterUnreachable as exc:
+        return _fail(str(exc), EXIT_FAILURE)
+    except RestClientError as exc:
+        return _fail(_describe_rest_error(exc), EXIT_FAILURE)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:
+        # A bug, or something nobody foresaw: still one line, the traceback only on request.
+        log.debug("unexpected error", exc_info=True)
+        return _fail(
+            f"unexpected {type(exc).__name__}: {exc} (--log-level DEBUG shows the traceback)", EXIT_FAILURE
+        )
+
+
+def _fail(message: str, exit_code: int) -> int:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    return exit_code
+
+
+def _describe_rest_error(exc: RestClientError) -> str:
+    if len(exc.errors) == 1:
+        return exc.errors[0]
+    # Several problems (an invalid JobGraph): a header line, then one problem per line.
+    listing = "\n".join(f"  - {error}" for error in exc.errors)
+    return f"the JobManager answered {exc.status_code} with {len(exc.errors)} problems:\n{listing}"
+
+
+# -- shared helpers ------------------------------------------------------------------------------
+
+
+def _load_config(args: argparse.Namespace) -> Configuration:
+    try:
+        return Configuration.load(args.config, args.properties)
+    except OSError as exc:
+        raise CliError(f"cannot read config file {args.config}: {exc.strerror or exc}", EXIT_USAGE) from None
+
+
+def _setup_logging(args: argparse.Namespace, default: str) -> None:
+    level = getattr(logging, args.log_level or default)
+    # basicConfig leaves existing handlers alone (an embedding program's, or pytest's).
+    logging.basicConfig(
+        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    if args.log_level:
+        logging.getLogger().setLevel(level)
+
+
+def _client(args: argparse.Namespace) -> JobClient:
+    if args.jobmanager:
+        address = args.jobmanager
+    else:
+        config = _load_config(args)
+        address = f"{config.get(cfg.REST_ADDRESS)}:{config.get(cfg.REST_PORT)}"
+    try:
+        return JobClient(normalize_rest_url(address))
+    except ValueError as exc:
+        raise CliError(f"-m: {exc}", EXIT_USAGE) from None
+
+
+def _console(file: TextIO | None = None) -> Console:
+    # Markup off: job names and exception texts are user data, not rich markup.
+    console = Console(file=file or sys.stdout, markup=False, highlight=False)
+    if not console.is_terminal:
+        # Piped output: do not squeeze tables into 80 columns and break job ids.
+        console = Console(file=file or sys.stdout, markup=False, highlight=False, width=200)
+    return console
+
+
+def _styled_state(state: str) -> Text:
+    return Text(state, style=_STATE_STYLES.get(state, ""))
+
+
+def _format_time(ms: int | None) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _format_duration(ms: int | float | None) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    seconds = ms / 1000
+    if seconds < 1:
+        return f"{int(ms)} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def _task_counts(details: dict[str, Any]) -> tuple[int, int]:
+    """(finished, total) subtasks from GET /jobs/:id."""
+    vertices = details.get("vertices", [])
+    total = sum(int(vertex.get("parallelism", 0)) for vertex in vertices)
+    finished = sum(int(vertex.get("tasks", {}).get("FINISHED", 0)) for vertex in vertices)
+    return finished, total
+
+
+def _root_exception(client: JobClient, job_id: str) -> str | None:
+    root = client.exceptions(job_id).get("root-exception")
+    return str(root).rstrip() if root else None
+
+
+# -- cluster processes -----------------------------------------------------------------------------
+
+
+def _cmd_jobmanager(args: argparse.Namespace) -> int:
+    from flink_runtime import entrypoints
+
+    config = _load_config(args)
+    _setup_logging(args, "INFO")
+    entrypoints.run_jobmanager(config)
+    return EXIT_OK
+
+
+def _cmd_taskmanager(args: argparse.Namespace) -> int:
+    from flink_runtime import entrypoints
+
+    config = _load_config(args)
+    _setup_logging(args, "INFO")
+    entrypoints.run_taskmanager(config)
+    return EXIT_OK
+
+
+def _cmd_minicluster(args: argparse.Namespace) -> int:
+    from flink_runtime import entrypoints
+
+    config = _load_config(args)
+    if args.slots is not None:
+        config.set(cfg.TASKMANAGER_SLOTS.key, args.slots)
+    if cfg.REST_PORT.key not in config:
+        # MiniCluster picks a random port unless told; from the command line the
+        # configured one (default 8081) is what `flink-runtime run` will look for.
+        config.set(cfg.REST_PORT.key, config.get(cfg.REST_PORT))
+    _setup_logging(args, "INFO")
+    entrypoints.run_minicluster(config, num_taskmanagers=args.taskmanagers)
+    return EXIT_OK
+
+
+# -- jobs --------------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        try:
+            job_id = client.submit(args.file, job_id=args.job_id)
+        except ValueError as exc:  # the local file: missing, unreadable, not JSON
+            raise CliError(str(exc), EXIT_USAGE) from None
+        if args.detached:
+            # Only the id on stdout, so `JOB=$(flink-runtime run -d job.json)` works.
+            print(job_id, flush=True)
+            return EXIT_OK
+        console = _console()
+        console.print(f"Job has been submitted with JobID {job_id}")
+        try:
+            state = _follow(client, job_id, console)
+        except KeyboardInterrupt:
+            print(
+                f"Detached from job {job_id}; it keeps running. "
+                f"Cancel it with: flink-runtime cancel -m {client.rest_url} {job_id}",
+                file=sys.stderr,
+                flush=True,
+            )
+            return EXIT_INTERRUPTED
+        details = client.details(job_id)
+        summary = Text.assemble(
+            f"Job {job_id} ",
+            _styled_state(state.value),
+            f" after {_format_duration(details.get('duration'))}.",
+        )
+        console.print(summary)
+        if state is JobStatus.FINISHED:
+            return EXIT_OK
+        if state is JobStatus.FAILED:
+            root = _root_exception(client, job_id)
+            if root:
+                print(f"Root exception:\n{root}", file=sys.stderr, flush=True)
+        return EXIT_FAILURE
+
+
+def _follow(client: JobClient, job_id: str, console: Console) -> JobStatus:
+    """Show the job's progress until it ends; returns its final status."""
+
+    def event_line(event: JobStatusEvent) -> str:
+        stamp = datetime.datetime.fromtimestamp(event.timestamp).strftime("%H:%M:%S")
+        return f"{stamp} Job {job_id} switched from {event.old_state.value} to {event.new_state.value}."
+
+    since = 0
+    if not console.is_terminal:
+        # Plain lines for logs and pipes: one per state change.
+        while True:
+            page = client.poll_events(job_id, since, _REFRESH_SECONDS * 30)
+            since = page.next
+            for event in page.events:
+                finished, total = _task_counts(client.details(job_id))
+                console.print(f"{event_line(event)} ({finished}/{total} tasks finished)")
+                if event.new_state.is_globally_terminal:
+                    return event.new_state
+            if not page.events and page.state.is_globally_terminal:
+                return page.state
+
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("{task.fields[state]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tasks"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    with progress:
+        details = client.details(job_id)
+        finished, total = _task_counts(details)
+        bar = progress.add_task(
+            details.get("name", job_id), total=total or None, completed=finished, state=""
+        )
+        while True:
+            # The long poll returns on an event or after a second, whichever comes first,
+            # so the bar moves between state changes too.
+            page = client.poll_events(job_id, since, _REFRESH_SECONDS)
+            since = page.next
+            details = client.details(job_id)
+            finished, total = _task_counts(details)
+            progress.update(bar, total=total or None, completed=finished, state=details.get("state", ""))
+            for event in page.events:
+                progress.console.print(event_line(event))
+                if event.new_state.is_globally_terminal:
+                    return event.new_state
+            if not page.events and page.state.is_globally_terminal:
+                return page.state
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        jobs = client.list_jobs()
+    if args.running:
+        jobs = [job for job in jobs if JobStatus(job["state"]) in _RUNNING_STATES]
+    elif not args.all:
+        jobs = [job for job in jobs if not JobStatus(job["state"]).is_globally_terminal]
+    jobs.sort(key=lambda job: job.get("start-time", 0), reverse=True)
+    if args.json:
+        print(json.dumps({"jobs": jobs}, indent=2))
+        return EXIT_OK
+    console = _console()
+    if not jobs:
+        kind = "running " if args.running else "" if args.all else "unfinished "
+        console.print(f"No {kind}jobs." + ("" if args.all else " (-a lists finished ones too)"))
+        return EXIT_OK
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("JOB ID", no_wrap=True)
+    table.add_column("NAME", overflow="fold")
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("START", no_wrap=True)
+    table.add_column("DURATION", no_wrap=True, justify="right")
+    table.add_column("TASKS", no_wrap=True, justify="right")
+    for job in jobs:
+        tasks = job.get("tasks", {})
+        table.add_row(
+            job["jid"],
+            job.get("name", ""),
+            _styled_state(job["state"]),
+            _format_time(job.get("start-time")),
+            _format_duration(job.get("duration")),
+            f"{tasks.get('finished', 0)}/{tasks.get('total', 0)}",
+        )
+    console.print(table)
+    return EXIT_OK
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        details = client.details(args.job_id)
+        if args.json:
+            print(json.dumps(details, indent=2))
+            return EXIT_OK
+        root = _root_exception(client, args.job_id)
+    console = _console()
+    finished, total = _task_counts(details)
+    console.print(Text.assemble(("Job:      ", "bold"), f"{details.get('name', '')} ({details['jid']})"))
+    console.print(Text.assemble(("State:    ", "bold"), _styled_state(details["state"])))
+    console.print(Text.assemble(("Start:    ", "bold"), _format_time(details.get("start-time"))))
+    console.print(Text.assemble(("Duration: ", "bold"), _format_duration(details.get("duration"))))
+    console.print(Text.assemble(("Tasks:    ", "bold"), f"{finished}/{total} finished"))
+    table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
+    table.add_column("VERTEX", overflow="fold")
+    table.add_column("ID", no_wrap=True)
+    table.add_column("STATUS", no_wrap=True)
+    table.add_column("PARALLELISM", no_wrap=True, justify="right")
+    table.add_column("FINISHED", no_wrap=True, justify="right")
+    table.add_column("DURATION", no_wrap=True, justify="right")
+    for vertex in details.get("vertices", []):
+        table.add_row(
+            vertex.get("name", ""),
+            vertex.get("id", ""),
+            _styled_state(vertex.get("status", "")),
+            str(vertex.get("parallelism", "")),
+            f"{vertex.get('tasks', {}).get('FINISHED', 0)}/{vertex.get('parallelism', 0)}",
+            _format_duration(vertex.get("duration")),
+        )
+    console.print()
+    console.print(table)
+    if root:
+        console.print()
+        console.print(Text("Root exception:", style="bold red"))
+        console.print(root)
+    return EXIT_OK
+
+
+def _cmd_cancel(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        client.cancel(args.job_id)
+    print(f"Cancelled job {args.job_id}.", flush=True)
+    return EXIT_OK
+
+
+if __name__ == "__main__":  # `python -m flink_runtime.client.cli`, as StandaloneCluster starts it
+    sys.exit(main())

@@ -1,0 +1,478 @@
+"""A synchronous client for the JobManager's REST API.
+
+`JobClient` submits JobGraphs, queries and cancels jobs, and follows a job's status
+through the long-poll event endpoint (`GET /jobs/:id/events`), so waiting for a job
+costs one request per state change rather than one per polling interval.
+
+Failure policy:
+
+* Transient problems - connection errors, timeouts, 5xx and 429 answers - are retried
+  with bounded exponential back-off. 4xx answers never are: the same request would
+  fail the same way.
+* Submissions are made idempotent by assigning the job id on the client (as Flink's
+  client does): a retried POST whose first attempt did reach the JobManager gets
+  "409 already submitted", which then means "accepted".
+* Errors surface as `RestClientError` (carrying the JobManager's messages),
+  `JobNotFound` (404) or `ClusterUnreachable` (no answer after the retries).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import msgspec
+import tenacity
+
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
+
+__all__ = [
+    "ClusterUnreachable",
+    "EventPage",
+    "JobClient",
+    "JobClientError",
+    "JobGraphSource",
+    "JobNotFound",
+    "JobStatusEvent",
+    "RestClientError",
+    "normalize_rest_url",
+]
+
+# What submit() accepts: a JobGraph, a JSON-like dict, JSON bytes, or a .json file's path.
+JobGraphSource = JobGraph | dict[str, Any] | str | os.PathLike[str] | bytes
+
+# The REST API refuses long polls longer than this (rest.app.MAX_EVENT_WAIT_SECONDS).
+MAX_POLL_SECONDS = 60.0
+
+# Network failures after which the same request may well succeed. Deliberately not all
+# of httpx.TransportError: UnsupportedProtocol or LocalProtocolError would fail again.
+_TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+class JobClientError(Exception):
+    """Base of every error the client raises about the cluster (not about local input)."""
+
+
+class RestClientError(JobClientError):
+    """The JobManager answered with an error status; `errors` holds its messages."""
+
+    def __init__(self, status_code: int, errors: list[str], *, method: str = "", path: str = "") -> None:
+        self.status_code = status_code
+        self.errors = list(errors) or [f"HTTP {status_code}"]
+        self.method = method
+        self.path = path
+        super().__init__("; ".join(self.errors))
+
+    def __str__(self) -> str:
+        return "; ".join(self.errors)
+
+
+class JobNotFound(RestClientError):
+    """404: the job is unknown to the JobManager (or expired from its job store)."""
+
+
+class ClusterUnreachable(JobClientError, ConnectionError):
+    """No answer from the REST API, even after retrying."""
+
+    def __init__(self, rest_url: str, cause: BaseException | None = None) -> None:
+        self.rest_url = rest_url
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
+        super().__init__(
+            f"cannot reach the JobManager's REST API at {rest_url}{detail}; "
+            "start a cluster (e.g. `flink-runtime minicluster`) or pass its address with -m host:port"
+        )
+
+
+@dataclass(frozen=True)
+class JobStatusEvent:
+    """One job status transition, as published by the JobManager."""
+
+    id: int
+    job_id: str
+    old_state: JobStatus
+    new_state: JobStatus
+    timestamp: float  # seconds since the epoch
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobStatusEvent:
+        return cls(
+            id=int(data["id"]),
+            job_id=str(data["job-id"]),
+            old_state=JobStatus(data["old-state"]),
+            new_state=JobStatus(data["new-state"]),
+            # The REST API speaks epoch milliseconds, as Flink does.
+            timestamp=float(data["timestamp"]) / 1000.0,
+        )
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One answer of the event endpoint: the events, where to continue, the job's state now."""
+
+    events: list[JobStatusEvent]
+    next: int
+    state: JobStatus
+
+
+def normalize_rest_url(address: str) -> str:
+    """`host:port`, `http://host:port` or `https://...` -> a base URL without a trailing slash."""
+    address = address.strip()
+    if not address:
+        raise ValueError("empty REST address: expected host:port or http://host:port")
+    if "://" not in address:
+        address = "http://" + address
+    url = httpx.URL(address)
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"invalid REST address {address!r}: expected host:port or http://host:port")
+    return str(url).rstrip("/")
+
+
+class _RetryableStatus(Exception):
+    """Internal: a 5xx/429 answer, raised so tenacity retries it."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+class JobClient:
+    """Talks to one JobManager's REST API. Not thread-safe (one httpx.Client)."""
+
+    def __init__(
+        self,
+        rest_url: str,
+        *,
+        timeout: float = 30.0,
+        retries: int = 5,
+        backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """
+        rest_url: the REST API's base URL (`host:port` is accepted too).
+        timeout: seconds for connecting and for each answer (long polls add their wait).
+        retries: how often a transient failure is retried before giving up.
+        backoff, max_backoff: the first and the largest pause between retries, in seconds.
+        transport: an httpx transport (tests pass an httpx.MockTransport).
+        """
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        self.rest_url = normalize_rest_url(rest_url)
+        self.timeout = timeout
+        self.retries = retries
+        self._backoff = backoff
+        self._max_backoff = max_backoff
+        self._http = httpx.Client(
+            base_url=self.rest_url,
+            timeout=timeout,
+            transport=transport,
+            headers={"Accept": "application/json"},
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> JobClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"JobClient({self.rest_url!r})"
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        job_graph: JobGraphSource,
+        *,
+        job_id: str | None = None,
+    ) -> str:
+        """Submit a JobGraph and return its job id once the JobManager accepted it.
+
+        `job_graph` is a JobGraph, a JSON-like dict, JSON bytes, or the path (str or
+        PathLike) of a .json file. Unreadable or non-JSON input raises ValueError before
+        any request; the JobManager validates the graph itself and answers every problem
+        at once (RestClientError 400). `job_id` overrides the graph's job id.
+        """
+        document = _load_job_graph_document(job_graph)
+        if job_id is not None:
+            document["job_id"] = job_id
+        # A client-side id makes retrying the POST safe (see the module docstring).
+        if not document.get("job_id"):
+            document["job_id"] = new_job_id()
+        body = msgspec.json.encode(document)
+        attempts = 0
+
+        def count_attempt() -> None:
+            nonlocal attempts
+            attempts += 1
+
+        response = self._send(
+            "POST",
+            "/jobs",
+            content=body,
+            headers={"Content-Type": "application/json"},
+            before_attempt=count_attempt,
+            raise_for_status=False,
+        )
+        if response.status_code == 409 and attempts > 1:
+            # An earlier attempt got through but its answer was lost: that was our job.
+            return str(document["job_id"])
+        self._raise_for_status(response)
+        try:
+            return str(response.json()["jobid"])
+        except (ValueError, KeyError, TypeError):
+            # Accepted (2xx) but without the usual body: the id is ours anyway.
+            return str(document["job_id"])
+
+    def status(self, job_id: str) -> JobStatus:
+        return JobStatus(self.details(job_id)["state"])
+
+    def details(self, job_id: str) -> dict[str, Any]:
+        """GET /jobs/:id - state, times, vertices with status and task counts, plan."""
+        return self._get_json(f"/jobs/{_quote(job_id)}")
+
+    def exceptions(self, job_id: str) -> dict[str, Any]:
+        """GET /jobs/:id/exceptions - `root-exception` and the exception history."""
+        return self._get_json(f"/jobs/{_quote(job_id)}/exceptions")
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        """GET /jobs/overview - one overview per job the JobManager knows."""
+        return list(self._get_json("/jobs/overview").get("jobs", []))
+
+    def overview(self) -> dict[str, Any]:
+        """GET /overview - TaskManagers, slots and job counts."""
+        return self._get_json("/overview")
+
+    def taskmanagers(self) -> list[dict[str, Any]]:
+        return list(self._get_json("/taskmanagers").get("taskmanagers", []))
+
+    def cancel(self, job_id: str) -> None:
+        """Ask the JobManager to cancel the job; returns once it started cancelling."""
+        self._send("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})
+
+    # -- following a job ---------------------------------------------------------------------------
+
+    def poll_events(self, job_id: str, since: int = 0, timeout: float = 0.0) -> EventPage:
+        """One long poll: the job's events with id >= `since`, waiting up to `timeout` s for one."""
+        wait = min(max(timeout, 0.0), MAX_POLL_SECONDS)
+        data = self._get_json(
+            f"/jobs/{_quote(job_id)}/events",
+            params={"since": max(since, 0), "timeout": wait},
+            # The server holds the request for `wait` seconds before it answers.
+            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
+        )
+        return EventPage(
+            events=[JobStatusEvent.from_json(item) for item in data.get("events", [])],
+            next=int(data.get("next", since)),
+            state=JobStatus(data["state"]),
+        )
+
+    def events(self, job_id: str, since: int = 0, poll_timeout: float = 30.0) -> Iterator[JobStatusEvent]:
+        """The job's status transitions as they happen; ends after a globally terminal one.
+
+        Starting at `since=0` replays the job's transitions so far, so no event is
+        missed between submitting and subscribing.
+        """
+        for page in self._pages(job_id, since, poll_timeout):
+            for event in page.events:
+                yield event
+                if event.new_state.is_globally_terminal:
+                    return
+
+    def wait(
+        self,
+        job_id: str,
+        timeout: float | None = None,
+        on_event: Callable[[JobStatusEvent], None] | None = None,
+    ) -> JobStatus:
+        """Block until the job is FINISHED, FAILED or CANCELED and return that status.
+
+        `on_event` is called with each transition. Raises TimeoutError (naming the job
+        and its last known state) when `timeout` seconds pass first.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last_state: JobStatus | None = None
+        since = 0
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                state = last_state.value if last_state is not None else "unknown"
+                raise TimeoutError(
+                    f"job {job_id} did not end within {timeout:g} s; its last state was {state}"
+                )
+            page = self.poll_events(job_id, since, 30.0 if remaining is None else min(30.0, remaining))
+            since = page.next
+            last_state = page.state
+            for event in page.events:
+                if on_event is not None:
+                    on_event(event)
+                if event.new_state.is_globally_terminal:
+                    return event.new_state
+            if not page.events and page.state.is_globally_terminal:
+                # The terminal event fell out of the JobManager's bounded event log.
+                return page.state
+
+    def _pages(self, job_id: str, since: int, poll_timeout: float) -> Iterator[EventPage]:
+        while True:
+            page = self.poll_events(job_id, since, poll_timeout)
+            yield page
+            if not page.events and page.state.is_globally_terminal:
+                # The terminal event fell out of the bounded event log; nothing more will come.
+                return
+            since = page.next
+
+    # -- HTTP --------------------------------------------------------------------------------------
+
+    def _get_json(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        response = self._send("GET", path, **kwargs)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise RestClientError(
+                response.status_code,
+                [f"unexpected answer from GET {path}: {response.text[:200]!r}"],
+                method="GET",
+                path=path,
+            )
+        return data
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        before_attempt: Callable[[], None] | None = None,
+        raise_for_status: bool = True,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        def attempt() -> httpx.Response:
+            if before_attempt is not None:
+                before_attempt()
+            response = self._http.request(method, path, **kwargs)
+            if response.status_code == 429 or response.status_code >= 500:
+                raise _RetryableStatus(response)
+            return response
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type((*_TRANSIENT_ERRORS, _RetryableStatus)),
+            stop=tenacity.stop_after_attempt(self.retries + 1),
+            wait=self._wait,
+            reraise=True,
+        )
+        try:
+            response = retrying(attempt)
+        except _RetryableStatus as exc:
+            response = exc.response
+        except _TRANSIENT_ERRORS as exc:
+            raise ClusterUnreachable(self.rest_url, exc) from exc
+        except httpx.TransportError as exc:
+            raise ClusterUnreachable(self.rest_url, exc) from exc
+        if raise_for_status:
+            self._raise_for_status(response)
+        return response
+
+    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
+        """Exponential back-off, or the server's Retry-After (both capped at max_backoff)."""
+        exponential = self._backoff * 2 ** (retry_state.attempt_number - 1)
+        outcome = retry_state.outcome
+        if outcome is not None and isinstance(outcome.exception(), _RetryableStatus):
+            retry_after = outcome.exception().response.headers.get("Retry-After", "")  # type: ignore[union-attr]
+            try:
+                return min(max(float(retry_after), 0.0), self._max_backoff)
+            except ValueError:
+                pass  # absent, or an HTTP date: not worth parsing for a bounded pause
+        return min(exponential, self._max_backoff)
+
+    @staticmethod
+    def _raise_for_status(response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        request = response.request
+        errors = _error_messages(response)
+        error_type = JobNotFound if response.status_code == 404 else RestClientError
+        raise error_type(response.status_code, errors, method=request.method, path=request.url.path)
+
+
+def _quote(job_id: str) -> str:
+    # A job id typed by a user must not be able to change the path ("../overview").
+    return quote(str(job_id), safe="")
+
+
+def _error_messages(response: httpx.Response) -> list[str]:
+    """The JobManager's `{"errors": [...]}`, or the best text available from anything else."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("errors"), list) and data["errors"]:
+        return [str(error) for error in data["errors"]]
+    text = response.text.strip()
+    # A proxy's HTML error page is no help on one line; its status phrase is.
+    if text and not text.lstrip().startswith("<") and len(text) <= 500:
+        return [f"HTTP {response.status_code}: {text}"]
+    return [f"HTTP {response.status_code} {response.reason_phrase}".strip()]
+
+
+def _load_job_graph_document(job_graph: JobGraphSource) -> dict[str, Any]:
+    """Turn the accepted inputs into a JSON object, raising ValueError for bad local input."""
+    if isinstance(job_graph, JobGraph):
+        return msgspec.to_builtins(job_graph)
+    if isinstance(job_graph, dict):
+        try:
+            # A round trip copies the dict (we set job_id) and finds values JSON cannot hold.
+            return msgspec.json.decode(msgspec.json.encode(job_graph))
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise ValueError(f"the JobGraph dict cannot be encoded as JSON: {exc}") from None
+    if isinstance(job_graph, bytes | bytearray | memoryview):
+        return _parse_document(bytes(job_graph), "the JobGraph bytes")
+    if isinstance(job_graph, str | os.PathLike):
+        path = Path(job_graph)
+        where = f"JobGraph file {str(path)!r}"
+        if isinstance(job_graph, str) and job_graph.lstrip().startswith("{"):
+            # An easy mistake to make; say so rather than "file not found".
+            raise ValueError("submit() takes a str as a file path; pass JSON text as bytes or a dict")
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"{where} does not exist") from None
+        except IsADirectoryError:
+            raise ValueError(f"{where} is a directory, not a .json file") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
+        return _parse_document(data, where)
+    raise ValueError(
+        f"cannot submit a {type(job_graph).__name__}: "
+        "pass a JobGraph, a dict, JSON bytes or the path of a .json file"
+    )
+
+
+def _parse_document(data: bytes, where: str) -> dict[str, Any]:
+    if not data.strip():
+        raise ValueError(f"{where} is empty")
+    try:
+        document = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"{where} must hold a JSON object (a JobGraph), not a {type(document).__name__}")
+    return document
