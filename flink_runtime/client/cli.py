@@ -377,10 +377,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             return EXIT_INTERRUPTED
         details = client.details(job_id)
+        finished, total = _task_counts(details)
         summary = Text.assemble(
             f"Job {job_id} ",
             _styled_state(state.value),
-            f" after {_format_duration(details.get('duration'))}.",
+            f" after {_format_duration(details.get('duration'))} ({finished}/{total} tasks finished).",
         )
         console.print(summary)
         if state is JobStatus.FINISHED:
@@ -401,17 +402,24 @@ def _follow(client: JobClient, job_id: str, console: Console) -> JobStatus:
 
     since = 0
     if not console.is_terminal:
-        # Plain lines for logs and pipes: one per state change.
+        # Plain lines for logs and pipes: one per state change, and one whenever more
+        # subtasks have finished (checked every few seconds).
+        reported = -1
         while True:
-            page = client.poll_events(job_id, since, _REFRESH_SECONDS * 30)
+            page = client.poll_events(job_id, since, _REFRESH_SECONDS * 5)
             since = page.next
             for event in page.events:
-                finished, total = _task_counts(client.details(job_id))
-                console.print(f"{event_line(event)} ({finished}/{total} tasks finished)")
+                console.print(event_line(event))
                 if event.new_state.is_globally_terminal:
                     return event.new_state
             if not page.events and page.state.is_globally_terminal:
                 return page.state
+            if page.state is JobStatus.RUNNING:
+                finished, total = _task_counts(client.details(job_id))
+                if finished != reported:
+                    reported = finished
+                    stamp = datetime.datetime.now().strftime("%H:%M:%S")
+                    console.print(f"{stamp} Job {job_id} RUNNING: {finished}/{total} tasks finished.")
 
     progress = Progress(
         SpinnerColumn(),

@@ -192,8 +192,10 @@ def test_failure_reaches_the_exceptions_endpoint(cluster: StandaloneCluster) -> 
         (b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop", "parallelism": 0}]}', "parallelism"),
         (b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "nope"}]}', "unknown invokable"),
         (
-            b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop"}],'
-            b' "intermediate_datasets": [{"id": "d", "producer": "a"}], "edges": [{"source": "d", "target": "a"}]}',
+            b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop"},'
+            b' {"id": "b", "name": "B", "invokable": "noop"}],'
+            b' "intermediate_datasets": [{"id": "ab", "producer": "a"}, {"id": "ba", "producer": "b"}],'
+            b' "edges": [{"source": "ab", "target": "b"}, {"source": "ba", "target": "a"}]}',
             "cycle",
         ),
     ],

@@ -1,0 +1,409 @@
+"""JobClient's error mapping, retry policy and input handling, against httpx.MockTransport.
+
+These test the client layer alone; tests/integration/test_client_minicluster.py runs
+the same client against a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from flink_runtime.client import (
+    ClusterUnreachable,
+    JobClient,
+    JobNotFound,
+    JobStatusEvent,
+    RestClientError,
+    normalize_rest_url,
+)
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph import JobGraph, JobVertex
+
+URL = "http://jm.example:8081"
+JOB_ID = "0123456789abcdef0123456789abcdef"
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+class Recorder:
+    """A MockTransport handler that records requests and answers from a script."""
+
+    def __init__(self, *answers: httpx.Response | Exception | Handler) -> None:
+        self.answers = list(answers)
+        self.requests: list[httpx.Request] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        # The last answer repeats, so "always fails" needs one entry.
+        answer = self.answers[min(len(self.requests), len(self.answers)) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        if callable(answer):
+            return answer(request)
+        return answer
+
+
+def client_for(recorder: Recorder, retries: int = 3) -> JobClient:
+    return JobClient(URL, retries=retries, backoff=0.0, transport=httpx.MockTransport(recorder))
+
+
+def errors(status: int, *messages: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.Response(status, json={"errors": list(messages)}, headers=headers)
+
+
+def job_details(state: str = "RUNNING") -> httpx.Response:
+    return httpx.Response(200, json={"jid": JOB_ID, "name": "j", "state": state, "vertices": []})
+
+
+def small_graph() -> JobGraph:
+    return JobGraph(name="noop", vertices=[JobVertex(id="v", name="V", invokable="noop")])
+
+
+# -- error mapping --------------------------------------------------------------------------------
+
+
+def test_404_is_job_not_found_with_the_servers_message_and_not_retried() -> None:
+    recorder = Recorder(errors(404, f"Job {JOB_ID} not found."))
+    with client_for(recorder) as client, pytest.raises(JobNotFound) as raised:
+        client.status(JOB_ID)
+    assert raised.value.status_code == 404
+    assert f"Job {JOB_ID} not found." in str(raised.value)
+    assert len(recorder.requests) == 1
+
+
+def test_400_keeps_every_error_and_is_not_retried() -> None:
+    recorder = Recorder(errors(400, "vertex 'a': bad", "vertex 'b': worse"))
+    with client_for(recorder) as client, pytest.raises(RestClientError) as raised:
+        client.submit(small_graph())
+    assert not isinstance(raised.value, JobNotFound)
+    assert raised.value.status_code == 400
+    assert raised.value.errors == ["vertex 'a': bad", "vertex 'b': worse"]
+    assert "vertex 'a': bad" in str(raised.value) and "vertex 'b': worse" in str(raised.value)
+    assert len(recorder.requests) == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 405, 409, 413, 422])
+def test_no_4xx_is_retried(status: int) -> None:
+    recorder = Recorder(errors(status, "no"))
+    with client_for(recorder) as client, pytest.raises(RestClientError):
+        client.overview()
+    assert len(recorder.requests) == 1
+
+
+def test_non_json_error_body_still_gives_a_message() -> None:
+    recorder = Recorder(httpx.Response(418, text="I'm a teapot"))
+    with client_for(recorder) as client, pytest.raises(RestClientError) as raised:
+        client.overview()
+    assert "418" in str(raised.value) and "teapot" in str(raised.value)
+
+
+def test_html_error_page_is_reduced_to_its_status() -> None:
+    recorder = Recorder(httpx.Response(404, html="<html><body>nope</body></html>"))
+    with client_for(recorder) as client, pytest.raises(JobNotFound) as raised:
+        client.details(JOB_ID)
+    assert str(raised.value) == "HTTP 404 Not Found"
+
+
+def test_job_id_cannot_escape_its_path_segment() -> None:
+    recorder = Recorder(job_details())
+    with client_for(recorder) as client:
+        client.details("../overview")
+    assert recorder.requests[0].url.raw_path == b"/jobs/..%2Foverview"
+
+
+# -- retry policy ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
+def test_5xx_and_429_are_retried_until_success(status: int) -> None:
+    recorder = Recorder(
+        errors(status, "busy"), errors(status, "busy"), httpx.Response(200, json={"taskmanagers": 2})
+    )
+    with client_for(recorder) as client:
+        assert client.overview() == {"taskmanagers": 2}
+    assert len(recorder.requests) == 3
+
+
+def test_persistent_5xx_gives_up_after_the_retries_with_the_servers_error() -> None:
+    recorder = Recorder(errors(503, "The JobManager did not accept the job in time; retry the submission."))
+    with client_for(recorder, retries=2) as client, pytest.raises(RestClientError) as raised:
+        client.overview()
+    assert raised.value.status_code == 503
+    assert "did not accept the job in time" in str(raised.value)
+    assert len(recorder.requests) == 3  # the first attempt and two retries
+
+
+def test_connection_errors_are_retried_then_cluster_unreachable_names_the_url() -> None:
+    recorder = Recorder(httpx.ConnectError("Connection refused"))
+    with client_for(recorder, retries=4) as client, pytest.raises(ClusterUnreachable) as raised:
+        client.list_jobs()
+    assert len(recorder.requests) == 5
+    message = str(raised.value)
+    assert URL in message and "-m" in message and "minicluster" in message
+    assert isinstance(raised.value, ConnectionError)
+
+
+def test_a_connection_error_then_success_is_transparent() -> None:
+    recorder = Recorder(httpx.ConnectError("refused"), httpx.ReadTimeout("slow"), job_details("FINISHED"))
+    with client_for(recorder) as client:
+        assert client.status(JOB_ID) is JobStatus.FINISHED
+    assert len(recorder.requests) == 3
+
+
+def test_retries_zero_means_one_attempt() -> None:
+    recorder = Recorder(httpx.ConnectError("refused"))
+    with client_for(recorder, retries=0) as client, pytest.raises(ClusterUnreachable):
+        client.overview()
+    assert len(recorder.requests) == 1
+
+
+def test_back_off_is_exponential_bounded_and_honours_retry_after() -> None:
+    import tenacity
+
+    client = JobClient(URL, backoff=0.5, max_backoff=3.0)
+    state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
+    pauses = []
+    for attempt in range(1, 6):
+        state.attempt_number = attempt
+        state.outcome = None
+        pauses.append(client._wait(state))
+    assert pauses == [0.5, 1.0, 2.0, 3.0, 3.0]
+
+    recorder = Recorder(errors(429, "slow down", headers={"Retry-After": "0"}), httpx.Response(200, json={}))
+    with client_for(recorder) as limited:
+        limited._backoff = 100.0  # would hang the test if Retry-After: 0 were ignored
+        limited.overview()
+    assert len(recorder.requests) == 2
+    client.close()
+
+
+# -- submit: input handling --------------------------------------------------------------------------
+
+
+def accepted(request: httpx.Request) -> httpx.Response:
+    body = json.loads(request.content)
+    return httpx.Response(202, json={"jobid": body["job_id"], "jobUrl": f"/jobs/{body['job_id']}"})
+
+
+def test_submit_a_job_graph_assigns_a_job_id_on_the_client() -> None:
+    recorder = Recorder(accepted)
+    graph = small_graph()
+    with client_for(recorder) as client:
+        job_id = client.submit(graph)
+    body = json.loads(recorder.requests[0].content)
+    assert body["job_id"] == job_id and len(job_id) == 32
+    assert body["vertices"][0]["invokable"] == "noop"
+    assert recorder.requests[0].method == "POST" and recorder.requests[0].url.path == "/jobs"
+    assert graph.job_id is None  # the caller's graph is not modified
+
+
+@pytest.mark.parametrize("kind", ["dict", "bytes", "str-path", "pathlike"])
+def test_submit_accepts_dicts_bytes_and_paths(kind: str, tmp_path: Path) -> None:
+    document = {"name": "n", "vertices": [{"id": "v", "name": "V", "invokable": "noop"}], "job_id": JOB_ID}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(document))
+    source: Any = {
+        "dict": document,
+        "bytes": json.dumps(document).encode(),
+        "str-path": str(path),
+        "pathlike": path,
+    }[kind]
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client:
+        assert client.submit(source) == JOB_ID
+    assert json.loads(recorder.requests[0].content) == document
+
+
+def test_submit_job_id_argument_overrides_the_documents() -> None:
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client:
+        assert client.submit(small_graph(), job_id=JOB_ID) == JOB_ID
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (None, "does not exist"),
+        ("", "is empty"),
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "must hold a JSON object"),
+    ],
+)
+def test_bad_files_raise_value_error_naming_the_file_before_any_request(
+    tmp_path: Path, content: str | None, expected: str
+) -> None:
+    path = tmp_path / "job.json"
+    if content is not None:
+        path.write_text(content)
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client, pytest.raises(ValueError) as raised:
+        client.submit(path)
+    assert expected in str(raised.value) and str(path) in str(raised.value)
+    assert recorder.requests == []
+
+
+def test_bad_in_memory_input_raises_value_error_before_any_request(tmp_path: Path) -> None:
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client:
+        with pytest.raises(ValueError, match="is a directory"):
+            client.submit(tmp_path)
+        with pytest.raises(ValueError, match="JSON"):
+            client.submit(b"\xff\xfe")
+        with pytest.raises(ValueError, match="file path"):
+            client.submit('{"name": "inline"}')
+        with pytest.raises(ValueError, match="cannot be encoded"):
+            client.submit({"name": object()})
+        with pytest.raises(ValueError, match="cannot submit a int"):
+            client.submit(42)  # type: ignore[arg-type]
+    assert recorder.requests == []
+
+
+def test_a_retried_submission_that_already_got_through_is_accepted() -> None:
+    # The first POST reached the JobManager but its answer was lost; the retry is told
+    # "already submitted", which for the same client-assigned id means success.
+    recorder = Recorder(httpx.ReadError("connection reset"), errors(409, "already submitted"))
+    with client_for(recorder) as client:
+        job_id = client.submit(small_graph(), job_id=JOB_ID)
+    assert job_id == JOB_ID
+    assert len(recorder.requests) == 2
+    assert recorder.requests[0].content == recorder.requests[1].content
+
+
+def test_a_duplicate_on_the_first_attempt_is_an_error() -> None:
+    recorder = Recorder(errors(409, f"Job {JOB_ID} was already submitted"))
+    with client_for(recorder) as client, pytest.raises(RestClientError) as raised:
+        client.submit(small_graph(), job_id=JOB_ID)
+    assert raised.value.status_code == 409
+
+
+# -- queries and cancel --------------------------------------------------------------------------
+
+
+def test_queries_hit_the_flink_paths() -> None:
+    recorder = Recorder(
+        lambda request: {
+            "/jobs/overview": httpx.Response(200, json={"jobs": [{"jid": JOB_ID}]}),
+            "/overview": httpx.Response(200, json={"taskmanagers": 1}),
+            "/taskmanagers": httpx.Response(200, json={"taskmanagers": [{"id": "tm"}]}),
+            f"/jobs/{JOB_ID}/exceptions": httpx.Response(200, json={"root-exception": None}),
+            f"/jobs/{JOB_ID}": httpx.Response(202, json={}),
+        }[request.url.path]
+    )
+    with client_for(recorder) as client:
+        assert client.list_jobs() == [{"jid": JOB_ID}]
+        assert client.overview() == {"taskmanagers": 1}
+        assert client.taskmanagers() == [{"id": "tm"}]
+        assert client.exceptions(JOB_ID) == {"root-exception": None}
+        client.cancel(JOB_ID)
+    cancel = recorder.requests[-1]
+    assert cancel.method == "PATCH" and cancel.url.params["mode"] == "cancel"
+
+
+def test_cancel_of_a_finished_job_reports_the_conflict() -> None:
+    recorder = Recorder(errors(409, f"job {JOB_ID} is already FINISHED"))
+    with client_for(recorder) as client, pytest.raises(RestClientError, match="already FINISHED"):
+        client.cancel(JOB_ID)
+
+
+# -- events and wait ------------------------------------------------------------------------------
+
+
+def event(number: int, old: str, new: str) -> dict[str, Any]:
+    return {
+        "id": number,
+        "job-id": JOB_ID,
+        "old-state": old,
+        "new-state": new,
+        "timestamp": 1_700_000_000_500,
+    }
+
+
+def events_page(events: list[dict[str, Any]], next_id: int, state: str) -> httpx.Response:
+    return httpx.Response(200, json={"events": events, "next": next_id, "state": state})
+
+
+def test_events_follow_next_and_end_after_the_terminal_state() -> None:
+    recorder = Recorder(
+        events_page([event(0, "INITIALIZING", "CREATED"), event(1, "CREATED", "RUNNING")], 2, "RUNNING"),
+        events_page([], 2, "RUNNING"),
+        events_page([event(7, "RUNNING", "FINISHED")], 8, "FINISHED"),
+        errors(500, "must not be asked again"),
+    )
+    with client_for(recorder) as client:
+        received = list(client.events(JOB_ID, poll_timeout=5))
+    assert [e.new_state for e in received] == [JobStatus.CREATED, JobStatus.RUNNING, JobStatus.FINISHED]
+    assert received[0] == JobStatusEvent(
+        0, JOB_ID, JobStatus.INITIALIZING, JobStatus.CREATED, 1_700_000_000.5
+    )
+    assert [r.url.params["since"] for r in recorder.requests] == ["0", "2", "2"]
+    assert recorder.requests[0].url.params["timeout"] == "5"
+    assert len(recorder.requests) == 3
+
+
+def test_long_polls_are_capped_at_the_servers_limit() -> None:
+    recorder = Recorder(events_page([event(0, "RUNNING", "CANCELED")], 1, "CANCELED"))
+    with client_for(recorder) as client:
+        list(client.events(JOB_ID, poll_timeout=3600))
+    assert float(recorder.requests[0].url.params["timeout"]) == 60.0
+
+
+def test_wait_returns_the_final_state_and_reports_each_event() -> None:
+    recorder = Recorder(
+        events_page([event(0, "INITIALIZING", "CREATED")], 1, "CREATED"),
+        events_page([event(1, "CREATED", "RUNNING"), event(2, "RUNNING", "FAILING")], 3, "FAILING"),
+        events_page([event(3, "FAILING", "FAILED")], 4, "FAILED"),
+    )
+    seen: list[JobStatusEvent] = []
+    with client_for(recorder) as client:
+        assert client.wait(JOB_ID, timeout=10, on_event=seen.append) is JobStatus.FAILED
+    assert [e.new_state.value for e in seen] == ["CREATED", "RUNNING", "FAILING", "FAILED"]
+
+
+def test_wait_uses_the_reported_state_when_the_terminal_event_was_evicted() -> None:
+    recorder = Recorder(events_page([], 5, "CANCELED"))
+    with client_for(recorder) as client:
+        assert client.wait(JOB_ID, timeout=5) is JobStatus.CANCELED
+        assert list(client.events(JOB_ID)) == []
+
+
+def test_wait_timeout_names_the_job_and_its_last_state() -> None:
+    recorder = Recorder(events_page([], 3, "RUNNING"))
+    with client_for(recorder) as client, pytest.raises(TimeoutError) as raised:
+        client.wait(JOB_ID, timeout=0.05)
+    assert JOB_ID in str(raised.value) and "RUNNING" in str(raised.value)
+    # Each long poll waits no longer than what is left of the timeout.
+    assert all(float(r.url.params["timeout"]) <= 0.05 for r in recorder.requests)
+
+
+def test_wait_on_an_unknown_job_raises_job_not_found() -> None:
+    recorder = Recorder(errors(404, f"Job {JOB_ID} not found."))
+    with client_for(recorder) as client, pytest.raises(JobNotFound):
+        client.wait(JOB_ID, timeout=1)
+
+
+# -- addresses ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("localhost:8081", "http://localhost:8081"),
+        ("http://10.0.0.1:8081/", "http://10.0.0.1:8081"),
+        ("https://flink.example.com", "https://flink.example.com"),
+        (" 127.0.0.1:9 ", "http://127.0.0.1:9"),
+    ],
+)
+def test_normalize_rest_url(address: str, expected: str) -> None:
+    assert normalize_rest_url(address) == expected
+
+
+@pytest.mark.parametrize("address", ["", "ftp://host:21", "http://"])
+def test_invalid_addresses_are_rejected(address: str) -> None:
+    with pytest.raises(ValueError):
+        normalize_rest_url(address)
