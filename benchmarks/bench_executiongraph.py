@@ -115,9 +115,7 @@ def main() -> int:
         fastest, median = min(timings), statistics.median(timings)
         worst_mib = max(memory.values())
         print(f"{pattern.value} {p:,} x {p:,}")
-        print(
-            f"  build time   min {fastest:7.1f} ms   median {median:7.1f} ms   {verdict(median <= TARGET_MS)}"
-        )
+        print(f"  build time   min {fastest:7.1f} ms   median {median:7.1f} ms   {verdict(median <= TARGET_MS)}")
         print(
             f"  memory       tracemalloc peak {memory['tracemalloc_peak_mib']:6.1f} MiB   "
             f"RSS delta {memory['rss_delta_mib']:6.1f} MiB   {verdict(worst_mib <= TARGET_MIB)}"

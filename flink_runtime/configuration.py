@@ -43,36 +43,83 @@ def _option(key: str, default: Any, description: str, kind: str = "str") -> Conf
 OPTIONS: dict[str, ConfigOption] = {}
 
 # -- JobManager ----------------------------------------------------------------------------
-JOBMANAGER_RPC_ADDRESS = _option("jobmanager.rpc.address", "127.0.0.1", "Host the JobManager's RPC binds to and TaskManagers connect to.")
+JOBMANAGER_RPC_ADDRESS = _option(
+    "jobmanager.rpc.address", "127.0.0.1", "Host the JobManager's RPC binds to and TaskManagers connect to."
+)
 JOBMANAGER_RPC_PORT = _option("jobmanager.rpc.port", 6123, "JobManager RPC port.", "int")
-JOBSTORE_EXPIRATION_TIME = _option("jobstore.expiration-time", "3600 s", "How long a finished job stays queryable.", "duration")
+JOBSTORE_EXPIRATION_TIME = _option(
+    "jobstore.expiration-time", "3600 s", "How long a finished job stays queryable.", "duration"
+)
 JOBSTORE_MAX_CAPACITY = _option("jobstore.max-capacity", 1000, "How many finished jobs are kept at most.", "int")
-SLOT_REQUEST_TIMEOUT = _option("slot.request.timeout", "300 s", "A job fails when a slot it asked for does not arrive in this time.", "duration")
-CLUSTER_SECRET = _option("security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check.")
+SLOT_REQUEST_TIMEOUT = _option(
+    "slot.request.timeout",
+    "300 s",
+    "A job fails when a slot it asked for does not arrive in this time.",
+    "duration",
+)
+CLUSTER_SECRET = _option(
+    "security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check."
+)
 
 # -- REST ----------------------------------------------------------------------------------
 REST_ADDRESS = _option("rest.address", "127.0.0.1", "Address clients use to reach the REST API.")
 REST_BIND_ADDRESS = _option("rest.bind-address", "127.0.0.1", "Address the REST server binds to.")
 REST_PORT = _option("rest.port", 8081, "REST port (0 picks a free one).", "int")
-REST_SUBMIT_WAIT = _option("rest.submit.wait-timeout", "10 s", "How long POST /jobs waits for the sources to run before answering with the accepted job id.", "duration")
+REST_SUBMIT_WAIT = _option(
+    "rest.submit.wait-timeout",
+    "10 s",
+    "How long POST /jobs waits for the sources to run before answering with the accepted job id.",
+    "duration",
+)
 
 # -- TaskManager ---------------------------------------------------------------------------
 TASKMANAGER_HOST = _option("taskmanager.host", "127.0.0.1", "Host the TaskManager's RPC binds to.")
 TASKMANAGER_RPC_PORT = _option("taskmanager.rpc.port", 0, "TaskManager RPC port (0 picks a free one).", "int")
 TASKMANAGER_RESOURCE_ID = _option("taskmanager.resource-id", "", "TaskManager id; generated when empty.")
 TASKMANAGER_SLOTS = _option("taskmanager.numberOfTaskSlots", 0, "Slots a TaskManager offers (0: its CPU count).", "int")
-TASK_CANCELLATION_INTERVAL = _option("task.cancellation.interval", "30 s", "Between attempts to interrupt a task that does not react to cancel.", "duration")
-TASK_CANCELLATION_TIMEOUT = _option("task.cancellation.timeout", "180 s", "After this a task that ignores cancellation is given up and reported CANCELED.", "duration")
+TASK_CANCELLATION_INTERVAL = _option(
+    "task.cancellation.interval",
+    "30 s",
+    "Between attempts to interrupt a task that does not react to cancel.",
+    "duration",
+)
+TASK_CANCELLATION_TIMEOUT = _option(
+    "task.cancellation.timeout",
+    "180 s",
+    "After this a task that ignores cancellation is given up and reported CANCELED.",
+    "duration",
+)
 IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
 
 # -- Cluster -------------------------------------------------------------------------------
 HEARTBEAT_INTERVAL = _option("heartbeat.interval", "10 s", "Time between heartbeat requests.", "duration")
-HEARTBEAT_TIMEOUT = _option("heartbeat.timeout", "50 s", "A peer that does not answer heartbeats for this long is lost.", "duration")
-REGISTRATION_INITIAL_TIMEOUT = _option("cluster.registration.initial-timeout", "100 ms", "First registration back-off.", "duration")
-REGISTRATION_MAX_TIMEOUT = _option("cluster.registration.max-timeout", "30 s", "Largest registration back-off.", "duration")
-REGISTRATION_REFUSED_DELAY = _option("cluster.registration.refused-registration-delay", "10 s", "Pause after a refused registration.", "duration")
-ASK_TIMEOUT = _option("pekko.ask.timeout", "10 s", "Timeout of an RPC ask (Flink's key, kept although the transport is ZeroMQ).", "duration")
-FRAMESIZE = _option("pekko.framesize", "10485760b", "Largest RPC message (Flink's key, kept although the transport is ZeroMQ).", "size")
+HEARTBEAT_TIMEOUT = _option(
+    "heartbeat.timeout", "50 s", "A peer that does not answer heartbeats for this long is lost.", "duration"
+)
+REGISTRATION_INITIAL_TIMEOUT = _option(
+    "cluster.registration.initial-timeout", "100 ms", "First registration back-off.", "duration"
+)
+REGISTRATION_MAX_TIMEOUT = _option(
+    "cluster.registration.max-timeout", "30 s", "Largest registration back-off.", "duration"
+)
+REGISTRATION_REFUSED_DELAY = _option(
+    "cluster.registration.refused-registration-delay",
+    "10 s",
+    "Pause after a refused registration.",
+    "duration",
+)
+ASK_TIMEOUT = _option(
+    "pekko.ask.timeout",
+    "10 s",
+    "Timeout of an RPC ask (Flink's key, kept although the transport is ZeroMQ).",
+    "duration",
+)
+FRAMESIZE = _option(
+    "pekko.framesize",
+    "10485760b",
+    "Largest RPC message (Flink's key, kept although the transport is ZeroMQ).",
+    "size",
+)
 
 # -- Jobs ----------------------------------------------------------------------------------
 PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")

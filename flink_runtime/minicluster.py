@@ -141,4 +141,3 @@ class MiniCluster:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-

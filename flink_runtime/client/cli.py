@@ -143,9 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run a flink-runtime cluster, and submit, follow, list and cancel jobs.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=_ArgumentParser
-    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_ArgumentParser)
 
     def add(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
         return commands.add_parser(name, help=help_text, description=help_text, parents=[common, *parents])
@@ -153,23 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
     jobmanager = add("jobmanager", "Run a JobManager (with its REST API) in the foreground.")
     jobmanager.set_defaults(handler=_cmd_jobmanager)
 
-    taskmanager = add(
-        "taskmanager", "Run a TaskManager in the foreground; it registers with jobmanager.rpc.address."
-    )
+    taskmanager = add("taskmanager", "Run a TaskManager in the foreground; it registers with jobmanager.rpc.address.")
     taskmanager.set_defaults(handler=_cmd_taskmanager)
 
     minicluster = add("minicluster", "Run a JobManager and TaskManagers in one process, in the foreground.")
-    minicluster.add_argument(
-        "-n", "--taskmanagers", type=_positive_int, metavar="N", help="number of TaskManagers"
-    )
+    minicluster.add_argument("-n", "--taskmanagers", type=_positive_int, metavar="N", help="number of TaskManagers")
     minicluster.add_argument("-s", "--slots", type=_positive_int, metavar="N", help="slots per TaskManager")
     minicluster.set_defaults(handler=_cmd_minicluster)
 
     run = add("run", "Submit a JobGraph (.json) and follow it until it ends, or detach with -d.", address)
     run.add_argument("-d", "--detached", action="store_true", help="print the job id and return at once")
-    run.add_argument(
-        "--job-id", metavar="ID", help="job id to use (32 hex digits; default: the file's, or a new one)"
-    )
+    run.add_argument("--job-id", metavar="ID", help="job id to use (32 hex digits; default: the file's, or a new one)")
     run.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
     run.set_defaults(handler=_cmd_run)
 
@@ -217,9 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         # A bug, or something nobody foresaw: still one line, the traceback only on request.
         log.debug("unexpected error", exc_info=True)
-        return _fail(
-            f"unexpected {type(exc).__name__}: {exc} (--log-level DEBUG shows the traceback)", EXIT_FAILURE
-        )
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (--log-level DEBUG shows the traceback)", EXIT_FAILURE)
 
 
 def _fail(message: str, exit_code: int) -> int:
@@ -248,9 +238,7 @@ def _load_config(args: argparse.Namespace) -> Configuration:
 def _setup_logging(args: argparse.Namespace, default: str) -> None:
     level = getattr(logging, args.log_level or default)
     # basicConfig leaves existing handlers alone (an embedding program's, or pytest's).
-    logging.basicConfig(
-        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-    )
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     if args.log_level:
         logging.getLogger().setLevel(level)
 
@@ -435,9 +423,7 @@ def _follow(client: JobClient, job_id: str, console: Console) -> JobStatus:
     with progress:
         details = client.details(job_id)
         finished, total = _task_counts(details)
-        bar = progress.add_task(
-            details.get("name", job_id), total=total or None, completed=finished, state=""
-        )
+        bar = progress.add_task(details.get("name", job_id), total=total or None, completed=finished, state="")
         while True:
             # The long poll returns on an event or after a second, whichever comes first,
             # so the bar moves between state changes too.

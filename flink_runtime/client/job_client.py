@@ -291,7 +291,8 @@ class JobClient:
         Starting at `since=0` replays the job's transitions so far, so no event is
         missed between submitting and subscribing.
         """
-        for page in self._pages(job_id, since, poll_timeout):
+        # A zero wait would turn the long poll into a busy loop against the JobManager.
+        for page in self._pages(job_id, since, max(poll_timeout, 0.1)):
             for event in page.events:
                 yield event
                 if event.new_state.is_globally_terminal:
@@ -315,9 +316,7 @@ class JobClient:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 state = last_state.value if last_state is not None else "unknown"
-                raise TimeoutError(
-                    f"job {job_id} did not end within {timeout:g} s; its last state was {state}"
-                )
+                raise TimeoutError(f"job {job_id} did not end within {timeout:g} s; its last state was {state}")
             page = self.poll_events(job_id, since, 30.0 if remaining is None else min(30.0, remaining))
             since = page.next
             last_state = page.state
@@ -461,8 +460,7 @@ def _load_job_graph_document(job_graph: JobGraphSource) -> dict[str, Any]:
             raise ValueError(f"cannot read {where}: {exc.strerror or exc}") from None
         return _parse_document(data, where)
     raise ValueError(
-        f"cannot submit a {type(job_graph).__name__}: "
-        "pass a JobGraph, a dict, JSON bytes or the path of a .json file"
+        f"cannot submit a {type(job_graph).__name__}: pass a JobGraph, a dict, JSON bytes or the path of a .json file"
     )
 
 

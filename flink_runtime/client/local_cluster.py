@@ -119,9 +119,7 @@ class StandaloneCluster:
         self.jobmanager = self._spawn("jobmanager", ["jobmanager"], extra, timeout)
         return self.jobmanager
 
-    def start_taskmanager(
-        self, resource_id: str | None = None, wait: bool = True, **extra: Any
-    ) -> ClusterProcess:
+    def start_taskmanager(self, resource_id: str | None = None, wait: bool = True, **extra: Any) -> ClusterProcess:
         resource_id = resource_id or f"tm-{len(self.taskmanagers)}"
         extra = {"taskmanager.resource-id": resource_id, **extra}
         taskmanager = self._spawn(f"taskmanager-{resource_id}", ["taskmanager"], extra, 30.0)

@@ -103,9 +103,7 @@ class ExecutionGraph:
         self._executions[execution.attempt_id] = execution
 
     def __repr__(self) -> str:
-        return (
-            f"ExecutionGraph({self.job_id!r}, {len(self.vertices)} vertices, {self.total_subtasks} subtasks)"
-        )
+        return f"ExecutionGraph({self.job_id!r}, {len(self.vertices)} vertices, {self.total_subtasks} subtasks)"
 
 
 class ExecutionJobVertex:

@@ -13,7 +13,7 @@ class IllegalStateTransition(RuntimeError):
     """Raised when code asks for a transition the state machine forbids."""
 
 
-class ExecutionState(str, enum.Enum):
+class ExecutionState(enum.StrEnum):
     """The state of one execution attempt of a subtask.
 
     ::
@@ -57,9 +57,7 @@ class ExecutionState(str, enum.Enum):
         return target
 
 
-_TERMINAL_EXECUTION_STATES = frozenset(
-    {ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED}
-)
+_TERMINAL_EXECUTION_STATES = frozenset({ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED})
 
 _E = ExecutionState
 _PROGRESS = [_E.CREATED, _E.SCHEDULED, _E.DEPLOYING, _E.INITIALIZING, _E.RUNNING, _E.FINISHED]
@@ -77,7 +75,7 @@ for _terminal in _TERMINAL_EXECUTION_STATES:
 _EXECUTION_TRANSITIONS[_E.CANCELING] |= {_E.FINISHED}
 
 
-class JobStatus(str, enum.Enum):
+class JobStatus(enum.StrEnum):
     """The state of a whole job.
 
     ::
@@ -129,9 +127,7 @@ _J = JobStatus
 _JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     _J.INITIALIZING: frozenset({_J.CREATED, _J.FAILED, _J.CANCELLING, _J.CANCELED, _J.SUSPENDED}),
     _J.CREATED: frozenset({_J.RUNNING, _J.FAILING, _J.FAILED, _J.CANCELLING, _J.SUSPENDED}),
-    _J.RUNNING: frozenset(
-        {_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING, _J.SUSPENDED}
-    ),
+    _J.RUNNING: frozenset({_J.FINISHED, _J.FAILING, _J.CANCELLING, _J.RESTARTING, _J.SUSPENDED}),
     _J.FAILING: frozenset({_J.FAILED, _J.RESTARTING, _J.CANCELLING, _J.SUSPENDED}),
     _J.RESTARTING: frozenset({_J.RUNNING, _J.CREATED, _J.FAILED, _J.CANCELLING, _J.SUSPENDED}),
     _J.CANCELLING: frozenset({_J.CANCELED, _J.FAILED, _J.SUSPENDED}),

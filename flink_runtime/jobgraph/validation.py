@@ -305,9 +305,7 @@ def _config_problem(config: dict[str, Any], max_bytes: int) -> str | None:
     try:
         size = len(msgspec.json.encode(config))
     except (TypeError, msgspec.EncodeError) as error:
-        return (
-            f"is not JSON-serialisable ({error}); use only JSON values (str, number, bool, None, list, dict)."
-        )
+        return f"is not JSON-serialisable ({error}); use only JSON values (str, number, bool, None, list, dict)."
     if size > max_bytes:
         return (
             f"is {size:,} bytes as JSON, more than the limit of {max_bytes:,}; "
@@ -420,9 +418,7 @@ def _edge_problems(edge: JobEdge, producer: JobVertex | None, consumer: JobVerte
             "remove keys or set partitioner to hash."
         )
     if any(not key for key in edge.keys):
-        problems.append(
-            "keys contains an empty field name; remove it (an empty keys list hashes the whole record)."
-        )
+        problems.append("keys contains an empty field name; remove it (an empty keys list hashes the whole record).")
     return problems
 
 
@@ -587,8 +583,7 @@ def _cycle_message(ids: Sequence[str], cycle: Sequence[int]) -> str:
         names = names[:10] + [f"... ({len(cycle) - 1} vertices in all)", names[-1]]
     path = " -> ".join(names)
     return (
-        f"The vertices {path} form a cycle; a JobGraph must be acyclic, "
-        "so remove or redirect one of the edges on it."
+        f"The vertices {path} form a cycle; a JobGraph must be acyclic, so remove or redirect one of the edges on it."
     )
 
 

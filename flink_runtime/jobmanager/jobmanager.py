@@ -25,7 +25,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
-from flink_runtime.jobgraph.validation import InvalidJobGraph, validate_job_graph
+from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -52,9 +52,9 @@ from flink_runtime.rpc.messages import (
     SubmitJob,
     UpdateTaskExecutionState,
 )
-from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
-from flink_runtime.taskmanager.invokable import InvokableNotFound, resolve_invokable
+from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES, invokable_exists
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,10 @@ class JobManager(RpcEndpoint):
         )
         self.task_managers[message.task_manager_id] = registration
         log.info(
-            "Registered TaskManager %s at %s with %d slots", message.task_manager_id, message.address, message.slots
+            "Registered TaskManager %s at %s with %d slots",
+            message.task_manager_id,
+            message.address,
+            message.slots,
         )
         for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
             self._slot_allocated(request_id, slot)
@@ -191,7 +194,10 @@ class JobManager(RpcEndpoint):
             job = self._job_of_request.pop(request_id, None)
             if job is not None:
                 job.on_slot_request_timeout(
-                    request_id, self.slot_pool.total_slots, self.slot_pool.free_slots, self.slot_request_timeout
+                    request_id,
+                    self.slot_pool.total_slots,
+                    self.slot_pool.free_slots,
+                    self.slot_request_timeout,
                 )
         self._expire_finished_jobs()
 
@@ -256,20 +262,12 @@ class JobManager(RpcEndpoint):
 
     # -- jobs ------------------------------------------------------------------------------------------
 
+    def decode(self, body: bytes) -> JobGraph:
+        """Decode and validate a JobGraph document; InvalidJobGraph lists every problem."""
+        return decode_job_graph(body, invokable_exists=invokable_exists, builtin_invokables=BUILTIN_INVOKABLES)
+
     def validate(self, job_graph: JobGraph) -> None:
-        """Raise InvalidJobGraph with every problem, invokables included."""
-        errors: list[str] = []
-        try:
-            validate_job_graph(job_graph)
-        except InvalidJobGraph as exc:
-            errors.extend(exc.errors)
-        for vertex in job_graph.vertices:
-            try:
-                resolve_invokable(vertex.invokable)
-            except InvokableNotFound as exc:
-                errors.append(f"vertex {vertex.id!r}: {exc}")
-        if errors:
-            raise InvalidJobGraph(errors)
+        validate_job_graph(job_graph, invokable_exists=invokable_exists, builtin_invokables=BUILTIN_INVOKABLES)
 
     @handles(SubmitJob)
     def on_submit_job(self, message: SubmitJob) -> Any:
@@ -278,9 +276,7 @@ class JobManager(RpcEndpoint):
             job_graph.job_id = new_job_id()
         job_id = job_graph.job_id
         if job_id in self.jobs:
-            return JobSubmissionFailure(
-                job_id=job_id, reason=f"job {job_id} was already submitted", kind="duplicate"
-            )
+            return JobSubmissionFailure(job_id=job_id, reason=f"job {job_id} was already submitted", kind="duplicate")
         try:
             self.validate(job_graph)
         except InvalidJobGraph as exc:

@@ -181,7 +181,8 @@ class JobMaster:
         self.status_timestamps[new] = now
         log.info("Job %s (%s) switched from %s to %s.", self.name, self.job_id, old.value, new.value)
         self.gateway.job_status_changed(
-            self, JobStatusChanged(job_id=self.job_id, old_state=old.value, new_state=new.value, timestamp=now)
+            self,
+            JobStatusChanged(job_id=self.job_id, old_state=old.value, new_state=new.value, timestamp=now),
         )
 
     def cancel(self) -> str | None:
@@ -415,10 +416,10 @@ class JobMaster:
         if group is None:
             return None
         result = partition.result
-        if result.edge is not None and result.edge.distribution_pattern is DistributionPattern.ALL_TO_ALL:
+        all_to_all = result.edge is not None and result.edge.distribution_pattern is DistributionPattern.ALL_TO_ALL
+        if all_to_all and not result.all_partitions_finished:
             # Every consumer reads every partition: nothing to do until the last one.
-            if not result.all_partitions_finished:
-                return None
+            return None
         for consumer in group:
             if consumer.current_execution.state is _E.CREATED and all(
                 g.all_finished() for g in consumer.consumed_partition_groups

@@ -21,7 +21,7 @@ from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobgraph.jobgraph import JobGraph
-from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
+from flink_runtime.jobgraph.validation import InvalidJobGraph
 from flink_runtime.rest import views
 from flink_runtime.rpc.messages import (
     CancelJob,
@@ -109,8 +109,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     async def taskmanagers() -> dict[str, Any]:
         return {
             "taskmanagers": [
-                views.taskmanager_info(jobmanager, registration)
-                for registration in jobmanager.task_managers.values()
+                views.taskmanager_info(jobmanager, registration) for registration in jobmanager.task_managers.values()
             ]
         }
 
@@ -147,8 +146,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         if len(body) > MAX_JOB_GRAPH_BYTES:
             raise RestError(413, f"JobGraph is {len(body)} bytes; the limit is {MAX_JOB_GRAPH_BYTES} bytes.")
         try:
-            job_graph = decode_job_graph(body)
-            jobmanager.validate(job_graph)
+            job_graph = jobmanager.decode(body)
         except InvalidJobGraph as exc:
             raise RestError(400, *exc.errors) from None
         job_id = job_graph.job_id

@@ -59,10 +59,7 @@ def job_overview(job: JobMaster) -> dict[str, Any]:
 
 
 def _vertex_times(ejv: ExecutionJobVertex) -> tuple[float | None, float | None]:
-    starts = [
-        v.current_execution.state_timestamps.get(ExecutionState.DEPLOYING)
-        for v in ejv.task_vertices
-    ]
+    starts = [v.current_execution.state_timestamps.get(ExecutionState.DEPLOYING) for v in ejv.task_vertices]
     started = [s for s in starts if s is not None]
     start = min(started) if started else None
     if not all(v.current_execution.is_terminal for v in ejv.task_vertices):
@@ -158,7 +155,9 @@ def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
 
 def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
     pool = jobmanager.slot_pool
-    free = pool.free_slots_of(registration.task_manager_id) if pool.has_task_manager(registration.task_manager_id) else 0
+    free = (
+        pool.free_slots_of(registration.task_manager_id) if pool.has_task_manager(registration.task_manager_id) else 0
+    )
     cpu = float(registration.resources.get("cpu_cores", registration.slots))
     memory_mb = float(registration.resources.get("memory_mb", 0))
     per_slot_cpu = cpu / registration.slots if registration.slots else 0.0
@@ -172,6 +171,14 @@ def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager
         "slotsNumber": registration.slots,
         "freeSlots": free,
         "totalResource": {"cpuCores": cpu, "taskHeapMemory": int(memory_mb)},
-        "freeResource": {"cpuCores": per_slot_cpu * free, "taskHeapMemory": int(memory_mb * free / max(1, registration.slots))},
-        "hardware": {"cpuCores": int(cpu), "physicalMemory": int(memory_mb * 2**20), "freeMemory": -1, "managedMemory": -1},
+        "freeResource": {
+            "cpuCores": per_slot_cpu * free,
+            "taskHeapMemory": int(memory_mb * free / max(1, registration.slots)),
+        },
+        "hardware": {
+            "cpuCores": int(cpu),
+            "physicalMemory": int(memory_mb * 2**20),
+            "freeMemory": -1,
+            "managedMemory": -1,
+        },
     }

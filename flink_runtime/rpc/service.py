@@ -19,6 +19,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+
 import msgspec
 import zmq
 
@@ -138,9 +139,7 @@ class RpcService:
             self._send(address, Envelope(PROTOCOL_VERSION, ASK, correlation_id, message))
             answer = await asyncio.wait_for(future, timeout)
         except TimeoutError:
-            raise AskTimeoutError(
-                f"{type(message).__name__} to {address}: no answer within {timeout:.3g} s"
-            ) from None
+            raise AskTimeoutError(f"{type(message).__name__} to {address}: no answer within {timeout:.3g} s") from None
         finally:
             self._pending.pop(correlation_id, None)
         if isinstance(answer, RpcError):
@@ -157,9 +156,7 @@ class RpcService:
         try:
             self._dealer(address).send(payload, zmq.NOBLOCK)
         except zmq.Again:
-            raise RpcException(
-                f"cannot send {type(envelope.body).__name__} to {address}: queue full"
-            ) from None
+            raise RpcException(f"cannot send {type(envelope.body).__name__} to {address}: queue full") from None
         self._schedule_drain()
 
     def _dealer(self, address: str) -> zmq.Socket:
@@ -230,9 +227,7 @@ class RpcService:
                 reply = self._replier(identity, envelope.correlation_id)
                 # Registration answers a version mismatch itself (RefuseRegistration),
                 # everything else from another protocol version is refused here.
-                if envelope.version != PROTOCOL_VERSION and not isinstance(
-                    envelope.body, RegisterTaskManager
-                ):
+                if envelope.version != PROTOCOL_VERSION and not isinstance(envelope.body, RegisterTaskManager):
                     reply(
                         RpcError(
                             error=f"incompatible protocol version {envelope.version}, "

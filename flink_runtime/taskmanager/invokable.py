@@ -110,8 +110,9 @@ def resolve_invokable(name: str) -> type[AbstractInvokable]:
 
 
 def invokable_exists(name: str) -> bool:
-    try:
-        resolve_invokable(name)
-    except InvokableNotFound:
-        return False
+    """For JobGraph validation: False for an unknown short name; for a class path,
+    True or InvokableNotFound saying why it cannot be imported."""
+    if ":" not in name:
+        return name in BUILTIN_INVOKABLES
+    resolve_invokable(name)
     return True

@@ -149,7 +149,10 @@ class TaskExecutor(RpcEndpoint):
         self.last_jobmanager_heartbeat = time.monotonic()
         self.registered.set()
         log.info(
-            "%s registered at JobManager %s (%s)", self.resource_id, answer.jobmanager_id, type(answer).__name__
+            "%s registered at JobManager %s (%s)",
+            self.resource_id,
+            answer.jobmanager_id,
+            type(answer).__name__,
         )
 
     def _check_jobmanager(self) -> None:

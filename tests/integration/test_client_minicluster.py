@@ -54,9 +54,7 @@ def test_multi_vertex_job_finishes_with_the_right_output(client: JobClient, tmp_
     assert client.wait(job_id, timeout=30) is JobStatus.FINISHED
 
     records = [record for part in tmp_path.glob("part-*.json") for record in json.loads(part.read_text())]
-    assert {r["key"]: r["sum"] for r in records} == {
-        k: sum(n for n in range(1000) if n % 3 == k) for k in range(3)
-    }
+    assert {r["key"]: r["sum"] for r in records} == {k: sum(n for n in range(1000) if n % 3 == k) for k in range(3)}
     assert {r["key"]: r["count"] for r in records} == {0: 334, 1: 333, 2: 333}
 
     assert client.status(job_id) is JobStatus.FINISHED

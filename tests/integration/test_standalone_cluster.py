@@ -94,7 +94,12 @@ def test_two_taskmanagers_register_with_their_slots(cluster: StandaloneCluster) 
 def test_same_taskmanager_again_is_already_registered(cluster: StandaloneCluster) -> None:
     registered = httpx.get(f"{cluster.rest_url}/taskmanagers/tm-0").json()
     answer = asyncio.run(
-        register(cluster.jobmanager.rpc_address, task_manager_id="tm-0", address=registered["path"], secret="s3cret")
+        register(
+            cluster.jobmanager.rpc_address,
+            task_manager_id="tm-0",
+            address=registered["path"],
+            secret="s3cret",
+        )
     )
     assert isinstance(answer, AlreadyRegistered)
     assert httpx.get(f"{cluster.rest_url}/overview").json()["taskmanagers"] == 2
@@ -189,7 +194,10 @@ def test_failure_reaches_the_exceptions_endpoint(cluster: StandaloneCluster) -> 
     ("body", "expected"),
     [
         (b'{"name": "x", "vertices": [', "not valid JSON"),
-        (b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop", "parallelism": 0}]}', "parallelism"),
+        (
+            b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop", "parallelism": 0}]}',
+            "parallelism",
+        ),
         (b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "nope"}]}', "unknown invokable"),
         (
             b'{"name": "x", "vertices": [{"id": "a", "name": "A", "invokable": "noop"},'

@@ -33,9 +33,7 @@ POINTWISE = DistributionPattern.POINTWISE
 
 
 def vertex(vertex_id: str, parallelism: int = 1, name: str | None = None, **kwargs) -> JobVertex:
-    return JobVertex(
-        id=vertex_id, name=name or vertex_id.title(), invokable="noop", parallelism=parallelism, **kwargs
-    )
+    return JobVertex(id=vertex_id, name=name or vertex_id.title(), invokable="noop", parallelism=parallelism, **kwargs)
 
 
 def two_vertex_graph(source: int, target: int, pattern: DistributionPattern) -> ExecutionGraph:
@@ -160,9 +158,7 @@ def consumed_indices(graph: ExecutionGraph) -> list[list[int]]:
 
 def consumer_indices(graph: ExecutionGraph) -> list[list[int]]:
     """For each partition, the consumer subtasks it feeds."""
-    return [
-        [v.subtask_index for v in p.consumer_vertex_group] for p in graph.results["src-to-dst"].partitions
-    ]
+    return [[v.subtask_index for v in p.consumer_vertex_group] for p in graph.results["src-to-dst"].partitions]
 
 
 def is_contiguous(indices: list[int]) -> bool:
@@ -481,9 +477,7 @@ def test_mark_finished_is_idempotent_and_counted():
 def test_partial_consumed_group_checks_only_its_own_partitions():
     graph = two_vertex_graph(5, 2, POINTWISE)
     result = graph.results["src-to-dst"]
-    first_reader, second_reader = (
-        v.consumed_partition_groups[0] for v in graph.vertices["dst"].task_vertices
-    )
+    first_reader, second_reader = (v.consumed_partition_groups[0] for v in graph.vertices["dst"].task_vertices)
     result.partitions[0].mark_finished()
     result.partitions[1].mark_finished()
     assert first_reader.all_finished()

@@ -122,9 +122,7 @@ def test_job_id_cannot_escape_its_path_segment() -> None:
 
 @pytest.mark.parametrize("status", [500, 502, 503, 504, 429])
 def test_5xx_and_429_are_retried_until_success(status: int) -> None:
-    recorder = Recorder(
-        errors(status, "busy"), errors(status, "busy"), httpx.Response(200, json={"taskmanagers": 2})
-    )
+    recorder = Recorder(errors(status, "busy"), errors(status, "busy"), httpx.Response(200, json={"taskmanagers": 2}))
     with client_for(recorder) as client:
         assert client.overview() == {"taskmanagers": 2}
     assert len(recorder.requests) == 3
@@ -338,9 +336,7 @@ def test_events_follow_next_and_end_after_the_terminal_state() -> None:
     with client_for(recorder) as client:
         received = list(client.events(JOB_ID, poll_timeout=5))
     assert [e.new_state for e in received] == [JobStatus.CREATED, JobStatus.RUNNING, JobStatus.FINISHED]
-    assert received[0] == JobStatusEvent(
-        0, JOB_ID, JobStatus.INITIALIZING, JobStatus.CREATED, 1_700_000_000.5
-    )
+    assert received[0] == JobStatusEvent(0, JOB_ID, JobStatus.INITIALIZING, JobStatus.CREATED, 1_700_000_000.5)
     assert [r.url.params["since"] for r in recorder.requests] == ["0", "2", "2"]
     assert recorder.requests[0].url.params["timeout"] == "5"
     assert len(recorder.requests) == 3

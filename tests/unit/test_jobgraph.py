@@ -442,8 +442,7 @@ def test_a_python_built_graph_gets_the_field_checks_too() -> None:
     graph = pipeline()
     graph.vertices[1].parallelism = 0
     assert problems(graph) == [
-        "vertex #1 ('map'): parallelism must be an integer from 1 to 32768 (got 0), "
-        "at $.vertices[1].parallelism."
+        "vertex #1 ('map'): parallelism must be an integer from 1 to 32768 (got 0), at $.vertices[1].parallelism."
     ]
 
 

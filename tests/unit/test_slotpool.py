@@ -129,9 +129,7 @@ def test_no_preference_spreads_load_over_task_managers() -> None:
     for tm in ("tm1", "tm2", "tm3"):
         pool.add_task_manager(tm, "h", 4)
     used = [pool.request_slot(f"r{i}", 0.0) for i in range(6)]
-    per_tm = {
-        tm: sum(1 for s in used if s is not None and s.task_manager_id == tm) for tm in pool.task_managers
-    }
+    per_tm = {tm: sum(1 for s in used if s is not None and s.task_manager_id == tm) for tm in pool.task_managers}
     assert per_tm == {"tm1": 2, "tm2": 2, "tm3": 2}
 
 
