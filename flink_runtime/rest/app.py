@@ -172,6 +172,14 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     async def job_details(job_id: str) -> dict[str, Any]:
         return views.job_details(job_or_404(job_id))
 
+    @app.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
+    async def vertex_details(job_id: str, vertex_id: str) -> dict[str, Any]:
+        job = job_or_404(job_id)
+        ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
+        if ejv is None:
+            raise RestError(404, f"Job {job_id} has no vertex {vertex_id!r}.")
+        return views.vertex_subtasks(jobmanager, ejv)
+
     @app.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:
         return {"plan": views.job_plan(job_or_404(job_id))}

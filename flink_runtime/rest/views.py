@@ -83,6 +83,37 @@ def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
     }
 
 
+def vertex_subtasks(jobmanager: JobManager, ejv: ExecutionJobVertex) -> dict[str, Any]:
+    """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
+    subtasks = []
+    for vertex in ejv.task_vertices:
+        execution = vertex.current_execution
+        registration = jobmanager.task_managers.get(execution.task_manager_id or "")
+        start = execution.state_timestamps.get(ExecutionState.DEPLOYING)
+        end = execution.state_timestamps[execution.state] if execution.is_terminal else None
+        subtasks.append(
+            {
+                "subtask": vertex.subtask_index,
+                "status": execution.state.value,
+                "attempt": execution.attempt_number,
+                "attempt-id": execution.attempt_id,
+                "taskmanager-id": execution.task_manager_id,
+                "endpoint": registration.address if registration is not None else None,
+                "host": registration.host if registration is not None else None,
+                **_times(start, end),
+                "failure-cause": execution.failure_cause,
+            }
+        )
+    return {
+        "id": ejv.id,
+        "name": ejv.name,
+        "parallelism": ejv.parallelism,
+        "maxParallelism": ejv.max_parallelism,
+        "now": _ms(time.time()),
+        "subtasks": subtasks,
+    }
+
+
 def job_plan(job: JobMaster) -> dict[str, Any]:
     graph = job.job_graph
     producer_of = {dataset.id: dataset.producer for dataset in graph.intermediate_datasets}
