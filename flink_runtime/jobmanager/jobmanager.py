@@ -142,14 +142,14 @@ class JobManager(RpcEndpoint):
 
     @handles(DisconnectTaskManager)
     def on_disconnect_task_manager(self, message: DisconnectTaskManager) -> Acknowledge:
-        self._remove_task_manager(message.task_manager_id, message.reason)
+        self._remove_task_manager(message.task_manager_id, message.reason, expected=True)
         return Acknowledge()
 
-    def _remove_task_manager(self, task_manager_id: str, reason: str) -> None:
+    def _remove_task_manager(self, task_manager_id: str, reason: str, expected: bool = False) -> None:
         registration = self.task_managers.pop(task_manager_id, None)
         if registration is None:
             return
-        log.warning("TaskManager %s removed: %s", task_manager_id, reason)
+        log.log(logging.INFO if expected else logging.WARNING, "TaskManager %s removed: %s", task_manager_id, reason)
         cause = f"TaskManagerLostException: TaskManager {task_manager_id} ({registration.address}) lost: {reason}"
         for allocation_id in self.slot_pool.remove_task_manager(task_manager_id):
             job = self._job_of_allocation.pop(allocation_id, None)

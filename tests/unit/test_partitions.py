@@ -1,0 +1,295 @@
+"""Blocking result partitions: partitioners, commit by rename, InputGate, release."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.io.partitions import (
+    InputGate,
+    ResultPartitionWriter,
+    job_data_dir,
+    release_job_partitions,
+    stable_hash,
+)
+from flink_runtime.jobgraph.jobgraph import Partitioner
+
+JOB = "job-1"
+
+
+def writer(
+    data_dir: Path,
+    partitioner: Partitioner,
+    subpartitions: int,
+    *,
+    keys: list[str] | None = None,
+    partition_number: int = 0,
+    attempt: str = "attempt-1",
+    result: str = "result-1",
+    job: str = JOB,
+) -> ResultPartitionWriter:
+    return ResultPartitionWriter(
+        data_dir, job, result, partition_number, subpartitions, partitioner, keys or [], attempt
+    )
+
+
+def read_subpartitions(location: str | Path, count: int) -> list[list[Any]]:
+    return [
+        [json.loads(line) for line in (Path(location) / f"{i}.jsonl").read_text().splitlines()] for i in range(count)
+    ]
+
+
+def records(count: int, modulo: int = 7) -> list[dict[str, int]]:
+    return [{"n": n, "key": n % modulo} for n in range(count)]
+
+
+def as_counter(items: list[dict[str, int]]) -> Counter[str]:
+    return Counter(json.dumps(item, sort_keys=True) for item in items)
+
+
+# -- stable_hash ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ([3], 2115588154),  # zlib.crc32(b'[3]')
+        ("user-7", 142712552),  # zlib.crc32(b'"user-7"')
+        ({"b": 1, "a": 2}, 3954143967),  # keys sorted: zlib.crc32(b'{"a": 2, "b": 1}')
+        (["x", 1], 1746048793),
+    ],
+)
+def test_stable_hash_is_a_known_crc32(value: Any, expected: int) -> None:
+    """Fixed numbers: the same in every process, whatever PYTHONHASHSEED says."""
+    assert stable_hash(value) == expected
+
+
+def test_stable_hash_ignores_dict_order() -> None:
+    assert stable_hash({"a": 1, "b": [1, 2]}) == stable_hash({"b": [1, 2], "a": 1})
+
+
+# -- hash partitioning ---------------------------------------------------------------------------
+
+
+def test_hash_partitioning_by_key_covers_every_record_once(tmp_path: Path) -> None:
+    data = records(200)
+    w = writer(tmp_path, Partitioner.HASH, 4, keys=["key"])
+    w.emit_all(data)
+    location = w.commit()
+    parts = read_subpartitions(location, 4)
+    assert as_counter([r for part in parts for r in part]) == as_counter(data)
+    assert w.records_written == 200
+    for index, part in enumerate(parts):
+        for record in part:
+            assert stable_hash([record["key"]]) % 4 == index
+    # One key never spreads over two subpartitions.
+    owners: dict[int, set[int]] = {}
+    for index, part in enumerate(parts):
+        for record in part:
+            owners.setdefault(record["key"], set()).add(index)
+    assert all(len(indexes) == 1 for indexes in owners.values())
+    assert len(owners) == 7
+    # Several subpartitions are used (the hash spreads the keys).
+    assert sum(1 for part in parts if part) > 1
+
+
+def test_hash_partitioning_is_the_same_for_another_writer(tmp_path: Path) -> None:
+    """Another producer (in another process, on another host) routes a key the same way."""
+    data = records(100, modulo=13)
+    first = writer(tmp_path, Partitioner.HASH, 5, keys=["key"], partition_number=0)
+    second = writer(tmp_path, Partitioner.HASH, 5, keys=["key"], partition_number=1, attempt="other")
+    first.emit_all(data)
+    second.emit_all(reversed(data))
+    parts_first = read_subpartitions(first.commit(), 5)
+    parts_second = read_subpartitions(second.commit(), 5)
+    for a, b in zip(parts_first, parts_second, strict=True):
+        assert as_counter(a) == as_counter(b)
+
+
+def test_hash_on_several_keys(tmp_path: Path) -> None:
+    data = [{"a": a, "b": b, "v": a * 10 + b} for a in range(5) for b in range(5)]
+    w = writer(tmp_path, Partitioner.HASH, 3, keys=["a", "b"])
+    w.emit_all(data)
+    parts = read_subpartitions(w.commit(), 3)
+    for index, part in enumerate(parts):
+        for record in part:
+            assert stable_hash([record["a"], record["b"]]) % 3 == index
+    assert as_counter([r for part in parts for r in part]) == as_counter(data)
+
+
+def test_hash_without_keys_hashes_the_whole_record(tmp_path: Path) -> None:
+    data = [f"word-{i}" for i in range(50)] * 2
+    w = writer(tmp_path, Partitioner.HASH, 3)
+    w.emit_all(data)
+    parts = read_subpartitions(w.commit(), 3)
+    for index, part in enumerate(parts):
+        for record in part:
+            assert stable_hash(record) % 3 == index
+    assert sorted(r for part in parts for r in part) == sorted(data)
+
+
+def test_single_subpartition_takes_everything(tmp_path: Path) -> None:
+    for partitioner in Partitioner:
+        w = writer(tmp_path, partitioner, 1, keys=["key"], result=f"r-{partitioner.value}")
+        w.emit_all(records(10))
+        assert read_subpartitions(w.commit(), 1) == [records(10)]
+
+
+# -- forward / rebalance / broadcast ------------------------------------------------------------------
+
+
+def test_forward_writes_in_order_to_one_subpartition(tmp_path: Path) -> None:
+    w = writer(tmp_path, Partitioner.FORWARD, 1)
+    w.emit_all(records(30))
+    location = w.commit()
+    assert read_subpartitions(location, 1) == [records(30)]
+    assert sorted(p.name for p in Path(location).iterdir()) == ["0.jsonl"]
+
+
+def test_rebalance_is_round_robin(tmp_path: Path) -> None:
+    data = records(10)
+    w = writer(tmp_path, Partitioner.REBALANCE, 3)
+    w.emit_all(data)
+    parts = read_subpartitions(w.commit(), 3)
+    assert parts == [data[0::3], data[1::3], data[2::3]]
+    assert [len(p) for p in parts] == [4, 3, 3]
+
+
+def test_broadcast_sends_every_record_to_every_subpartition(tmp_path: Path) -> None:
+    data = records(12)
+    w = writer(tmp_path, Partitioner.BROADCAST, 4)
+    w.emit_all(data)
+    assert w.records_written == 12
+    assert read_subpartitions(w.commit(), 4) == [data] * 4
+
+
+def test_records_round_trip_as_json(tmp_path: Path) -> None:
+    data: list[Any] = [{"text": "grüße ✓", "nested": {"list": [1, 2.5, None, True]}}, "plain", 7, None]
+    w = writer(tmp_path, Partitioner.FORWARD, 1)
+    w.emit_all(data)
+    assert read_subpartitions(w.commit(), 1) == [data]
+
+
+# -- commit / abort ----------------------------------------------------------------------------------
+
+
+def test_commit_is_atomic(tmp_path: Path) -> None:
+    w = writer(tmp_path, Partitioner.HASH, 2, keys=["key"], partition_number=3, attempt="exec-9")
+    final_dir = tmp_path / JOB / "result-1" / "3"
+    assert w.final_dir == final_dir
+    assert w.staging_dir.parent == final_dir.parent
+    assert w.staging_dir.name.startswith(".") and "exec-9" in w.staging_dir.name
+    w.emit_all(records(20))
+    assert not final_dir.exists()  # nothing visible before commit
+    assert w.staging_dir.is_dir()
+    location = w.commit()
+    assert location == str(final_dir)
+    assert final_dir.is_dir()
+    assert not w.staging_dir.exists()
+    assert sorted(p.name for p in final_dir.iterdir()) == ["0.jsonl", "1.jsonl"]
+    # Only the committed partition is in the result dir: no staging leftovers.
+    assert [p.name for p in final_dir.parent.iterdir()] == ["3"]
+
+
+def test_abort_leaves_nothing(tmp_path: Path) -> None:
+    w = writer(tmp_path, Partitioner.REBALANCE, 3)
+    w.emit_all(records(5))
+    w.abort()
+    assert not w.staging_dir.exists()
+    assert not w.final_dir.exists()
+    assert list((tmp_path / JOB / "result-1").iterdir()) == []
+    w.abort()  # twice is harmless
+
+
+def test_empty_partition_commits_empty_files(tmp_path: Path) -> None:
+    w = writer(tmp_path, Partitioner.HASH, 2)
+    assert read_subpartitions(w.commit(), 2) == [[], []]
+    assert w.records_written == 0
+
+
+def test_second_attempt_commit_replaces_the_first(tmp_path: Path) -> None:
+    first = writer(tmp_path, Partitioner.REBALANCE, 2, attempt="attempt-1")
+    second = writer(tmp_path, Partitioner.REBALANCE, 2, attempt="attempt-2")
+    assert first.staging_dir != second.staging_dir  # concurrent attempts do not mix
+    first.emit_all([{"from": "first", "i": i} for i in range(6)])
+    second.emit_all([{"from": "second", "i": i} for i in range(3)])
+    first_location = first.commit()
+    second_location = second.commit()
+    assert first_location == second_location
+    parts = read_subpartitions(second_location, 2)
+    assert [r["from"] for part in parts for r in part] == ["second"] * 3
+    assert sorted(p.name for p in Path(second_location).parent.iterdir()) == ["0"]
+
+
+def test_recreated_attempt_starts_from_a_clean_staging_dir(tmp_path: Path) -> None:
+    stale = writer(tmp_path, Partitioner.FORWARD, 1, attempt="same")
+    stale.emit({"stale": True})
+    stale.close()
+    fresh = writer(tmp_path, Partitioner.FORWARD, 1, attempt="same")
+    fresh.emit({"fresh": True})
+    assert read_subpartitions(fresh.commit(), 1) == [[{"fresh": True}]]
+
+
+# -- InputGate --------------------------------------------------------------------------------------
+
+
+def test_input_gate_reads_its_subpartition_from_every_location(tmp_path: Path) -> None:
+    locations = []
+    for producer in range(3):
+        w = writer(tmp_path, Partitioner.REBALANCE, 2, partition_number=producer, attempt=f"a{producer}")
+        w.emit_all([{"producer": producer, "i": i} for i in range(4)])
+        locations.append(w.commit())
+    gate = InputGate("result-1", 1, locations)
+    assert gate.files() == [Path(location) / "1.jsonl" for location in locations]
+    assert list(gate.records()) == [{"producer": p, "i": i} for p in range(3) for i in (1, 3)]
+    other = InputGate("result-1", 0, locations)
+    assert list(other.records()) == [{"producer": p, "i": i} for p in range(3) for i in (0, 2)]
+
+
+def test_input_gate_over_hash_partitions_sees_each_key_in_one_consumer(tmp_path: Path) -> None:
+    data = records(90, modulo=11)
+    locations = []
+    for producer in range(3):
+        w = writer(tmp_path, Partitioner.HASH, 4, keys=["key"], partition_number=producer, attempt=f"a{producer}")
+        w.emit_all(data[producer::3])
+        locations.append(w.commit())
+    consumed = [list(InputGate("result-1", index, locations).records()) for index in range(4)]
+    assert as_counter([r for part in consumed for r in part]) == as_counter(data)
+    key_owner: dict[int, set[int]] = {}
+    for index, part in enumerate(consumed):
+        for record in part:
+            key_owner.setdefault(record["key"], set()).add(index)
+    assert all(len(owners) == 1 for owners in key_owner.values())
+
+
+def test_input_gate_with_no_locations_is_empty() -> None:
+    assert list(InputGate("r", 0, []).records()) == []
+
+
+def test_input_gate_on_missing_partition_raises(tmp_path: Path) -> None:
+    gate = InputGate("r", 0, [str(tmp_path / "nowhere")])
+    with pytest.raises(FileNotFoundError):
+        list(gate.records())
+
+
+# -- release ----------------------------------------------------------------------------------------
+
+
+def test_release_job_partitions_removes_only_that_job(tmp_path: Path) -> None:
+    for job in ("job-a", "job-b"):
+        w = writer(tmp_path, Partitioner.FORWARD, 1, job=job)
+        w.emit({"job": job})
+        w.commit()
+    pending = writer(tmp_path, Partitioner.FORWARD, 1, job="job-a", result="result-2")  # uncommitted staging
+    pending.emit({"x": 1})
+    pending.close()
+    assert job_data_dir(tmp_path, "job-a") == tmp_path / "job-a"
+    release_job_partitions(tmp_path, "job-a")
+    assert not (tmp_path / "job-a").exists()
+    assert (tmp_path / "job-b" / "result-1" / "0" / "0.jsonl").exists()
+    release_job_partitions(tmp_path, "job-a")  # releasing twice is harmless
+    release_job_partitions(tmp_path, "never-ran")
