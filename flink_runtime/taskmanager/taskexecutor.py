@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import socket
 import tempfile
 import time
 import uuid
@@ -46,7 +44,7 @@ from flink_runtime.rpc.messages import (
     TaskOperationResult,
     UpdateTaskExecutionState,
 )
-from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.rpc.service import AskTimeoutError, RpcException, RpcService
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:
@@ -135,6 +133,8 @@ class TaskExecutor(RpcEndpoint):
                 answer = await self.rpc.ask(self.jobmanager_address, request, timeout)
             except RpcException as exc:
                 log.debug("registration attempt %d at %s: %s", attempt, self.jobmanager_address, exc)
+                if not isinstance(exc, AskTimeoutError):
+                    await asyncio.sleep(timeout)  # an error came back at once: do not spin
                 timeout = min(timeout * 2, maximum)
                 continue
             if isinstance(answer, AcknowledgeRegistration | AlreadyRegistered):
@@ -285,10 +285,3 @@ class TaskExecutor(RpcEndpoint):
 
         return notify
 
-
-def hostname() -> str:
-    return socket.gethostname()
-
-
-def cleanup_data_dir(data_dir: str) -> None:
-    shutil.rmtree(data_dir, ignore_errors=True)

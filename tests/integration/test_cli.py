@@ -248,3 +248,9 @@ def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert "minicluster" in capsys.readouterr().out
     assert cli.main(["--version"]) == 0
     assert "flink-runtime" in capsys.readouterr().out
+
+
+def test_the_example_job_in_the_readme_runs(minicluster, capsys) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "modulo-sum.json"
+    assert cli.main(["run", "-m", minicluster.rest_url, str(example)]) == 0
+    assert "FINISHED" in capsys.readouterr().out
