@@ -201,7 +201,9 @@ class Configuration:
             key, sep, value = prop.partition("=")
             if not sep or not key.strip():
                 raise ConfigurationError(f"-D {prop!r}: expected key=value, e.g. -D rest.port=8081")
-            config.set(key.strip(), yaml.safe_load(value) if value.strip() else "")
+            # Taken as text, not YAML: "-D security.cluster.secret=0123" must not become 83.
+            # The typed getters convert.
+            config.set(key.strip(), value.strip())
         return config
 
     def update(self, values: Mapping[str, Any]) -> None:

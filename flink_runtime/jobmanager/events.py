@@ -59,7 +59,7 @@ class JobEventLog:
             remaining = deadline - loop.time()
             if events or remaining <= 0:
                 return events
-            since = self._next_sequence
+            since = max(since, self._next_sequence)
             try:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:

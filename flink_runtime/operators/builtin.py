@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ class CollectSink(AbstractInvokable):
         target_dir = Path(self.environment.config["path"])
         target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / f"part-{self.environment.subtask_index}.json"
-        staging = target_dir / f".part-{self.environment.subtask_index}.{os.getpid()}.tmp"
+        attempt = f"{self.environment.subtask_index}.{self.environment.attempt_number}.{uuid.uuid4().hex[:8]}"
+        staging = target_dir / f".part-{attempt}.tmp"
         staging.write_text(json.dumps(records))
         os.replace(staging, target)

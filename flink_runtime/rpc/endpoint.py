@@ -148,12 +148,17 @@ class RpcEndpoint:
 
         task = asyncio.get_running_loop().create_task(runner())
         self._background.add(task)
-        task.add_done_callback(self._forget_task)
+        task.add_done_callback(lambda done: self._forget_task(done, awaitable))
         return task
 
-    def _forget_task(self, task: asyncio.Task[Any]) -> None:
+    def _forget_task(self, task: asyncio.Task[Any], awaitable: Awaitable[Any]) -> None:
         self._background.discard(task)
-        if not task.cancelled():
+        if task.cancelled():
+            # Cancelled before its first step: the coroutine never ran; close it
+            # quietly instead of leaving a "never awaited" warning.
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+        else:
             task.exception()  # retrieved: failures were reported through on_done
 
     def schedule_every(self, interval: float, function: Callable[[], None]) -> None:

@@ -217,9 +217,13 @@ class RpcService:
         handler = self._handler
         while self._router is not None:
             try:
-                identity, payload = router.recv_multipart(zmq.NOBLOCK)
+                frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            if len(frames) != 2:
+                log.warning("RPC message with %d frames dropped (expected 2)", len(frames))
+                continue
+            identity, payload = frames
             envelope = self._decode(payload, "a peer")
             if envelope is None:
                 continue

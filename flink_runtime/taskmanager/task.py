@@ -55,6 +55,10 @@ class Task:
         self._request_split = request_split
         self._notify_partition_ready = notify_partition_ready
         self.cancelled = threading.Event()
+        # interrupt() may only strike while user code runs, never while the task
+        # reports its final state (that report would be lost).
+        self._interrupt_lock = threading.Lock()
+        self._interruptible = False
         self.invokable: AbstractInvokable | None = None
         self.state = ExecutionState.DEPLOYING
         self.thread = threading.Thread(
@@ -79,10 +83,15 @@ class Task:
 
     def interrupt(self) -> None:
         """Raise TaskCancelledError in the task thread at its next Python instruction."""
-        if self.thread.ident is not None and self.thread.is_alive():
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(self.thread.ident), ctypes.py_object(TaskCancelledError)
-            )
+        with self._interrupt_lock:
+            if self._interruptible and self.thread.ident is not None and self.thread.is_alive():
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(self.thread.ident), ctypes.py_object(TaskCancelledError)
+                )
+
+    def _set_interruptible(self, interruptible: bool) -> None:
+        with self._interrupt_lock:
+            self._interruptible = interruptible
 
     # -- the task thread ---------------------------------------------------------------------
 
@@ -129,12 +138,17 @@ class Task:
             self.invokable = invokable_class(environment)
             environment.check_cancelled()
             self._transition(ExecutionState.RUNNING)
-            self.invokable.invoke()
+            self._set_interruptible(True)
+            try:
+                self.invokable.invoke()
+            finally:
+                self._set_interruptible(False)
             environment.check_cancelled()
             for writer, partition in zip(writers, descriptor.produced_partitions, strict=True):
                 self._notify_partition_ready(partition.partition_id, writer.commit())
             self._transition(ExecutionState.FINISHED)
         except BaseException as exc:  # noqa: BLE001 - every outcome must be reported
+            self._set_interruptible(False)
             for writer in writers:
                 writer.abort()
             if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):

@@ -284,4 +284,3 @@ class TaskExecutor(RpcEndpoint):
                 raise RuntimeError(f"JobManager refused partition {partition_id}: {answer.reason}")
 
         return notify
-

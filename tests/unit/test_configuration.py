@@ -143,12 +143,11 @@ def test_dynamic_property_overrides_nested_file_key(tmp_path: Path) -> None:
     assert config.get(REST_PORT) == 4004
 
 
-def test_dynamic_property_values_are_yaml_scalars() -> None:
+def test_dynamic_property_values_are_typed_by_the_getters() -> None:
     config = Configuration.load(
         dynamic_properties=[" rest.port = 8082", "heartbeat.interval=2 min", "security.cluster.secret="],
         environ={},
     )
-    assert config.raw("rest.port") == 8082
     assert config.get(REST_PORT) == 8082
     assert config.get(HEARTBEAT_INTERVAL) == 120_000.0
     assert config.raw("security.cluster.secret") == ""
@@ -157,6 +156,26 @@ def test_dynamic_property_values_are_yaml_scalars() -> None:
 def test_dynamic_property_value_may_contain_equals() -> None:
     config = Configuration.load(dynamic_properties=["security.cluster.secret=a=b"], environ={})
     assert config.raw("security.cluster.secret") == "a=b"
+
+
+@pytest.mark.parametrize(
+    ("prop", "expected"),
+    [
+        ("security.cluster.secret=0123", "0123"),
+        ("security.cluster.secret=yes", "yes"),
+        ("security.cluster.secret=%abc", "%abc"),
+        ("security.cluster.secret=a: b", "a: b"),
+        ("taskmanager.resource-id=0x1F", "0x1F"),
+    ],
+)
+def test_dynamic_property_string_values_are_kept_verbatim(prop: str, expected: str) -> None:
+    key = prop.partition("=")[0]
+    assert Configuration.load(dynamic_properties=[prop], environ={}).get(OPTIONS[key]) == expected
+
+
+def test_dynamic_property_with_unparsable_value_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"rest\.port"):
+        Configuration.load(dynamic_properties=["rest.port=["], environ={}).get(REST_PORT)
 
 
 # -- durations and sizes ----------------------------------------------------------------------

@@ -20,9 +20,9 @@ from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeRegistration,
     AlreadyRegistered,
+    CancelJob,
     CancellationFailure,
     CancellationSuccess,
-    CancelJob,
     CancelTask,
     DisconnectTaskManager,
     Heartbeat,
@@ -347,7 +347,9 @@ async def test_message_above_framesize_is_not_sent(probe: Probe) -> None:
 
 async def test_message_at_framesize_limit_is_sent(probe: Probe) -> None:
     envelope_size = len(
-        msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, DisconnectTaskManager(task_manager_id="t", reason="")))
+        msgspec.msgpack.encode(
+            Envelope(PROTOCOL_VERSION, TELL, 0, DisconnectTaskManager(task_manager_id="t", reason=""))
+        )
     )
     sender = RpcService(framesize=envelope_size + 100)
     await sender.start(lambda message, reply: None)
@@ -406,9 +408,7 @@ async def test_registration_from_other_protocol_version_reaches_the_handler(prob
     ],
     ids=["not-msgpack", "empty", "unknown-tag", "not-an-envelope"],
 )
-async def test_garbage_is_dropped_and_service_keeps_working(
-    probe: Probe, client: RpcService, garbage: bytes
-) -> None:
+async def test_garbage_is_dropped_and_service_keeps_working(probe: Probe, client: RpcService, garbage: bytes) -> None:
     raw = RawDealer(probe.address)
     try:
         raw.send(garbage)
@@ -417,6 +417,33 @@ async def test_garbage_is_dropped_and_service_keeps_working(
         assert answer == HeartbeatResponse(task_manager_id="echo-still")
         assert probe.received == [Heartbeat(jobmanager_id="still")]
     finally:
+        raw.close()
+
+
+async def test_multi_frame_message_does_not_stop_the_service(probe: Probe, client: RpcService) -> None:
+    raw = RawDealer(probe.address)
+    try:
+        raw.socket.send_multipart([b"one", b"two"])
+        await asyncio.sleep(0.05)
+        answer = await client.ask(probe.address, Heartbeat(jobmanager_id="still"), timeout=2)
+        assert answer == HeartbeatResponse(task_manager_id="echo-still")
+    finally:
+        raw.close()
+
+
+async def test_multi_frame_message_is_dropped_quietly(probe: Probe) -> None:
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    raw = RawDealer(probe.address)
+    try:
+        raw.socket.send_multipart([b"one", b"two"])
+        raw.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, Heartbeat(jobmanager_id="after"))))
+        await wait_until(lambda: len(probe.received) == 1)
+        assert errors == []
+    finally:
+        loop.set_exception_handler(previous)
         raw.close()
 
 

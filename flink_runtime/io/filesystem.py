@@ -1,0 +1,191 @@
+"""The few file operations the runtime does itself: list, rename, delete, small files.
+
+Spark reads and writes the data; the runtime lists input files (to build splits),
+commits by rename and publishes sink output. Local paths (and file:// URIs) use the
+os module; any other URI (hdfs://, s3a://, gs://, ...) goes through Hadoop's
+FileSystem in the process's classic SparkSession, so every scheme Spark can read is
+one the runtime can commit on.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    size: int
+    is_dir: bool
+
+
+class FileSystem(Protocol):
+    def glob(self, pattern: str) -> list[FileStatus]: ...
+    def list_files(self, path: str) -> list[FileStatus]: ...
+    def exists(self, path: str) -> bool: ...
+    def makedirs(self, path: str) -> None: ...
+    def rename(self, source: str, target: str) -> None: ...
+    def delete(self, path: str) -> None: ...
+    def write_text(self, path: str, text: str) -> None: ...
+    def read_text(self, path: str) -> str: ...
+
+
+def is_local(path: str) -> bool:
+    scheme = urlparse(path).scheme
+    return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
+
+
+def _local(path: str) -> str:
+    return urlparse(path).path if path.startswith("file:") else path
+
+
+def _hidden(name: str) -> bool:
+    # Spark's and Hadoop's convention: _SUCCESS, _temporary, .crc files are not data.
+    return name.startswith(("_", "."))
+
+
+class LocalFileSystem:
+    def glob(self, pattern: str) -> list[FileStatus]:
+        return [self._status(path) for path in sorted(glob.glob(_local(pattern)))]
+
+    def list_files(self, path: str) -> list[FileStatus]:
+        """Data files under `path` (recursively), hidden files skipped."""
+        local = _local(path)
+        if os.path.isfile(local):
+            return [self._status(local)]
+        found = []
+        for root, dirs, files in os.walk(local):
+            dirs[:] = sorted(d for d in dirs if not _hidden(d))
+            found.extend(self._status(os.path.join(root, f)) for f in sorted(files) if not _hidden(f))
+        return found
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(_local(path))
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(_local(path), exist_ok=True)
+
+    def rename(self, source: str, target: str) -> None:
+        os.makedirs(os.path.dirname(_local(target)) or ".", exist_ok=True)
+        os.replace(_local(source), _local(target))
+
+    def delete(self, path: str) -> None:
+        local = _local(path)
+        if os.path.isdir(local):
+            shutil.rmtree(local, ignore_errors=True)
+        elif os.path.exists(local):
+            os.remove(local)
+
+    def write_text(self, path: str, text: str) -> None:
+        target = Path(_local(path))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = target.with_name(f".{target.name}.tmp")
+        staging.write_text(text)
+        os.replace(staging, target)
+
+    def read_text(self, path: str) -> str:
+        return Path(_local(path)).read_text()
+
+    @staticmethod
+    def _status(path: str) -> FileStatus:
+        is_dir = os.path.isdir(path)
+        return FileStatus(path, 0 if is_dir else os.path.getsize(path), is_dir)
+
+
+class HadoopFileSystem:
+    """Hadoop's FileSystem through the JVM of a classic SparkSession."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark.sparkContext._jvm
+        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, path: str) -> tuple[Any, Any]:
+        jpath = self._jvm.org.apache.hadoop.fs.Path(path)
+        return jpath.getFileSystem(self._conf), jpath
+
+    def glob(self, pattern: str) -> list[FileStatus]:
+        fs, jpath = self._fs(pattern)
+        statuses = fs.globStatus(jpath) or []
+        return sorted((self._status(s) for s in statuses), key=lambda s: s.path)
+
+    def list_files(self, path: str) -> list[FileStatus]:
+        fs, jpath = self._fs(path)
+        if fs.isFile(jpath):
+            return [self._status(fs.getFileStatus(jpath))]
+        found: list[FileStatus] = []
+        for status in fs.listStatus(jpath):
+            if _hidden(status.getPath().getName()):
+                continue
+            if status.isDirectory():
+                found.extend(self.list_files(status.getPath().toString()))
+            else:
+                found.append(self._status(status))
+        return sorted(found, key=lambda s: s.path)
+
+    def exists(self, path: str) -> bool:
+        fs, jpath = self._fs(path)
+        return bool(fs.exists(jpath))
+
+    def makedirs(self, path: str) -> None:
+        fs, jpath = self._fs(path)
+        fs.mkdirs(jpath)
+
+    def rename(self, source: str, target: str) -> None:
+        fs, jsource = self._fs(source)
+        _, jtarget = self._fs(target)
+        fs.mkdirs(jtarget.getParent())
+        if not fs.rename(jsource, jtarget):
+            raise OSError(f"could not rename {source} to {target}")
+
+    def delete(self, path: str) -> None:
+        fs, jpath = self._fs(path)
+        fs.delete(jpath, True)
+
+    def write_text(self, path: str, text: str) -> None:
+        fs, jpath = self._fs(path)
+        stream = fs.create(jpath, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+
+    def read_text(self, path: str) -> str:
+        fs, jpath = self._fs(path)
+        stream = fs.open(jpath)
+        try:
+            reader = self._jvm.java.io.BufferedReader(self._jvm.java.io.InputStreamReader(stream, "UTF-8"))
+            lines = []
+            while (line := reader.readLine()) is not None:
+                lines.append(line)
+            return "\n".join(lines)
+        finally:
+            stream.close()
+
+    @staticmethod
+    def _status(status: Any) -> FileStatus:
+        return FileStatus(status.getPath().toString(), int(status.getLen()), bool(status.isDirectory()))
+
+
+def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:
+    if is_local(path):
+        return LocalFileSystem()
+    if spark is None:
+        from flink_runtime.operators.spark.session import current_session
+
+        spark = current_session()
+    if spark is None or not hasattr(spark, "sparkContext"):
+        raise OSError(
+            f"{path}: a non-local path needs a classic SparkSession in this process for Hadoop's FileSystem "
+            "(Spark Connect sessions cannot list or rename files here); use a shared local path or run classic Spark"
+        )
+    return HadoopFileSystem(spark)
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts]) if not is_local(base) else os.path.join(_local(base), *parts)

@@ -1,0 +1,423 @@
+"""The Pipeline API: describe a batch job in DataFrame terms, get a JobGraph.
+
+    p = Pipeline("word count", parallelism=2)
+    words = p.read_text("data/*.txt").select("explode(split(value, ' ')) AS word").filter("word != ''")
+    words.key_by("word").agg("count(*) AS count").write_parquet("out/counts", mode="overwrite")
+    graph = p.job_graph()
+
+Every transformation returns a new DataSet and records one node of the logical plan
+(`plan.Node`); nothing runs here and nothing imports Spark. The settings
+`set_parallelism`, `name` and `disable_chaining` change the operator they are
+called on and return it. Arguments are checked when given, so a mistake is reported
+at the line that made it; `job_graph()` then translates the plan (`translate.py`)
+into vertices and edges and validates the result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Self
+
+from flink_runtime.jobgraph.jobgraph import MAX_PARALLELISM_UPPER_BOUND, JobGraph
+from flink_runtime.pipeline.plan import Kind, Node
+
+DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+SINK_MODES = ("overwrite", "append", "error")
+JOIN_TYPES = ("inner", "left", "full")
+MAX_NAME_LENGTH = 200
+
+# "package.module:function": an importable function taking and returning a DataFrame.
+_FUNCTION_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_SIZE = re.compile(r"^\s*(?P<number>\d+)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+class Pipeline:
+    """A batch job under construction: sources, transformations and sinks."""
+
+    def __init__(
+        self,
+        name: str,
+        parallelism: int = 1,
+        chaining: bool = True,
+        config: Mapping[str, Any] | None = None,
+        libraries: Iterable[str] | None = None,
+    ) -> None:
+        self.name = _job_name(name)
+        self.parallelism = _parallelism(parallelism, "Pipeline(parallelism=...)")
+        self.chaining = bool(chaining)
+        self.config = _job_config(config)
+        self.libraries = _libraries(libraries)
+        self._nodes: list[Node] = []
+
+    def __repr__(self) -> str:
+        return f"Pipeline({self.name!r}, parallelism={self.parallelism})"
+
+    # -- sources ----------------------------------------------------------------------
+
+    def read_text(
+        self, paths: str | list[str], *, split_size: int | str = DEFAULT_SPLIT_SIZE, options: Mapping | None = None
+    ) -> DataSet:
+        """Lines of text files, one row per line in a string column `value`."""
+        return self._source("text", "read_text", paths, None, {}, options, split_size)
+
+    def read_csv(
+        self,
+        paths: str | list[str],
+        schema: str | None = None,
+        header: bool = True,
+        options: Mapping | None = None,
+        *,
+        split_size: int | str = DEFAULT_SPLIT_SIZE,
+    ) -> DataSet:
+        """CSV files; `schema` is a Spark DDL string ("id INT, name STRING"), else inferred."""
+        return self._source("csv", "read_csv", paths, schema, {"header": header}, options, split_size)
+
+    def read_json(
+        self,
+        paths: str | list[str],
+        schema: str | None = None,
+        *,
+        options: Mapping | None = None,
+        split_size: int | str = DEFAULT_SPLIT_SIZE,
+    ) -> DataSet:
+        """JSON Lines files; `schema` is a Spark DDL string, else inferred."""
+        return self._source("json", "read_json", paths, schema, {}, options, split_size)
+
+    def read_parquet(
+        self, paths: str | list[str], *, options: Mapping | None = None, split_size: int | str = DEFAULT_SPLIT_SIZE
+    ) -> DataSet:
+        return self._source("parquet", "read_parquet", paths, None, {}, options, split_size)
+
+    def _source(
+        self,
+        file_format: str,
+        method: str,
+        paths: str | list[str],
+        schema: str | None,
+        defaults: dict[str, Any],
+        options: Mapping | None,
+        split_size: int | str,
+    ) -> DataSet:
+        source = {
+            "format": file_format,
+            "paths": _paths(paths, method),
+            "options": _options({**defaults, **(options or {})}, method),
+            "schema": _schema(schema, method),
+            "split_size": parse_size(split_size, f"{method}(split_size=...)"),
+            "monitor_interval": None,
+        }
+        label = {"text": "Read text", "csv": "Read CSV", "json": "Read JSON", "parquet": "Read Parquet"}[file_format]
+        return DataSet(self, self._add(Kind.SOURCE, [], source, label, f"read-{file_format}"))
+
+    # -- the JobGraph -----------------------------------------------------------------
+
+    def job_graph(self, job_id: str | None = None) -> JobGraph:
+        """The JobGraph of everything that leads to a sink; raises ValueError without a sink."""
+        from flink_runtime.pipeline.translate import translate
+
+        return translate(self, job_id)
+
+    # -- internals --------------------------------------------------------------------
+
+    def _add(self, kind: Kind, inputs: list[Node], spec: dict[str, Any], label: str, id_prefix: str) -> Node:
+        node = Node(kind, inputs, spec, label, id_prefix, sequence=len(self._nodes))
+        self._nodes.append(node)
+        return node
+
+
+class _Operator:
+    """Settings shared by a DataSet and a Sink: they configure the operator behind it."""
+
+    def __init__(self, pipeline: Pipeline, node: Node) -> None:
+        self._pipeline = pipeline
+        self._node = node
+
+    @property
+    def pipeline(self) -> Pipeline:
+        return self._pipeline
+
+    def set_parallelism(self, parallelism: int) -> Self:
+        """Run this operator with `parallelism` subtasks instead of the pipeline's default."""
+        self._node.parallelism = _parallelism(parallelism, "set_parallelism()")
+        return self
+
+    def name(self, text: str) -> Self:
+        """Name this operator in the vertex name (the JobManager's UI, logs and REST answers)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"name() needs a non-empty string, got {text!r}.")
+        if len(text) > MAX_NAME_LENGTH:
+            raise ValueError(f"name() takes at most {MAX_NAME_LENGTH} characters, got {len(text)}; shorten it.")
+        self._node.name = text.strip()
+        return self
+
+    def disable_chaining(self) -> Self:
+        """Start a new task at this operator instead of chaining it to the one before."""
+        self._node.chaining = False
+        return self
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._node.display_name!r})"
+
+
+class DataSet(_Operator):
+    """Rows produced by an operator; each transformation returns a new DataSet."""
+
+    # -- narrow operators (chainable) ----------------------------------------------------
+
+    def select(self, *exprs: str) -> DataSet:
+        """Spark SQL expressions, as DataFrame.selectExpr: select("word", "length(word) AS n")."""
+        expressions = _expressions(exprs, "select", 'select("word", "length(word) AS n")')
+        return self._narrow({"op": "select", "exprs": expressions}, "Select", "select")
+
+    def filter(self, condition: str) -> DataSet:
+        """Keep the rows for which the Spark SQL condition holds: filter("n > 3")."""
+        condition = _text(condition, "filter", "a condition", 'filter("n > 3")')
+        return self._narrow({"op": "filter", "condition": condition}, "Filter", "filter")
+
+    where = filter
+
+    def with_column(self, name: str, expr: str) -> DataSet:
+        """Add or replace column `name` with a Spark SQL expression."""
+        name = _text(name, "with_column", "a column name", 'with_column("n", "length(word)")')
+        expr = _text(expr, "with_column", "an expression", 'with_column("n", "length(word)")')
+        return self._narrow({"op": "with_column", "name": name, "expr": expr}, "With column", "with-column")
+
+    def sql(self, query: str) -> DataSet:
+        """A Spark SQL query over the input, which is the view named `input`."""
+        query = _text(query, "sql", "a query", 'sql("SELECT word, count(*) AS n FROM input GROUP BY word")')
+        return self._narrow({"op": "sql", "query": query}, "SQL", "sql")
+
+    def transform(self, function: str) -> DataSet:
+        """An importable "package.module:function" taking and returning a DataFrame."""
+        if not isinstance(function, str) or not _FUNCTION_PATH.match(function.strip()):
+            raise ValueError(
+                f"transform() needs a function path of the form 'package.module:function', got {function!r}; "
+                "the function takes a DataFrame and returns one, and its module must be importable on the "
+                "TaskManagers (e.g. listed in the pipeline's libraries)."
+            )
+        return self._narrow({"op": "transform", "function": function.strip()}, "Transform", "transform")
+
+    def _narrow(self, operator: dict[str, Any], label: str, id_prefix: str) -> DataSet:
+        return DataSet(self._pipeline, self._pipeline._add(Kind.NARROW, [self._node], operator, label, id_prefix))
+
+    # -- operators behind an exchange ----------------------------------------------------
+
+    def key_by(self, *keys: str) -> KeyedDataSet:
+        """Group by columns; aggregate the groups with .agg(...)."""
+        return KeyedDataSet(self, _expressions(keys, "key_by", 'key_by("word")', what="key column"))
+
+    def distinct(self) -> DataSet:
+        """Drop duplicate rows."""
+        node = self._pipeline._add(Kind.DISTINCT, [self._node], {}, "Distinct", "distinct")
+        return DataSet(self._pipeline, node)
+
+    def join(self, other: DataSet, on: str | list[str], how: str = "inner") -> DataSet:
+        """Equi-join on columns present in both inputs; `how` is inner, left or full."""
+        self._check_same_pipeline(other, "join")
+        example = 'join(other, on="id")'
+        columns = _expressions([on] if isinstance(on, str) else on, "join", example, what="join column", arg="on")
+        if how not in JOIN_TYPES:
+            raise ValueError(f"join() how must be one of {', '.join(map(repr, JOIN_TYPES))}, got {how!r}.")
+        node = self._pipeline._add(Kind.JOIN, [self._node, other._node], {"on": columns, "how": how}, "Join", "join")
+        return DataSet(self._pipeline, node)
+
+    def union(self, *others: DataSet) -> DataSet:
+        """All rows of this and the other DataSets (columns matched by position, as SQL UNION ALL)."""
+        if not others:
+            raise ValueError("union() needs at least one other DataSet, e.g. a.union(b) or a.union(b, c).")
+        for other in others:
+            self._check_same_pipeline(other, "union")
+        inputs = [self._node, *(other._node for other in others)]
+        return DataSet(self._pipeline, self._pipeline._add(Kind.UNION, inputs, {}, "Union", "union"))
+
+    def rebalance(self) -> DataSet:
+        """Spread the rows evenly (round robin) over the next operator's subtasks."""
+        node = self._pipeline._add(Kind.REBALANCE, [self._node], {}, "Rebalance", "rebalance")
+        return DataSet(self._pipeline, node)
+
+    # -- sinks --------------------------------------------------------------------------
+
+    def write_parquet(self, path: str, mode: str = "error", *, options: Mapping | None = None) -> Sink:
+        return self._sink("parquet", "write_parquet", path, mode, {}, options)
+
+    def write_csv(self, path: str, mode: str = "error", header: bool = True, options: Mapping | None = None) -> Sink:
+        return self._sink("csv", "write_csv", path, mode, {"header": header}, options)
+
+    def write_json(self, path: str, mode: str = "error", *, options: Mapping | None = None) -> Sink:
+        """JSON Lines files."""
+        return self._sink("json", "write_json", path, mode, {}, options)
+
+    def _sink(
+        self,
+        file_format: str,
+        method: str,
+        path: str,
+        mode: str,
+        defaults: dict[str, Any],
+        options: Mapping | None,
+    ) -> Sink:
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"{method}() needs a non-empty output path, got {path!r}.")
+        if mode not in SINK_MODES:
+            raise ValueError(
+                f"{method}() mode must be one of {', '.join(map(repr, SINK_MODES))}, got {mode!r}; "
+                "'error' (the default) fails when the path exists."
+            )
+        sink = {
+            "format": file_format,
+            "path": path.strip(),
+            "mode": mode,
+            "options": _options({**defaults, **(options or {})}, method),
+        }
+        label = {"csv": "Write CSV", "json": "Write JSON", "parquet": "Write Parquet"}[file_format]
+        node = self._pipeline._add(Kind.SINK, [self._node], sink, label, f"write-{file_format}")
+        return Sink(self._pipeline, node)
+
+    def _check_same_pipeline(self, other: Any, method: str) -> None:
+        if not isinstance(other, DataSet):
+            raise ValueError(f"{method}() takes DataSets, got {type(other).__name__} {other!r}.")
+        if other._pipeline is not self._pipeline:
+            raise ValueError(
+                f"{method}(): the other DataSet belongs to pipeline {other._pipeline.name!r}, not "
+                f"{self._pipeline.name!r}; a pipeline can only combine its own DataSets."
+            )
+
+
+class KeyedDataSet:
+    """A DataSet grouped by key columns; .agg(...) aggregates each group."""
+
+    def __init__(self, dataset: DataSet, keys: list[str]) -> None:
+        self._dataset = dataset
+        self.keys = keys
+
+    def agg(self, *aggregate_exprs: str) -> DataSet:
+        """Spark SQL aggregates with aliases: agg("count(*) AS n", "avg(price) AS mean").
+
+        The result has the key columns and one column per aggregate. count, sum, min,
+        max and avg are combined on the producer side before the exchange.
+        """
+        aggregates = _expressions(aggregate_exprs, "agg", 'agg("count(*) AS n")', what="aggregate expression")
+        pipeline = self._dataset._pipeline
+        spec = {"keys": list(self.keys), "aggregates": aggregates}
+        node = pipeline._add(Kind.AGGREGATE, [self._dataset._node], spec, "Aggregate", "aggregate")
+        return DataSet(pipeline, node)
+
+    def __repr__(self) -> str:
+        return f"KeyedDataSet({self._dataset!r}, keys={self.keys!r})"
+
+
+class Sink(_Operator):
+    """Where a DataSet is written; ends a branch of the pipeline."""
+
+
+# -- argument checks ---------------------------------------------------------------------
+
+
+def parse_size(value: int | str, where: str = "size") -> int:
+    """Bytes from an int or a string such as "64m", "1g", "512KiB" (binary units)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE.match(value)):
+        size = int(match["number"]) * _UNITS[match["unit"].lower()]
+    else:
+        raise ValueError(
+            f"{where} must be a number of bytes or a size such as '64m' or '1g' (units k, m, g, t), got {value!r}."
+        )
+    if size < 1:
+        raise ValueError(f"{where} must be at least 1 byte, got {value!r}.")
+    return size
+
+
+def _parallelism(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_PARALLELISM_UPPER_BOUND:
+        raise ValueError(f"{where} must be an integer from 1 to {MAX_PARALLELISM_UPPER_BOUND}, got {value!r}.")
+    return value
+
+
+def _job_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"Pipeline() needs a non-empty name, got {name!r}.")
+    if len(name) > 256:
+        raise ValueError(f"Pipeline name must be at most 256 characters, got {len(name)}; shorten it.")
+    return name
+
+
+def _job_config(config: Mapping[str, Any] | None) -> dict[str, Any]:
+    config = dict(config or {})
+    bad = [key for key in config if not isinstance(key, str)]
+    if bad:
+        raise ValueError(f"Pipeline config keys must be strings (Flink keys such as 'restart-strategy.type'): {bad!r}.")
+    return config
+
+
+def _libraries(libraries: Iterable[str] | None) -> list[str]:
+    if isinstance(libraries, str):
+        raise ValueError(f"Pipeline libraries must be a list of paths, got the string {libraries!r}; wrap it in [].")
+    result = list(libraries or [])
+    for library in result:
+        if not isinstance(library, str) or not library.strip():
+            raise ValueError(f"Pipeline libraries must be non-empty paths, got {library!r}.")
+    return result
+
+
+def _expressions(
+    values: Iterable[Any], method: str, example: str, *, what: str = "expression", arg: str | None = None
+) -> list[str]:
+    values = list(values)
+    argument = f" {arg}" if arg else ""
+    if not values:
+        raise ValueError(f"{method}(){argument} needs at least one {what}, e.g. {example}.")
+    result = []
+    for position, value in enumerate(values, 1):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{method}(){argument}: {what} #{position} must be a non-empty string, got {value!r}.")
+        result.append(value.strip())
+    return result
+
+
+def _text(value: Any, method: str, what: str, example: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{method}() needs {what} as a non-empty string, got {value!r}; e.g. {example}.")
+    return value.strip()
+
+
+def _paths(paths: Any, method: str) -> list[str]:
+    listed = [paths] if isinstance(paths, str) else paths
+    if not isinstance(listed, list | tuple) or not listed:
+        raise ValueError(f"{method}() needs a path or a non-empty list of paths (globs allowed), got {paths!r}.")
+    for path in listed:
+        if not isinstance(path, str) or not path.strip():
+            raise ValueError(f"{method}(): every path must be a non-empty string, got {path!r}.")
+    return [path.strip() for path in listed]
+
+
+def _schema(schema: Any, method: str) -> str | None:
+    if schema is None:
+        return None
+    if not isinstance(schema, str) or not schema.strip():
+        raise ValueError(
+            f"{method}() schema must be a Spark DDL string such as 'id INT, name STRING' (or None to infer it), "
+            f"got {schema!r}."
+        )
+    return schema.strip()
+
+
+def _options(options: Mapping[Any, Any], method: str) -> dict[str, str]:
+    """Spark reader/writer options, all as strings (True becomes "true")."""
+    if not isinstance(options, Mapping):
+        raise ValueError(f"{method}() options must be a dict of option name to value, got {options!r}.")
+    result = {}
+    for key, value in options.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"{method}() option names must be non-empty strings, got {key!r}.")
+        if isinstance(value, bool):
+            result[key] = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            result[key] = str(value)
+        else:
+            raise ValueError(
+                f"{method}() option {key!r} must be a string, number or bool, got {type(value).__name__} {value!r}."
+            )
+    return result

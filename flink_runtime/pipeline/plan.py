@@ -1,0 +1,50 @@
+"""The logical plan a Pipeline records: one Node per operator the user called.
+
+A node knows its inputs, what it does (`spec`, the piece of vertex config it becomes)
+and the user's settings (parallelism, name, chaining). It knows nothing about
+vertices: `translate` decides which nodes share a vertex and where data is exchanged.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+
+class Kind(enum.Enum):
+    # Reads files; always the head of a vertex.
+    SOURCE = "source"
+    # Row-by-row operators (select, filter, with_column, sql, transform): chainable.
+    NARROW = "narrow"
+    # Writes files; chainable like a narrow operator, consumed by nobody.
+    SINK = "sink"
+    # Operators behind a data exchange; always the head of a vertex.
+    AGGREGATE = "aggregate"
+    DISTINCT = "distinct"
+    JOIN = "join"
+    UNION = "union"
+    REBALANCE = "rebalance"
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator. Compared by identity: two equal-looking selects are two nodes."""
+
+    kind: Kind
+    inputs: list[Node]
+    # source: the source config; sink: the sink config; narrow: the operator dict;
+    # aggregate: {"keys", "aggregates"}; join: {"on", "how"}; others: {}.
+    spec: dict[str, Any]
+    # The operator's name in a vertex name ("Select") and its vertex id prefix ("select").
+    label: str
+    id_prefix: str
+    # Creation order, which is a topological order: inputs exist before their consumers.
+    sequence: int
+    parallelism: int | None = None
+    name: str | None = None
+    chaining: bool = True
+
+    @property
+    def display_name(self) -> str:
+        return self.name if self.name is not None else self.label
