@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 from typing import Any
 
@@ -45,6 +46,11 @@ class MiniCluster:
         self.num_taskmanagers = (
             num_taskmanagers if num_taskmanagers is not None else self.config.get(cfg.MINICLUSTER_TASKMANAGERS)
         )
+        # The TaskManagers (and the JobManager) of this process share one SparkSession:
+        # give it a core per slot of the whole cluster, whoever starts it first.
+        if "spark.master" not in self.config and "spark.remote" not in self.config:
+            slots = self.config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
+            self.config.set("spark.master", f"local[{slots * self.num_taskmanagers}]")
         self.jobmanager: JobManager | None = None
         self.rest: RestServer | None = None
         self.taskmanagers: list[TaskExecutor] = []

@@ -22,11 +22,38 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import Partitioner
 
 
 def job_data_dir(data_dir: str | os.PathLike[str], job_id: str) -> Path:
     return Path(data_dir) / job_id
+
+
+def partition_dirs(
+    data_dir: str | os.PathLike[str], job_id: str, result_id: str, partition_number: int, attempt_id: str
+) -> tuple[str, str]:
+    """(staging, final) directory of one partition written by one attempt."""
+    result_dir = filesystem.join(str(data_dir), job_id, result_id)
+    return (
+        filesystem.join(result_dir, f".{partition_number}.inprogress-{attempt_id}"),
+        filesystem.join(result_dir, str(partition_number)),
+    )
+
+
+def commit_partition_dir(staging_dir: str, final_dir: str) -> str:
+    """Publish a partition by rename; returns its location.
+
+    A finished earlier attempt of the same subtask may have committed already (it
+    finished but its report was lost): the newest attempt's data wins.
+    """
+    fs = filesystem.filesystem_for(final_dir)
+    if fs.exists(final_dir):
+        fs.delete(final_dir)
+    if not fs.exists(staging_dir):
+        fs.makedirs(staging_dir)  # an attempt that produced nothing still has a (empty) partition
+    fs.rename(staging_dir, final_dir)
+    return final_dir
 
 
 def stable_hash(value: Any) -> int:
@@ -49,9 +76,9 @@ class ResultPartitionWriter:
         self.partitioner = partitioner
         self.keys = keys
         self.number_of_subpartitions = number_of_subpartitions
-        result_dir = job_data_dir(data_dir, job_id) / result_id
-        self.final_dir = result_dir / str(partition_number)
-        self.staging_dir = result_dir / f".{partition_number}.inprogress-{attempt_id}"
+        staging, final = partition_dirs(data_dir, job_id, result_id, partition_number, attempt_id)
+        self.final_dir = Path(final)
+        self.staging_dir = Path(staging)
         shutil.rmtree(self.staging_dir, ignore_errors=True)
         self.staging_dir.mkdir(parents=True)
         self._files = [
@@ -84,12 +111,7 @@ class ResultPartitionWriter:
     def commit(self) -> str:
         """Publish the partition atomically; returns its location."""
         self.close()
-        # A finished earlier attempt of the same subtask may have committed already
-        # (it finished but its report was lost): the newest attempt's data wins.
-        if self.final_dir.exists():
-            shutil.rmtree(self.final_dir)
-        os.replace(self.staging_dir, self.final_dir)
-        return str(self.final_dir)
+        return commit_partition_dir(str(self.staging_dir), str(self.final_dir))
 
     def close(self) -> None:
         for file in self._files:
@@ -120,4 +142,5 @@ class InputGate:
 
 
 def release_job_partitions(data_dir: str | os.PathLike[str], job_id: str) -> None:
-    shutil.rmtree(job_data_dir(data_dir, job_id), ignore_errors=True)
+    path = filesystem.join(str(data_dir), job_id)
+    filesystem.filesystem_for(path).delete(path)

@@ -13,6 +13,7 @@ that shuts down cleanly says so (DisconnectTaskManager) and is removed at once.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections import OrderedDict
@@ -28,6 +29,7 @@ from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.jobmaster import JobMaster
+from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
@@ -93,6 +95,21 @@ class JobManager(RpcEndpoint):
         self._job_of_allocation: dict[str, JobMaster] = {}
         self.events = JobEventLog()
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
+        self._spark_lock = threading.Lock()
+        self._spark_session: Any = None
+
+    def spark(self) -> Any:
+        """A SparkSession for plan checks and Hadoop paths; started on first use (any thread).
+        In a MiniCluster it is the one the TaskManagers share."""
+        with self._spark_lock:
+            if self._spark_session is None:
+                self._spark_session = acquire_session(self.config.to_dict(), default_cores=1)
+            return self._spark_session
+
+    def on_stop(self) -> None:
+        if self._spark_session is not None:
+            self._spark_session = None
+            release_session()
 
     def on_start(self) -> None:
         interval = self.config.get_seconds(cfg.HEARTBEAT_INTERVAL)

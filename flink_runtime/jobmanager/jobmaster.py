@@ -51,7 +51,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
-from flink_runtime.taskmanager.invokable import resolve_invokable
+from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
 
 if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot
@@ -62,11 +62,17 @@ _E = ExecutionState
 _DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
+class VertexPreparationError(RuntimeError):
+    """A vertex could not be prepared at submit (bad input path, unknown column, ...)."""
+
+
 class JobMasterGateway(Protocol):
     """What a JobMaster needs from the JobManager that hosts it."""
 
     ask_timeout: float
 
+    def spark(self) -> Any: ...
+    def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
     def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
     def release_slot(self, allocation_id: str) -> None: ...
     def cancel_slot_request(self, request_id: str) -> None: ...
@@ -125,30 +131,71 @@ class JobMaster:
         # this empties (with more subtasks than slots, not all can run at once).
         self._sources_not_running: set[str] = set()
         self._submission_waiters: list[asyncio.Future[Message]] = []
+        self._prepared: dict[str, Prepared] = {}
+        self._invalid_reason: str | None = None
+        self._finalizing = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Build the ExecutionGraph, enumerate input splits and schedule the sources."""
+        """Build the ExecutionGraph, then prepare the vertices off the mailbox (input
+        splits, plan checks: file listings and Spark analysis take time)."""
         try:
             self.graph = graph = ExecutionGraph(self.job_graph)
-            for ejv in graph.source_vertices():
-                invokable = resolve_invokable(ejv.job_vertex.invokable)
-                splits = invokable.create_input_splits(ejv.job_vertex.config, ejv.parallelism)
-                self._split_assigners[ejv.id] = LocatableInputSplitAssigner(splits)
         except Exception as exc:
-            self._transition(JobStatus.FAILED)
-            self._record_exception(exc, None)
-            self._finish()
+            self._fail_before_running(exc, invalid=True)
             return
         self._active_executions = graph.total_subtasks
+        self._sources_not_running = {ejv.id for ejv in graph.source_vertices()}
+        self.gateway.run_async(asyncio.to_thread(self._prepare_vertices), self._on_prepared)
+
+    def _prepare_vertices(self) -> dict[str, Prepared]:
+        """Runs in a worker thread; reads only the JobGraph."""
+        assert self.graph is not None
+        producer_of = {dataset.id: dataset.producer for dataset in self.job_graph.intermediate_datasets}
+        prepared: dict[str, Prepared] = {}
+        for ejv in self.graph.vertices.values():  # topological: producers first
+            inputs = [prepared[producer_of[edge.source]].output for edge in ejv.input_edges]
+            try:
+                invokable = resolve_invokable(ejv.job_vertex.invokable)
+                prepared[ejv.id] = invokable.prepare_on_master(ejv.job_vertex, inputs, self._master_context)
+            except Exception as exc:
+                raise VertexPreparationError(f"vertex {ejv.id!r} ({ejv.name}): {exc}") from exc
+        return prepared
+
+    def _on_prepared(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
+        if self.status is not JobStatus.INITIALIZING:
+            return  # cancelled while preparing
+        if error is not None or prepared is None:
+            self._fail_before_running(error or RuntimeError("preparation failed"), invalid=True)
+            return
+        assert self.graph is not None
+        self._prepared = prepared
+        for vertex_id, vertex_prepared in prepared.items():
+            if self.graph.vertices[vertex_id].inputs == [] or vertex_prepared.splits:
+                self._split_assigners[vertex_id] = LocatableInputSplitAssigner(vertex_prepared.splits)
         self._transition(JobStatus.CREATED)
         self._declare_slot_usage()
         self._transition(JobStatus.RUNNING)
-        self._sources_not_running = {ejv.id for ejv in graph.source_vertices()}
-        for ejv in graph.source_vertices():
+        for ejv in self.graph.source_vertices():
             for vertex in ejv.task_vertices:
                 self._schedule(vertex)
+
+    def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
+        cause = error.__cause__ if isinstance(error, VertexPreparationError) and error.__cause__ else error
+        self._invalid_reason = str(error) if invalid else None
+        self._record_exception(cause, None, message=str(error))
+        self._transition(JobStatus.FAILED)
+        self._finish()
+
+    @property
+    def _master_context(self) -> MasterContext:
+        return MasterContext(job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark)
+
+    def _vertex_config(self, vertex_id: str) -> dict[str, Any]:
+        base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
+        extra = self._prepared[vertex_id].config if vertex_id in self._prepared else {}
+        return {**base, **extra} if extra else base
 
     def wait_until_running(self) -> asyncio.Future[Message]:
         """Resolves with Success once every source subtask runs, or a failure."""
@@ -160,6 +207,8 @@ class JobMaster:
         return future
 
     def _submission_answer(self) -> Message:
+        if self._invalid_reason is not None:
+            return JobSubmissionFailure(job_id=self.job_id, reason=self._invalid_reason, kind="invalid")
         if self.status in (JobStatus.FAILED, JobStatus.CANCELED) and self._sources_not_running:
             reason = self.exceptions[0].stacktrace if self.exceptions else self.status.value
             return JobSubmissionFailure(job_id=self.job_id, reason=reason, kind="failed")
@@ -203,16 +252,49 @@ class JobMaster:
         self._complete_if_all_stopped()
 
     def _complete_if_all_stopped(self) -> None:
-        if self._active_executions > 0 or self.status.is_terminal:
+        if self._active_executions > 0 or self.status.is_terminal or self._finalizing:
             return
         if self.status is JobStatus.FAILING:
             self._transition(JobStatus.FAILED)
         elif self.status is JobStatus.CANCELLING:
             self._transition(JobStatus.CANCELED)
         elif self.status is JobStatus.RUNNING and self._finished_executions == self._total_subtasks:
-            self._transition(JobStatus.FINISHED)
+            # Every subtask finished: publish what the sinks staged, then declare FINISHED.
+            self._finalizing = True
+            self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, JobStatus.FINISHED), self._on_finalized)
+            return
         else:
             return
+        self._finish()
+        self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, self.status))
+
+    def _run_terminal_hooks(self, status: JobStatus) -> None:
+        """Runs in a worker thread: each vertex publishes (FINISHED) or discards its staged output."""
+        errors = []
+        for vertex_id, prepared in self._prepared.items():
+            job_vertex = self.graph.vertices[vertex_id].job_vertex if self.graph is not None else None
+            if job_vertex is None:
+                continue
+            try:
+                resolve_invokable(job_vertex.invokable).on_job_terminal(
+                    job_vertex, prepared, self._master_context, status
+                )
+            except Exception as exc:
+                if status is not JobStatus.FINISHED:
+                    log.warning("cleanup of vertex %s after %s failed: %s", vertex_id, status.value, exc)
+                    continue
+                errors.append(f"vertex {vertex_id!r}: {exc}")
+        if errors:
+            raise RuntimeError("publishing the job's output failed: " + "; ".join(errors))
+
+    def _on_finalized(self, result: None, error: BaseException | None) -> None:
+        self._finalizing = False
+        if error is None:
+            self._transition(JobStatus.FINISHED)
+        else:
+            self._record_exception(error, None)
+            self._transition(JobStatus.FAILING)
+            self._transition(JobStatus.FAILED)
         self._finish()
 
     def _finish(self) -> None:
@@ -327,7 +409,7 @@ class JobMaster:
         execution.assigned_resource = allocation_id
         execution.task_manager_id = slot.task_manager_id
         self._set_execution_state(execution, _E.DEPLOYING)
-        descriptor = self._deployment_descriptor(execution, allocation_id)
+        descriptor = self._deployment_descriptor(execution, allocation_id, slot.slot_index)
         self.gateway.ask_task_manager(
             address,
             SubmitTask(descriptor=descriptor),
@@ -342,7 +424,9 @@ class JobMaster:
                 execution, f"TaskManager refused {execution.vertex.task_name_with_subtask}: {answer.reason}"
             )
 
-    def _deployment_descriptor(self, execution: Execution, allocation_id: str) -> TaskDeploymentDescriptor:
+    def _deployment_descriptor(
+        self, execution: Execution, allocation_id: str, slot_index: int
+    ) -> TaskDeploymentDescriptor:
         vertex = execution.vertex
         ejv = vertex.job_vertex
         produced = []
@@ -365,6 +449,7 @@ class JobMaster:
             gates.append(
                 InputGateDeploymentDescriptor(
                     result_id=group.result.id,
+                    partitioner=group.result.edge.partitioner if group.result.edge is not None else Partitioner.FORWARD,
                     consumed_subpartition_index=subpartition_index(partitions[0], vertex.subtask_index),
                     partition_locations=[self._partition_locations[p.partition_id] for p in partitions],
                 )
@@ -374,13 +459,14 @@ class JobMaster:
             job_name=self.name,
             execution_id=execution.attempt_id,
             allocation_id=allocation_id,
+            slot_index=slot_index,
             vertex_id=ejv.id,
             task_name=vertex.task_name_with_subtask,
             subtask_index=vertex.subtask_index,
             parallelism=ejv.parallelism,
             attempt_number=execution.attempt_number,
             invokable=ejv.job_vertex.invokable,
-            vertex_config=ejv.job_vertex.config,
+            vertex_config=self._vertex_config(ejv.id),
             job_config=self.job_graph.config,
             libraries=self.job_graph.libraries,
             produced_partitions=produced,
@@ -492,11 +578,11 @@ class JobMaster:
             )
         )
 
-    def _record_exception(self, exc: BaseException, task_name: str | None) -> None:
+    def _record_exception(self, exc: BaseException, task_name: str | None, message: str | None = None) -> None:
         self.exceptions.append(
             ExceptionEntry(
                 exception_name=type(exc).__name__,
-                stacktrace=f"{type(exc).__name__}: {exc}\n\n" + "".join(traceback.format_exception(exc)),
+                stacktrace=f"{type(exc).__name__}: {message or exc}\n\n" + "".join(traceback.format_exception(exc)),
                 timestamp=time.time(),
                 task_name=task_name,
             )

@@ -103,7 +103,7 @@ class Pipeline:
         source = {
             "format": file_format,
             "paths": _paths(paths, method),
-            "options": _options({**defaults, **(options or {})}, method),
+            "options": _options(defaults, options, method),
             "schema": _schema(schema, method),
             "split_size": parse_size(split_size, f"{method}(split_size=...)"),
             "monitor_interval": None,
@@ -269,7 +269,7 @@ class DataSet(_Operator):
             "format": file_format,
             "path": path.strip(),
             "mode": mode,
-            "options": _options({**defaults, **(options or {})}, method),
+            "options": _options(defaults, options, method),
         }
         label = {"csv": "Write CSV", "json": "Write JSON", "parquet": "Write Parquet"}[file_format]
         node = self._pipeline._add(Kind.SINK, [self._node], sink, label, f"write-{file_format}")
@@ -280,8 +280,9 @@ class DataSet(_Operator):
             raise ValueError(f"{method}() takes DataSets, got {type(other).__name__} {other!r}.")
         if other._pipeline is not self._pipeline:
             raise ValueError(
-                f"{method}(): the other DataSet belongs to pipeline {other._pipeline.name!r}, not "
-                f"{self._pipeline.name!r}; a pipeline can only combine its own DataSets."
+                f"{method}(): the other DataSet belongs to another pipeline ({other._pipeline.name!r}) than "
+                f"this one ({self._pipeline.name!r}); a pipeline can only combine its own DataSets, so build "
+                "both from the same Pipeline."
             )
 
 
@@ -404,12 +405,12 @@ def _schema(schema: Any, method: str) -> str | None:
     return schema.strip()
 
 
-def _options(options: Mapping[Any, Any], method: str) -> dict[str, str]:
-    """Spark reader/writer options, all as strings (True becomes "true")."""
-    if not isinstance(options, Mapping):
+def _options(defaults: dict[str, Any], options: Any, method: str) -> dict[str, str]:
+    """Spark reader/writer options, all as strings (True becomes "true"); `options` wins over `defaults`."""
+    if options is not None and not isinstance(options, Mapping):
         raise ValueError(f"{method}() options must be a dict of option name to value, got {options!r}.")
     result = {}
-    for key, value in options.items():
+    for key, value in {**defaults, **(options or {})}.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"{method}() option names must be non-empty strings, got {key!r}.")
         if isinstance(value, bool):

@@ -146,6 +146,7 @@ class ResultPartitionDeploymentDescriptor(Message):
 
 class InputGateDeploymentDescriptor(Message):
     result_id: str
+    partitioner: Partitioner
     # Which subpartition of each producer partition this consumer reads.
     consumed_subpartition_index: int
     # Where each consumed partition's committed data lives, in partition order.
@@ -157,6 +158,7 @@ class TaskDeploymentDescriptor(Message):
     job_name: str
     execution_id: str
     allocation_id: str
+    slot_index: int
     vertex_id: str
     task_name: str
     subtask_index: int

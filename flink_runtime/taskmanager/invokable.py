@@ -2,8 +2,10 @@
 
 As in Flink, a JobVertex names the class its subtasks run. A TaskManager
 instantiates it in the task's own thread with an Environment (its inputs, outputs,
-configuration and input splits) and calls `invoke()`; the JobManager calls
-`create_input_splits()` once at job start for source vertices.
+configuration and input splits) and calls `invoke()`. On the JobManager, before any
+task runs, `prepare_on_master()` enumerates a vertex's input splits and may check
+its plan (a failure there fails the submission); when the job ends,
+`on_job_terminal()` publishes or discards what the vertex wrote (two-phase sinks).
 
 Names: a built-in short name (see BUILTIN_INVOKABLES) or "package.module:ClassName".
 """
@@ -14,10 +16,14 @@ import importlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
+    from flink_runtime.configuration import Configuration
+    from flink_runtime.executiongraph.states import JobStatus
     from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
+    from flink_runtime.jobgraph.jobgraph import JobVertex
+    from flink_runtime.rpc.messages import InputGateDeploymentDescriptor, ResultPartitionDeploymentDescriptor
     from flink_runtime.scheduler.split_assigner import InputSplit
 
 # Short names for the invokables shipped with the runtime.
@@ -28,6 +34,7 @@ BUILTIN_INVOKABLES: dict[str, str] = {
     "number-source": "flink_runtime.operators.builtin:NumberSource",
     "modulo-sum": "flink_runtime.operators.builtin:ModuloSum",
     "collect-sink": "flink_runtime.operators.builtin:CollectSink",
+    "spark": "flink_runtime.operators.spark.task:SparkTask",
 }
 
 
@@ -56,6 +63,14 @@ class Environment:
     # Blocks the task thread until the JobManager answers RequestNextInputSplit.
     next_input_split: Callable[[], InputSplit | None] = lambda: None
     cancelled: threading.Event = field(default_factory=threading.Event)
+    execution_id: str = ""
+    slot_index: int = 0
+    data_dir: str = ""
+    # The raw descriptors, for invokables that write their own partitions (Spark).
+    produced_partitions: list[ResultPartitionDeploymentDescriptor] = field(default_factory=list)
+    input_gates: list[InputGateDeploymentDescriptor] = field(default_factory=list)
+    # The TaskManager's SparkSession, started on first call.
+    spark: Callable[[], Any] = lambda: None
 
     def input_splits(self) -> Iterator[InputSplit]:
         """Pull splits one at a time until none is left (or the task is cancelled)."""
@@ -70,16 +85,56 @@ class Environment:
             raise TaskCancelledError(f"{self.task_name} was cancelled")
 
 
+@dataclass
+class MasterContext:
+    """What `prepare_on_master` / `on_job_terminal` may use on the JobManager."""
+
+    job_id: str
+    job_name: str
+    config: Configuration
+    # The JobManager's SparkSession (for plan checks and Hadoop paths), started on first call.
+    spark: Callable[[], Any] = lambda: None
+
+
+@dataclass
+class Prepared:
+    """The result of preparing one vertex on the JobManager."""
+
+    splits: list[InputSplit] = field(default_factory=list)
+    # Merged into the vertex config its tasks receive.
+    config: dict[str, Any] = field(default_factory=dict)
+    # Handed to the consumers' prepare_on_master (e.g. the vertex's output schema).
+    output: Any = None
+
+
 class AbstractInvokable:
     """Base of everything a task runs."""
+
+    # False: the Task hands the invokable JSON-lines writers (environment.outputs) and
+    # commits them. True: the invokable writes each produced partition itself into
+    # `partition_staging_dir(...)` and the Task commits those directories.
+    writes_own_partitions: ClassVar[bool] = False
 
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
 
     @classmethod
     def create_input_splits(cls, config: dict[str, Any], parallelism: int) -> list[InputSplit]:
-        """Run on the JobManager at job start; source vertices return their splits."""
+        """Source vertices return their splits (called by the default prepare_on_master)."""
         return []
+
+    @classmethod
+    def prepare_on_master(cls, vertex: JobVertex, inputs: list[Any], context: MasterContext) -> Prepared:
+        """Run on the JobManager at job start, producers first; `inputs` are the
+        `Prepared.output` of the vertices feeding this one, in input order. Raise
+        ValueError with a clear message to refuse the job."""
+        return Prepared(splits=cls.create_input_splits(vertex.config, vertex.parallelism))
+
+    @classmethod
+    def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
+        """Run on the JobManager when every subtask has finished (status FINISHED, before
+        the job is declared FINISHED; raising fails the job) or the job failed or was
+        cancelled (clean up)."""
 
     def invoke(self) -> None:
         raise NotImplementedError

@@ -18,10 +18,11 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
+from flink_runtime.io.filesystem import filesystem_for
+from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, commit_partition_dir, partition_dirs
 from flink_runtime.taskmanager.invokable import (
     AbstractInvokable,
     Environment,
@@ -30,7 +31,7 @@ from flink_runtime.taskmanager.invokable import (
 )
 
 if TYPE_CHECKING:
-    from flink_runtime.rpc.messages import TaskDeploymentDescriptor
+    from flink_runtime.rpc.messages import ResultPartitionDeploymentDescriptor, TaskDeploymentDescriptor
     from flink_runtime.scheduler.split_assigner import InputSplit
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class Task:
         report: ReportState,
         request_split: Callable[[], InputSplit | None],
         notify_partition_ready: Callable[[str, str], None],
+        spark: Callable[[], Any] = lambda: None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -54,6 +56,7 @@ class Task:
         self._report = report
         self._request_split = request_split
         self._notify_partition_ready = notify_partition_ready
+        self._spark = spark
         self.cancelled = threading.Event()
         # interrupt() may only strike while user code runs, never while the task
         # reports its final state (that report would be lost).
@@ -105,19 +108,24 @@ class Task:
         try:
             self._transition(ExecutionState.INITIALIZING)
             invokable_class = resolve_invokable(descriptor.invokable)
-            writers = [
-                ResultPartitionWriter(
-                    self.data_dir,
-                    descriptor.job_id,
-                    partition.result_id,
-                    partition.partition_number,
-                    partition.number_of_subpartitions,
-                    partition.partitioner,
-                    partition.keys,
-                    descriptor.execution_id,
-                )
-                for partition in descriptor.produced_partitions
-            ]
+            own_partitions = invokable_class.writes_own_partitions
+            writers = (
+                []
+                if own_partitions
+                else [
+                    ResultPartitionWriter(
+                        self.data_dir,
+                        descriptor.job_id,
+                        partition.result_id,
+                        partition.partition_number,
+                        partition.number_of_subpartitions,
+                        partition.partitioner,
+                        partition.keys,
+                        descriptor.execution_id,
+                    )
+                    for partition in descriptor.produced_partitions
+                ]
+            )
             environment = Environment(
                 job_id=descriptor.job_id,
                 vertex_id=descriptor.vertex_id,
@@ -134,6 +142,12 @@ class Task:
                 ],
                 next_input_split=self._request_split,
                 cancelled=self.cancelled,
+                execution_id=descriptor.execution_id,
+                slot_index=descriptor.slot_index,
+                data_dir=self.data_dir,
+                produced_partitions=descriptor.produced_partitions,
+                input_gates=descriptor.input_gates,
+                spark=self._spark,
             )
             self.invokable = invokable_class(environment)
             environment.check_cancelled()
@@ -144,17 +158,38 @@ class Task:
             finally:
                 self._set_interruptible(False)
             environment.check_cancelled()
-            for writer, partition in zip(writers, descriptor.produced_partitions, strict=True):
-                self._notify_partition_ready(partition.partition_id, writer.commit())
+            if own_partitions:
+                locations = [self._commit_own_partition(partition) for partition in descriptor.produced_partitions]
+            else:
+                locations = [writer.commit() for writer in writers]
+            for partition, location in zip(descriptor.produced_partitions, locations, strict=True):
+                self._notify_partition_ready(partition.partition_id, location)
             self._transition(ExecutionState.FINISHED)
         except BaseException as exc:  # noqa: BLE001 - every outcome must be reported
             self._set_interruptible(False)
             for writer in writers:
                 writer.abort()
+            self._abort_own_partitions()
             if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):
                 self._transition(ExecutionState.CANCELED)
             else:
                 self._transition(ExecutionState.FAILED, _describe_failure(descriptor.task_name, exc))
+
+    def _abort_own_partitions(self) -> None:
+        for partition in self.descriptor.produced_partitions:
+            staging, _ = partition_dirs(
+                self.data_dir, self.job_id, partition.result_id, partition.partition_number, self.execution_id
+            )
+            try:
+                filesystem_for(staging).delete(staging)
+            except OSError:
+                log.warning("could not remove %s", staging, exc_info=True)
+
+    def _commit_own_partition(self, partition: ResultPartitionDeploymentDescriptor) -> str:
+        staging, final = partition_dirs(
+            self.data_dir, self.job_id, partition.result_id, partition.partition_number, self.execution_id
+        )
+        return commit_partition_dir(staging, final)
 
 
 def _describe_failure(task_name: str, exc: BaseException) -> str:

@@ -14,10 +14,11 @@ import asyncio
 import logging
 import os
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -25,6 +26,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.partitions import release_job_partitions
+from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
@@ -87,6 +89,8 @@ class TaskExecutor(RpcEndpoint):
         self.last_jobmanager_heartbeat = 0.0
         self.registered = asyncio.Event()
         self._registration: asyncio.Task[None] | None = None
+        self._spark_lock = threading.Lock()
+        self._spark_session: Any = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -98,12 +102,22 @@ class TaskExecutor(RpcEndpoint):
     def on_stop(self) -> None:
         for task in self.tasks.values():
             task.cancel()
+        if self._spark_session is not None:
+            self._spark_session = None
+            release_session()
         if self.jobmanager_id is not None:
             # Tell the JobManager at once instead of letting it wait for a heartbeat timeout.
             self.rpc.tell(
                 self.jobmanager_address,
                 DisconnectTaskManager(task_manager_id=self.resource_id, reason="TaskManager shut down"),
             )
+
+    def spark(self) -> Any:
+        """The process's SparkSession, started by the first task that needs it (any thread)."""
+        with self._spark_lock:
+            if self._spark_session is None:
+                self._spark_session = acquire_session(self.config.to_dict(), default_cores=self.slots)
+            return self._spark_session
 
     # -- registration ---------------------------------------------------------------------------
 
@@ -198,6 +212,7 @@ class TaskExecutor(RpcEndpoint):
             report=self._report_from_task_thread,
             request_split=self._split_requester(descriptor.job_id, descriptor.execution_id),
             notify_partition_ready=self._partition_notifier(descriptor.job_id),
+            spark=self.spark,
         )
         self.tasks[task.execution_id] = task
         task.start()

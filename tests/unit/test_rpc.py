@@ -490,6 +490,7 @@ def one_of_each_wire_message() -> list[Message]:
         job_name="job",
         execution_id="exec-1",
         allocation_id="alloc-1",
+        slot_index=0,
         vertex_id="src",
         task_name="Source (1/2)",
         subtask_index=0,
@@ -510,7 +511,9 @@ def one_of_each_wire_message() -> list[Message]:
             )
         ],
         input_gates=[
-            InputGateDeploymentDescriptor(result_id="r-0", consumed_subpartition_index=1, partition_locations=["/a"])
+            InputGateDeploymentDescriptor(
+                result_id="r-0", partitioner=Partitioner.HASH, consumed_subpartition_index=1, partition_locations=["/a"]
+            )
         ],
     )
     return [

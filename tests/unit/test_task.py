@@ -32,6 +32,7 @@ def descriptor(invokable: str, config: dict[str, Any] | None = None, **fields: A
         "job_name": "test job",
         "execution_id": "exec-1",
         "allocation_id": "alloc-1",
+        "slot_index": 0,
         "vertex_id": "v1",
         "task_name": f"{invokable} (1/1)",
         "subtask_index": 0,
@@ -386,7 +387,10 @@ def test_pipeline_of_builtin_invokables(tmp_path: Path) -> None:
             parallelism=2,
             input_gates=[
                 InputGateDeploymentDescriptor(
-                    result_id="numbers", consumed_subpartition_index=index, partition_locations=source_locations
+                    result_id="numbers",
+                    partitioner=Partitioner.HASH,
+                    consumed_subpartition_index=index,
+                    partition_locations=source_locations,
                 )
             ],
             produced_partitions=[
@@ -412,6 +416,7 @@ def test_pipeline_of_builtin_invokables(tmp_path: Path) -> None:
             input_gates=[
                 InputGateDeploymentDescriptor(
                     result_id="sums",
+                    partitioner=Partitioner.REBALANCE,
                     consumed_subpartition_index=0,
                     partition_locations=[h.partitions[0][1] for h in sums],
                 )

@@ -1,0 +1,254 @@
+"""Where Spark tasks read and write: file splits, result partitions, staged sinks.
+
+Result partitions are Parquet, one directory per subpartition inside the partition's
+directory (`__sub=<i>`, or `__sub=all` for broadcast), written with Spark's
+partitionBy so a producer never shuffles to split its output. The partition
+directory is committed by rename like every other partition.
+
+Sinks commit in two phases. Each attempt writes under
+`<path>/_flink_staging/<job id>/attempt-<execution id>`; a subtask that finishes
+renames its attempt directory to `subtask-<i>` (one per subtask, the last finished
+attempt wins); when the whole job has finished the JobManager moves the committed
+files into `<path>` and writes `_SUCCESS`. A failed or restarted attempt's files are
+never published, and a failed job publishes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from flink_runtime.io import filesystem
+from flink_runtime.jobgraph.jobgraph import Partitioner
+from flink_runtime.scheduler.split_assigner import InputSplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from flink_runtime.rpc.messages import InputGateDeploymentDescriptor, ResultPartitionDeploymentDescriptor
+
+SUBPARTITION_COLUMN = "__sub"
+BROADCAST_SUBPARTITION = "all"
+STAGING_DIR = "_flink_staging"
+SINK_MODES = ("overwrite", "append", "error")
+
+_GLOB_CHARS = set("*?[{")
+
+
+class SourceError(ValueError):
+    pass
+
+
+# -- sources ---------------------------------------------------------------------------------
+
+
+def list_source_files(source: dict[str, Any]) -> list[filesystem.FileStatus]:
+    """Every data file a source reads; a clear SourceError for a missing path.
+
+    A missing path is an error; an existing directory with no files, or a glob whose
+    directory exists but matches nothing, is empty input (valid, empty output).
+    """
+    files: list[filesystem.FileStatus] = []
+    for path in source["paths"]:
+        fs = filesystem.filesystem_for(path)
+        if _GLOB_CHARS & set(path):
+            matches = fs.glob(path)
+            if not matches and not fs.exists(_glob_parent(path)):
+                raise SourceError(f"input path {path!r} matches nothing and {_glob_parent(path)!r} does not exist")
+            for match in matches:
+                files.extend(fs.list_files(match.path) if match.is_dir else [match])
+        elif not fs.exists(path):
+            raise SourceError(f"input path {path!r} does not exist")
+        else:
+            files.extend(fs.list_files(path))
+    return files
+
+
+def _glob_parent(pattern: str) -> str:
+    parts = pattern.split("/")
+    for index, part in enumerate(parts):
+        if _GLOB_CHARS & set(part):
+            return "/".join(parts[:index]) or "."
+    return pattern
+
+
+def file_splits(files: list[filesystem.FileStatus], split_size: int, parallelism: int) -> list[InputSplit]:
+    """Group files into splits of about `split_size` bytes, never splitting a file.
+
+    There are at least `parallelism` splits when there are that many files, so every
+    source subtask has work; beyond that, more, smaller splits let fast slots take more.
+    """
+    total = sum(f.size for f in files)
+    target = max(1, min(split_size, total // max(1, parallelism) or 1))
+    splits: list[InputSplit] = []
+    current: list[str] = []
+    current_bytes = 0
+    for status in files:
+        if current and current_bytes + status.size > target:
+            splits.append(_split(len(splits), current, current_bytes))
+            current, current_bytes = [], 0
+        current.append(status.path)
+        current_bytes += status.size
+    if current:
+        splits.append(_split(len(splits), current, current_bytes))
+    return splits
+
+
+def _split(number: int, files: list[str], size: int) -> InputSplit:
+    return InputSplit(split_number=number, payload={"files": files, "bytes": size})
+
+
+def read_source(spark: SparkSession, source: dict[str, Any], files: list[str], schema: StructType) -> DataFrame:
+    if not files:
+        return spark.createDataFrame([], schema)
+    reader = spark.read.format(source["format"]).options(**source.get("options", {}))
+    if source["format"] != "text":
+        reader = reader.schema(schema)
+    return reader.load(files)
+
+
+def infer_source_schema(spark: SparkSession, source: dict[str, Any], files: list[str]) -> StructType:
+    """The schema a source produces: given, fixed (text), or inferred from its first file."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    if source["format"] == "text":
+        return StructType([StructField("value", StringType(), True)])
+    if source.get("schema"):
+        return spark.createDataFrame([], source["schema"]).schema
+    if not files:
+        raise SourceError(
+            f"{source['format']} input {source['paths']} has no files to infer a schema from; "
+            "pass schema='col type, ...' to read empty input"
+        )
+    reader = spark.read.format(source["format"]).options(**source.get("options", {}))
+    return reader.load(files[:1]).schema
+
+
+# -- result partitions ------------------------------------------------------------------------
+
+
+def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescriptor, staging_dir: str) -> None:
+    """Append `df` to a partition being written, split into its subpartitions."""
+    from pyspark.sql import functions as F  # noqa: N812
+
+    writer_mode = "append"
+    if partition.partitioner is Partitioner.BROADCAST or partition.number_of_subpartitions == 1:
+        sub = BROADCAST_SUBPARTITION if partition.partitioner is Partitioner.BROADCAST else "0"
+        df.write.mode(writer_mode).parquet(filesystem.join(staging_dir, f"{SUBPARTITION_COLUMN}={sub}"))
+        return
+    n = partition.number_of_subpartitions
+    if partition.partitioner is Partitioner.HASH:
+        keys = [F.col(key) for key in partition.keys] or [F.col(c) for c in df.columns]
+        sub_column = F.pmod(F.hash(*keys), F.lit(n))
+    elif partition.partitioner is Partitioner.REBALANCE:
+        sub_column = F.pmod(F.monotonically_increasing_id(), F.lit(n))
+    else:  # FORWARD with more than one subpartition cannot happen (validated), keep all in 0
+        sub_column = F.lit(0)
+    df.withColumn(SUBPARTITION_COLUMN, sub_column).write.mode(writer_mode).partitionBy(SUBPARTITION_COLUMN).parquet(
+        staging_dir
+    )
+
+
+def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> DataFrame:
+    """The subpartition this consumer reads from every partition of one input."""
+    sub = BROADCAST_SUBPARTITION if gate.partitioner is Partitioner.BROADCAST else str(gate.consumed_subpartition_index)
+    directories = []
+    for location in gate.partition_locations:
+        directory = filesystem.join(location, f"{SUBPARTITION_COLUMN}={sub}")
+        if filesystem.filesystem_for(directory).exists(directory):
+            directories.append(directory)
+    if not directories:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*directories)
+
+
+def schema_to_json(schema: StructType) -> str:
+    return schema.json()
+
+
+def schema_from_json(text: str) -> StructType:
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(text))
+
+
+# -- two-phase sinks ----------------------------------------------------------------------------
+
+
+def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
+    return filesystem.join(sink["path"], STAGING_DIR, job_id)
+
+
+def write_sink_attempt(df: DataFrame, sink: dict[str, Any], job_id: str, execution_id: str) -> None:
+    target = filesystem.join(sink_staging_root(sink, job_id), f"attempt-{execution_id}")
+    df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(target)
+
+
+def commit_sink_attempt(sink: dict[str, Any], job_id: str, execution_id: str, subtask_index: int) -> None:
+    """Phase one: this subtask's output is the attempt's (written even when empty)."""
+    root = sink_staging_root(sink, job_id)
+    attempt = filesystem.join(root, f"attempt-{execution_id}")
+    committed = filesystem.join(root, f"subtask-{subtask_index}")
+    fs = filesystem.filesystem_for(root)
+    if not fs.exists(attempt):
+        fs.makedirs(attempt)
+    if fs.exists(committed):
+        fs.delete(committed)
+    fs.rename(attempt, committed)
+
+
+def check_sink_target(sink: dict[str, Any]) -> None:
+    """At submit: mode 'error' refuses a path that already has data."""
+    if sink.get("mode", "error") not in SINK_MODES:
+        raise ValueError(f"sink mode must be one of {', '.join(SINK_MODES)}, not {sink.get('mode')!r}")
+    if sink.get("mode", "error") == "error" and _visible_entries(sink["path"]):
+        raise ValueError(
+            f"output path {sink['path']!r} already exists and is not empty (mode 'error'); "
+            "use mode 'overwrite' or 'append', or another path"
+        )
+
+
+def publish_sink(sink: dict[str, Any], job_id: str, parallelism: int) -> int:
+    """Phase two, on the JobManager once the job finished: move committed files into place.
+
+    Returns the number of files published.
+    """
+    path = sink["path"]
+    fs = filesystem.filesystem_for(path)
+    root = sink_staging_root(sink, job_id)
+    check_sink_target(sink) if sink.get("mode", "error") == "error" else None
+    if sink.get("mode") == "overwrite":
+        for entry in _visible_entries(path):
+            fs.delete(entry)
+    published = 0
+    for subtask in range(parallelism):
+        committed = filesystem.join(root, f"subtask-{subtask}")
+        if not fs.exists(committed):
+            raise OSError(f"sink output of subtask {subtask} is missing from {committed}")
+        for status in fs.list_files(committed):
+            name = status.path.rstrip("/").rsplit("/", 1)[-1]
+            fs.rename(status.path, filesystem.join(path, f"subtask-{subtask}-{name}"))
+            published += 1
+    discard_sink_staging(sink, job_id)
+    fs.write_text(filesystem.join(path, "_SUCCESS"), "")
+    return published
+
+
+def discard_sink_staging(sink: dict[str, Any], job_id: str) -> None:
+    fs = filesystem.filesystem_for(sink["path"])
+    fs.delete(sink_staging_root(sink, job_id))
+    staging = filesystem.join(sink["path"], STAGING_DIR)
+    if fs.exists(staging) and not fs.glob(filesystem.join(staging, "*")):
+        fs.delete(staging)
+
+
+def _visible_entries(path: str) -> list[str]:
+    fs = filesystem.filesystem_for(path)
+    if not fs.exists(path):
+        return []
+    return [
+        status.path
+        for status in fs.glob(filesystem.join(path, "*"))
+        if not status.path.rstrip("/").rsplit("/", 1)[-1].startswith(("_", "."))
+    ]

@@ -1,0 +1,9 @@
+"""The Pipeline API: build a JobGraph of PySpark tasks from DataFrame-style calls.
+
+See `pipeline.py` for the user-facing classes and `translate.py` for how operators
+become chained vertices and exchanges.
+"""
+
+from flink_runtime.pipeline.pipeline import DataSet, KeyedDataSet, Pipeline, Sink, parse_size
+
+__all__ = ["DataSet", "KeyedDataSet", "Pipeline", "Sink", "parse_size"]

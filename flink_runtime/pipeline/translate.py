@@ -1,0 +1,271 @@
+"""From a Pipeline's logical plan to a JobGraph of "spark" vertices.
+
+Each vertex runs one chain of operators over one DataFrame. Its config is what the
+Spark task reads:
+
+    {"source": {...}}      only on vertices that read files
+    {"operators": [...]}   always, applied in order to the vertex's input
+    {"sink": {...}}        only on vertices that write files
+
+Operators are chained as in Flink: a narrow operator (select, filter, with_column,
+sql, transform, or a sink) joins its producer's vertex when chaining is on for the
+pipeline and for the operator, the producer feeds nobody else, and both run with the
+same parallelism. Otherwise it starts a vertex of its own, fed forward (equal
+parallelism) or rebalanced (different parallelism).
+
+Operators that need the rows of a key, or all rows, in one place start a vertex
+behind an exchange: aggregate and distinct (hash on the keys, after a partial phase
+in the producer where possible), join (hash on the join columns, left input first)
+and union and rebalance (round robin).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner, new_job_id
+from flink_runtime.jobgraph.validation import validate_job_graph
+from flink_runtime.operators.aggregates import can_combine
+from flink_runtime.pipeline.plan import Kind, Node
+
+if TYPE_CHECKING:
+    from flink_runtime.pipeline.pipeline import Pipeline
+
+INVOKABLE = "spark"
+MAX_VERTEX_NAME = 256
+
+
+def translate(pipeline: Pipeline, job_id: str | None = None) -> JobGraph:
+    """The validated JobGraph of the pipeline's operators that lead to a sink."""
+    nodes = _leading_to_sinks(pipeline)
+    # How many operators read each node's output; a node read twice (even by one join)
+    # produces two data sets, and nothing chains into it.
+    consumers = Counter(producer for node in nodes for producer in node.inputs)
+    builder = _Builder(pipeline, consumers)
+    for node in nodes:
+        builder.add(node)
+    graph = builder.job_graph(job_id or new_job_id())
+    validate_job_graph(graph)
+    return graph
+
+
+def _leading_to_sinks(pipeline: Pipeline) -> list[Node]:
+    """The nodes some sink depends on, in creation (hence topological) order."""
+    sinks = [node for node in pipeline._nodes if node.kind is Kind.SINK]
+    if not sinks:
+        raise ValueError(
+            f"Pipeline {pipeline.name!r} has no sink, so it would compute nothing; "
+            "add a sink with write_parquet/write_csv/write_json."
+        )
+    needed: set[Node] = set()
+    pending = list(sinks)
+    while pending:
+        node = pending.pop()
+        if node not in needed:
+            needed.add(node)
+            pending.extend(node.inputs)
+    return sorted(needed, key=lambda node: node.sequence)
+
+
+@dataclass(eq=False)
+class _Vertex:
+    """A vertex being built: its chain grows as operators are chained into it."""
+
+    id: str
+    parallelism: int
+    labels: list[str] = field(default_factory=list)
+    source: dict[str, Any] | None = None
+    operators: list[dict[str, Any]] = field(default_factory=list)
+    sink: dict[str, Any] | None = None
+
+    def append(self, label: str, operator: dict[str, Any]) -> None:
+        self.labels.append(label)
+        self.operators.append(copy.deepcopy(operator))
+
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {}
+        if self.source is not None:
+            config["source"] = self.source
+        config["operators"] = self.operators
+        if self.sink is not None:
+            config["sink"] = self.sink
+        return config
+
+
+class _Builder:
+    def __init__(self, pipeline: Pipeline, consumers: Counter[Node]) -> None:
+        self._pipeline = pipeline
+        self._consumers = consumers
+        self._graph = JobGraph(
+            name=pipeline.name,
+            vertices=[],
+            config=copy.deepcopy(pipeline.config),
+            libraries=list(pipeline.libraries),
+        )
+        self._vertices: list[_Vertex] = []
+        # The vertex whose output is the node's output.
+        self._vertex_of: dict[Node, _Vertex] = {}
+
+    def add(self, node: Node) -> None:
+        handlers = {
+            Kind.SOURCE: self._source,
+            Kind.NARROW: self._narrow,
+            Kind.SINK: self._narrow,
+            Kind.AGGREGATE: self._aggregate,
+            Kind.DISTINCT: self._distinct,
+            Kind.JOIN: self._join,
+            Kind.UNION: self._union,
+            Kind.REBALANCE: self._rebalance,
+        }
+        self._vertex_of[node] = handlers[node.kind](node)
+
+    # -- one method per kind of operator ---------------------------------------------------
+
+    def _source(self, node: Node) -> _Vertex:
+        vertex = self._new_vertex(node)
+        vertex.labels.append(node.display_name)
+        vertex.source = copy.deepcopy(node.spec)
+        return vertex
+
+    def _narrow(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        upstream = self._vertex_of[producer]
+        if self._chains(node, producer, upstream):
+            vertex = upstream
+        else:
+            vertex = self._new_vertex(node)
+            if upstream.parallelism == vertex.parallelism:
+                self._connect(upstream, vertex, DistributionPattern.POINTWISE, Partitioner.FORWARD)
+            else:
+                self._connect(upstream, vertex, DistributionPattern.ALL_TO_ALL, Partitioner.REBALANCE)
+        if node.kind is Kind.SINK:
+            vertex.labels.append(node.display_name)
+            vertex.sink = copy.deepcopy(node.spec)
+        else:
+            vertex.append(node.display_name, node.spec)
+        return vertex
+
+    def _aggregate(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        upstream = self._vertex_of[producer]
+        keys, aggregates = node.spec["keys"], node.spec["aggregates"]
+        # The partial phase changes what the producer's vertex outputs, so it needs the
+        # producer to feed this aggregate only; otherwise raw rows go to one complete phase.
+        if can_combine(aggregates) and self._consumers[producer] == 1:
+            partial = {"op": "aggregate", "keys": keys, "aggregates": aggregates, "phase": "partial"}
+            upstream.append(_phase_label(node, "Partial aggregate", "partial"), partial)
+            phase, label = "final", _phase_label(node, "Final aggregate")
+        else:
+            phase, label = "complete", node.display_name
+        vertex = self._new_vertex(node)
+        self._connect(upstream, vertex, DistributionPattern.ALL_TO_ALL, Partitioner.HASH, keys)
+        vertex.append(label, {"op": "aggregate", "keys": keys, "aggregates": aggregates, "phase": phase})
+        return vertex
+
+    def _distinct(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        upstream = self._vertex_of[producer]
+        # Deduplicating before the exchange ships fewer rows; as for aggregates, only
+        # when the producer's output goes nowhere else.
+        if self._consumers[producer] == 1:
+            upstream.append(_phase_label(node, "Partial distinct", "partial"), {"op": "distinct"})
+        vertex = self._new_vertex(node)
+        self._connect(upstream, vertex, DistributionPattern.ALL_TO_ALL, Partitioner.HASH, [])
+        vertex.append(node.display_name, {"op": "distinct"})
+        return vertex
+
+    def _join(self, node: Node) -> _Vertex:
+        vertex = self._new_vertex(node)
+        on = node.spec["on"]
+        for producer in node.inputs:  # left, then right: the task's input order
+            self._connect(self._vertex_of[producer], vertex, DistributionPattern.ALL_TO_ALL, Partitioner.HASH, on)
+        vertex.append(node.display_name, {"op": "join", "on": on, "how": node.spec["how"]})
+        return vertex
+
+    def _union(self, node: Node) -> _Vertex:
+        vertex = self._new_vertex(node)
+        for producer in node.inputs:
+            self._connect(self._vertex_of[producer], vertex, DistributionPattern.ALL_TO_ALL, Partitioner.REBALANCE)
+        vertex.append(node.display_name, {"op": "union"})
+        return vertex
+
+    def _rebalance(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        vertex = self._new_vertex(node)
+        self._connect(self._vertex_of[producer], vertex, DistributionPattern.ALL_TO_ALL, Partitioner.REBALANCE)
+        vertex.labels.append(node.display_name)
+        return vertex
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _chains(self, node: Node, producer: Node, upstream: _Vertex) -> bool:
+        return (
+            self._pipeline.chaining
+            and node.chaining
+            and self._consumers[producer] == 1
+            and upstream.parallelism == self._parallelism(node)
+        )
+
+    def _parallelism(self, node: Node) -> int:
+        return node.parallelism if node.parallelism is not None else self._pipeline.parallelism
+
+    def _new_vertex(self, node: Node) -> _Vertex:
+        vertex = _Vertex(id=f"{node.id_prefix}-{len(self._vertices) + 1}", parallelism=self._parallelism(node))
+        self._vertices.append(vertex)
+        return vertex
+
+    def _connect(
+        self,
+        producer: _Vertex,
+        consumer: _Vertex,
+        pattern: DistributionPattern,
+        partitioner: Partitioner,
+        keys: list[str] | None = None,
+    ) -> None:
+        self._graph.connect(producer.id, consumer.id, pattern, partitioner, keys=list(keys or []))
+
+    def job_graph(self, job_id: str) -> JobGraph:
+        taken: set[str] = set()
+        for vertex in self._vertices:
+            name = _unique_name(vertex.labels, taken)
+            taken.add(name)
+            self._graph.add_vertex(
+                JobVertex(
+                    id=vertex.id,
+                    name=name,
+                    invokable=INVOKABLE,
+                    parallelism=vertex.parallelism,
+                    config=vertex.config(),
+                )
+            )
+        self._graph.job_id = job_id
+        return self._graph
+
+
+def _phase_label(node: Node, default: str, suffix: str | None = None) -> str:
+    """ "Partial aggregate" by default; "<user's name> (partial)" for a named operator."""
+    if node.name is None:
+        return default
+    return f"{node.name} ({suffix})" if suffix else node.name
+
+
+def _unique_name(labels: list[str], taken: set[str]) -> str:
+    """The chain's operator names joined with " -> ", made unique (vertex names must be)."""
+    name = _fit(" -> ".join(labels), labels, MAX_VERTEX_NAME)
+    number = 1
+    while name in taken:
+        number += 1
+        suffix = f" ({number})"
+        name = _fit(" -> ".join(labels), labels, MAX_VERTEX_NAME - len(suffix)) + suffix
+    return name
+
+
+def _fit(name: str, labels: list[str], limit: int) -> str:
+    if len(name) <= limit:
+        return name
+    # A very long chain keeps its ends: where the data comes from and where it goes.
+    name = f"{labels[0]} -> ... ({len(labels) - 2} more) -> {labels[-1]}"
+    return name if len(name) <= limit else name[: limit - 3] + "..."
