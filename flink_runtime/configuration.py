@@ -89,6 +89,9 @@ TASK_CANCELLATION_TIMEOUT = _option(
     "After this a task that ignores cancellation is given up and reported CANCELED.",
     "duration",
 )
+BLOB_STORAGE_DIRECTORY = _option(
+    "blob.storage.directory", "", "Where uploaded job libraries are kept (default: system temp dir)."
+)
 IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
 
 # -- Cluster -------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ that shuts down cleanly says so (DisconnectTaskManager) and is removed at once.
 from __future__ import annotations
 
 import logging
+import os
+import tempfile
 import threading
 import time
 import uuid
@@ -97,6 +99,9 @@ class JobManager(RpcEndpoint):
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
         self._spark_lock = threading.Lock()
         self._spark_session: Any = None
+        self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
+            tempfile.gettempdir(), "flink-runtime-blobs"
+        )
 
     def spark(self) -> Any:
         """A SparkSession for plan checks and Hadoop paths; started on first use (any thread).

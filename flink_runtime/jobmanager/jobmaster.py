@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flink_runtime.blob import activate_libraries
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import (
     Execution,
@@ -70,6 +71,7 @@ class JobMasterGateway(Protocol):
     """What a JobMaster needs from the JobManager that hosts it."""
 
     ask_timeout: float
+    blob_dir: str  # where uploaded libraries live on the JobManager
 
     def spark(self) -> Any: ...
     def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
@@ -152,6 +154,11 @@ class JobMaster:
     def _prepare_vertices(self) -> dict[str, Prepared]:
         """Runs in a worker thread; reads only the JobGraph."""
         assert self.graph is not None
+        # User code (transform functions, invokables) must import here too: the plan is
+        # resolved against it.
+        activate_libraries(
+            self.job_graph.libraries, cache_dir=self.gateway.blob_dir, blob_server_url=None, spark=self.gateway.spark
+        )
         producer_of = {dataset.id: dataset.producer for dataset in self.job_graph.intermediate_datasets}
         prepared: dict[str, Prepared] = {}
         for ejv in self.graph.vertices.values():  # topological: producers first
