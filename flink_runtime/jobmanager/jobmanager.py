@@ -25,7 +25,7 @@ from typing import Any
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
-from flink_runtime.configuration import Configuration
+from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
@@ -303,7 +303,10 @@ class JobManager(RpcEndpoint):
             self.validate(job_graph)
         except InvalidJobGraph as exc:
             return JobSubmissionFailure(job_id=job_id, reason=str(exc), kind="invalid")
-        job = JobMaster(job_graph, self, self.config)
+        try:
+            job = JobMaster(job_graph, self, self.config)
+        except ConfigurationError as exc:
+            return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.jobs[job_id] = job
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
         job.start()

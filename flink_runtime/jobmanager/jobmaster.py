@@ -50,6 +50,7 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
+from flink_runtime.scheduler.restart import restart_strategy
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
 from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
@@ -84,6 +85,7 @@ class JobMasterGateway(Protocol):
         self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
     ) -> None: ...
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
 
 
 @dataclass
@@ -136,6 +138,8 @@ class JobMaster:
         self._prepared: dict[str, Prepared] = {}
         self._invalid_reason: str | None = None
         self._finalizing = False
+        self._restart_strategy = restart_strategy(self.config)
+        self._restart_delay = 0.0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -247,19 +251,57 @@ class JobMaster:
             return f"job {self.job_id} is already {self.status.value}"
         if self.status in (JobStatus.CANCELLING, JobStatus.FAILING):
             return None
+        # Cancelling during a restart: whatever still runs is being cancelled already,
+        # and the pending restart sees CANCELLING and does nothing.
         self._transition(JobStatus.CANCELLING)
         self._cancel_all_executions()
         self._complete_if_all_stopped()
         return None
 
-    def _fail_job(self) -> None:
-        if self.status in (JobStatus.CREATED, JobStatus.RUNNING):
+    def _handle_task_failure(self) -> None:
+        """A subtask failed: restart the whole job if the restart strategy allows, else fail it."""
+        if self.status not in (JobStatus.CREATED, JobStatus.RUNNING):
+            self._complete_if_all_stopped()  # already failing, cancelling or restarting
+            return
+        delay = self._restart_strategy.on_failure(time.monotonic())
+        if delay is None:
             self._transition(JobStatus.FAILING)
-            self._cancel_all_executions()
+        else:
+            self._restart_delay = delay
+            self._transition(JobStatus.RESTARTING)
+        self._cancel_all_executions()
         self._complete_if_all_stopped()
+
+    def _restart(self) -> None:
+        """Every execution stopped and the delay passed: run the job again from its sources.
+
+        Each subtask gets a new attempt; partitions and sink output of the old attempts
+        are never read or published (new attempts commit over them), so a restart
+        leaves no duplicates.
+        """
+        if self.status is not JobStatus.RESTARTING:
+            return
+        assert self.graph is not None
+        for vertex in self.graph.all_execution_vertices():
+            vertex.reset_for_new_execution()
+        self._active_executions = self.graph.total_subtasks
+        self._finished_executions = 0
+        self._partition_locations.clear()
+        self._split_assigners = {
+            vertex_id: LocatableInputSplitAssigner(self._prepared[vertex_id].splits)
+            for vertex_id in self._split_assigners
+        }
+        self._declare_slot_usage()
+        self._transition(JobStatus.RUNNING)
+        for ejv in self.graph.source_vertices():
+            for vertex in ejv.task_vertices:
+                self._schedule(vertex)
 
     def _complete_if_all_stopped(self) -> None:
         if self._active_executions > 0 or self.status.is_terminal or self._finalizing:
+            return
+        if self.status is JobStatus.RESTARTING:
+            self.gateway.schedule_once(self._restart_delay, self._restart)
             return
         if self.status is JobStatus.FAILING:
             self._transition(JobStatus.FAILED)
@@ -537,7 +579,7 @@ class JobMaster:
                 self._finished_executions += 1
             elif state is _E.FAILED:
                 self._record_failure(execution, error or "unknown failure")
-                self._fail_job()
+                self._handle_task_failure()
             self._complete_if_all_stopped()
         return True
 

@@ -1,0 +1,259 @@
+"""Deterministic benchmark data: text for a word count, CSV for a group-by aggregate.
+
+    .venv/bin/python benchmarks/gen_text.py DIR --size 200m --files 200 [--seed 42]
+
+writes, under DIR,
+
+    text/part-00000.txt ...  lines of 4-20 words from a Zipf-like vocabulary of 50,000
+                             words (exponent 1.1: "the" and friends are frequent, most
+                             words rare), split by single spaces
+    csv/part-00000.csv ...   category,region,amount  (1,000 categories, 20 regions,
+                             amount in [0, 100000) with two decimals), with a header
+    _GENERATED.json          the parameters and sizes, for idempotence
+
+`--size` is the size of each data set (text and CSV), spread evenly over `--files`
+files each. A second call with the same parameters finds the marker and the files
+at their recorded sizes and writes nothing; any other parameters regenerate.
+
+Speed: everything is built with numpy per file (a table of padded words gathered by
+index, padding masked out), about 150-300 MB/s on one core; the same seed gives the
+same bytes on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+VOCABULARY_SIZE = 50_000
+ZIPF_EXPONENT = 1.1
+WORDS_PER_LINE = (4, 20)  # inclusive range
+CATEGORIES = 1_000
+REGIONS = 20
+MARKER = "_GENERATED.json"
+FORMAT_VERSION = 1
+CSV_HEADER = b"category,region,amount\n"
+# One CSV row: "cNNNN,rNN,DDDDD.DD\n" before the leading zeros of the amount are dropped.
+_CSV_ROW = 19
+
+_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from "200m", "1g", "512k" or a plain number (binary units)."""
+    if isinstance(text, int):
+        return text
+    value = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = value[-1] if value and value[-1] in _UNITS else ""
+    return int(float(value[: len(value) - len(unit)]) * _UNITS[unit])
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("g", 1024**3), ("m", 1024**2), ("k", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+# -- vocabulary --------------------------------------------------------------------------------
+
+
+def vocabulary(rng: np.random.Generator) -> list[bytes]:
+    """50,000 distinct lower-case words of 2-12 letters, shorter words more frequent."""
+    words: list[bytes] = []
+    seen: set[bytes] = set()
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+    while len(words) < VOCABULARY_SIZE:
+        lengths = np.clip(rng.poisson(5.0, VOCABULARY_SIZE) + 2, 2, 12)
+        codes = letters[rng.integers(0, 26, size=(VOCABULARY_SIZE, 12))]
+        for row, length in zip(codes, lengths, strict=True):
+            word = row[:length].tobytes()
+            if word not in seen:
+                seen.add(word)
+                words.append(word)
+                if len(words) == VOCABULARY_SIZE:
+                    break
+    # Rank 1 is the most frequent word: short words get the top ranks, as in English
+    # (a random order within one length, so ranks are not alphabetical).
+    order = rng.permutation(VOCABULARY_SIZE)
+    return [words[i] for i in sorted(range(VOCABULARY_SIZE), key=lambda i: (len(words[i]), order[i]))]
+
+
+class _WordTable:
+    """Words padded into a fixed-width byte table, plus the Zipf CDF to draw ranks from."""
+
+    def __init__(self, words: list[bytes]) -> None:
+        width = max(len(w) for w in words) + 1  # + the separator
+        self.width = width
+        self.table = np.zeros((len(words), width), dtype=np.uint8)
+        self.lengths = np.array([len(w) for w in words], dtype=np.int64)
+        for index, word in enumerate(words):
+            self.table[index, : len(word)] = np.frombuffer(word, dtype=np.uint8)
+        weights = 1.0 / np.arange(1, len(words) + 1, dtype=np.float64) ** ZIPF_EXPONENT
+        self.cdf = np.cumsum(weights / weights.sum())
+        self.mean_word_bytes = float((self.lengths + 1) @ (weights / weights.sum()))
+        self.columns = np.arange(width, dtype=np.int64)
+
+    def text(self, rng: np.random.Generator, target_bytes: int) -> bytes:
+        """Whole lines, about `target_bytes` long (cut after the last full line that fits)."""
+        tokens = int(target_bytes / self.mean_word_bytes * 1.02) + 64
+        ranks = np.searchsorted(self.cdf, rng.random(tokens), side="right")
+        np.minimum(ranks, len(self.cdf) - 1, out=ranks)
+        # Line lengths in words; the last word of each line ends with "\n", others with " ".
+        low, high = WORDS_PER_LINE
+        line_words = rng.integers(low, high + 1, size=tokens // low + 1)
+        ends = np.cumsum(line_words)
+        ends = ends[ends <= tokens]
+        tokens = int(ends[-1])
+        ranks = ranks[:tokens]
+        rows = self.table[ranks]
+        lengths = self.lengths[ranks]
+        rows[np.arange(tokens), lengths] = ord(" ")
+        rows[ends - 1, lengths[ends - 1]] = ord("\n")
+        data = rows[self.columns[None, :] <= lengths[:, None]]
+        # Cut at the last newline within the target.
+        cut = target_bytes if data.size > target_bytes else data.size
+        last = cut - 1 - int(np.argmax(data[:cut][::-1] == ord("\n")))
+        return data[: last + 1].tobytes()
+
+
+def csv_rows(rng: np.random.Generator, target_bytes: int) -> bytes:
+    """category,region,amount rows (no header), about `target_bytes` long."""
+    rows = int(target_bytes / 16.5) + 16
+    # Categories skewed (a few big ones), regions uniform, amounts log-uniform-ish.
+    category = np.minimum((rng.pareto(1.2, rows) * 40).astype(np.int64), CATEGORIES - 1)
+    region = rng.integers(0, REGIONS, rows)
+    cents = np.minimum((np.exp(rng.uniform(0, np.log(1e7), rows))).astype(np.int64), 9_999_999)
+    out = np.empty((rows, _CSV_ROW), dtype=np.uint8)
+    zero = ord("0")
+    out[:, 0] = ord("c")
+    for position, divisor in enumerate((1000, 100, 10, 1), start=1):
+        out[:, position] = zero + (category // divisor) % 10
+    out[:, 5] = ord(",")
+    out[:, 6] = ord("r")
+    out[:, 7] = zero + region // 10
+    out[:, 8] = zero + region % 10
+    out[:, 9] = ord(",")
+    for position, divisor in zip((10, 11, 12, 13, 14, 16, 17), (10**6, 10**5, 10**4, 10**3, 100, 10, 1), strict=True):
+        out[:, position] = zero + (cents // divisor) % 10
+    out[:, 15] = ord(".")
+    out[:, 18] = ord("\n")
+    # Drop the amount's leading zeros (keep one digit before the point).
+    keep = np.ones((rows, _CSV_ROW), dtype=bool)
+    for position, limit in zip((10, 11, 12, 13), (10**6, 10**5, 10**4, 10**3), strict=True):
+        keep[:, position] = cents >= limit
+    data = out[keep]
+    row_lengths = keep.sum(axis=1)
+    ends = np.cumsum(row_lengths)
+    count = max(1, int(np.searchsorted(ends, target_bytes, side="right")))
+    return data[: ends[count - 1]].tobytes()
+
+
+# -- the data set ----------------------------------------------------------------------------
+
+
+def _expected(total_bytes: int, files: int, seed: int) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "total_bytes": total_bytes,
+        "files": files,
+        "seed": seed,
+        "vocabulary": VOCABULARY_SIZE,
+        "zipf_exponent": ZIPF_EXPONENT,
+        "categories": CATEGORIES,
+        "regions": REGIONS,
+    }
+
+
+def _complete(root: Path, expected: dict) -> bool:
+    marker = root / MARKER
+    try:
+        recorded = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return False
+    if {key: recorded.get(key) for key in expected} != expected:
+        return False
+    for kind in ("text", "csv"):
+        sizes = recorded.get(f"{kind}_sizes", {})
+        if len(sizes) != expected["files"]:
+            return False
+        for name, size in sizes.items():
+            path = root / kind / name
+            if not path.is_file() or path.stat().st_size != size:
+                return False
+    return True
+
+
+def generate(directory: str | os.PathLike[str], total_bytes: int | str, files: int = 200, seed: int = 42) -> dict:
+    """Write the text and CSV data sets (each about `total_bytes`) unless already there.
+
+    Returns the marker's content: parameters, per-file sizes, and `generated` (False
+    when the data was already complete).
+    """
+    total_bytes = parse_size(total_bytes)
+    if files < 1 or total_bytes < files * 1024:
+        raise ValueError(f"need files >= 1 and at least 1 KiB per file, got {total_bytes} bytes in {files} files")
+    root = Path(directory)
+    expected = _expected(total_bytes, files, seed)
+    if _complete(root, expected):
+        recorded = json.loads((root / MARKER).read_text())
+        return {**recorded, "generated": False}
+    started = time.perf_counter()
+    (root / MARKER).unlink(missing_ok=True)
+    for kind in ("text", "csv"):
+        shutil.rmtree(root / kind, ignore_errors=True)
+        (root / kind).mkdir(parents=True)
+    words = _WordTable(vocabulary(np.random.default_rng([seed, 0])))
+    per_file = total_bytes // files
+    text_sizes: dict[str, int] = {}
+    csv_sizes: dict[str, int] = {}
+    for index in range(files):
+        # One generator per file and kind: a file's bytes do not depend on the others.
+        text = words.text(np.random.default_rng([seed, 1, index]), per_file)
+        name = f"part-{index:05d}.txt"
+        (root / "text" / name).write_bytes(text)
+        text_sizes[name] = len(text)
+        rows = CSV_HEADER + csv_rows(np.random.default_rng([seed, 2, index]), per_file - len(CSV_HEADER))
+        name = f"part-{index:05d}.csv"
+        (root / "csv" / name).write_bytes(rows)
+        csv_sizes[name] = len(rows)
+    elapsed = time.perf_counter() - started
+    recorded = {
+        **expected,
+        "text_bytes": sum(text_sizes.values()),
+        "csv_bytes": sum(csv_sizes.values()),
+        "seconds": round(elapsed, 2),
+        "text_sizes": text_sizes,
+        "csv_sizes": csv_sizes,
+    }
+    staging = root / f".{MARKER}.tmp"
+    staging.write_text(json.dumps(recorded, indent=1))
+    os.replace(staging, root / MARKER)
+    return {**recorded, "generated": True}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("directory")
+    parser.add_argument("--size", default="200m", help="bytes of text and of CSV each, e.g. 200m, 1g (default 200m)")
+    parser.add_argument("--files", type=int, default=200, help="files per data set (default 200)")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    result = generate(args.directory, args.size, files=args.files, seed=args.seed)
+    total = result["text_bytes"] + result["csv_bytes"]
+    if result["generated"]:
+        rate = total / 2**20 / max(result["seconds"], 1e-9)
+        print(f"{args.directory}: wrote {total / 2**20:,.0f} MiB in {result['seconds']:.1f} s ({rate:,.0f} MiB/s)")
+    else:
+        print(f"{args.directory}: already complete ({total / 2**20:,.0f} MiB), nothing written")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Restart strategies, by Flink's configuration keys.
+
+A strategy decides, after a task failure, whether the job restarts and after how
+long. Time is passed in (`now`, seconds) so the rules are testable without waiting.
+
+| restart-strategy.type | keys (Flink's)                                                            |
+|-----------------------|---------------------------------------------------------------------------|
+| none                  |                                                                           |
+| fixed-delay           | .fixed-delay.attempts (1), .fixed-delay.delay (1 s)                      |
+| exponential-delay     | .exponential-delay.initial-backoff (1 s), .max-backoff (5 min),           |
+|                       | .backoff-multiplier (2.0), .reset-backoff-threshold (1 h),                |
+|                       | .jitter-factor (0.1), .attempts-before-reset-backoff (unbounded)          |
+| failure-rate          | .failure-rate.max-failures-per-interval (1), .failure-rate-interval       |
+|                       | (1 min), .failure-rate.delay (1 s)                                        |
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Protocol
+
+from flink_runtime.configuration import Configuration, ConfigurationError, parse_duration_ms
+
+PREFIX = "restart-strategy"
+
+
+class RestartStrategy(Protocol):
+    def on_failure(self, now: float) -> float | None:
+        """Record a failure; the delay in seconds before restarting, or None to give up."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+class NoRestart:
+    def on_failure(self, now: float) -> float | None:
+        return None
+
+    def describe(self) -> str:
+        return "restart-strategy.type is none"
+
+
+class FixedDelayRestart:
+    def __init__(self, attempts: int, delay: float) -> None:
+        self.attempts = attempts
+        self.delay = delay
+        self.restarts = 0
+
+    def on_failure(self, now: float) -> float | None:
+        if self.restarts >= self.attempts:
+            return None
+        self.restarts += 1
+        return self.delay
+
+    def describe(self) -> str:
+        return f"fixed-delay restart strategy: {self.restarts} of {self.attempts} attempts used"
+
+
+class ExponentialDelayRestart:
+    def __init__(
+        self,
+        initial_backoff: float,
+        max_backoff: float,
+        multiplier: float,
+        reset_threshold: float,
+        jitter: float,
+        attempts: int | None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.multiplier = multiplier
+        self.reset_threshold = reset_threshold
+        self.jitter = jitter
+        self.attempts = attempts
+        self._rng = rng or random.Random()
+        self._backoff = initial_backoff
+        self._last_failure: float | None = None
+        self._attempts_since_reset = 0
+
+    def on_failure(self, now: float) -> float | None:
+        # A job that ran well for reset_threshold starts over from the initial backoff.
+        if self._last_failure is not None and now - self._last_failure >= self.reset_threshold:
+            self._backoff = self.initial_backoff
+            self._attempts_since_reset = 0
+        elif self._last_failure is not None:
+            self._backoff = min(self._backoff * self.multiplier, self.max_backoff)
+        self._last_failure = now
+        if self.attempts is not None and self._attempts_since_reset >= self.attempts:
+            return None
+        self._attempts_since_reset += 1
+        spread = self._backoff * self.jitter
+        return max(0.0, self._backoff + self._rng.uniform(-spread, spread))
+
+    def describe(self) -> str:
+        return f"exponential-delay restart strategy: {self._attempts_since_reset} attempts since last reset"
+
+
+class FailureRateRestart:
+    def __init__(self, max_failures: int, interval: float, delay: float) -> None:
+        self.max_failures = max_failures
+        self.interval = interval
+        self.delay = delay
+        self._failures: deque[float] = deque()
+
+    def on_failure(self, now: float) -> float | None:
+        self._failures.append(now)
+        while self._failures and now - self._failures[0] > self.interval:
+            self._failures.popleft()
+        if len(self._failures) > self.max_failures:
+            return None
+        return self.delay
+
+    def describe(self) -> str:
+        return f"failure-rate restart strategy: more than {self.max_failures} failures within {self.interval:g} s"
+
+
+def restart_strategy(config: Configuration) -> RestartStrategy:
+    """The strategy a job's configuration asks for; ConfigurationError names a bad key."""
+    kind = str(config.raw(f"{PREFIX}.type") or "none").strip().lower()
+
+    def seconds(key: str, default: str) -> float:
+        return parse_duration_ms(config.raw(f"{PREFIX}.{key}") or default, f"{PREFIX}.{key}") / 1000.0
+
+    def number(key: str, default: float) -> float:
+        value = config.raw(f"{PREFIX}.{key}")
+        try:
+            return float(default if value is None else value)
+        except (TypeError, ValueError):
+            raise ConfigurationError(f"{PREFIX}.{key}: expected a number, got {value!r}") from None
+
+    match kind:
+        case "none" | "off" | "disable":
+            return NoRestart()
+        case "fixed-delay" | "fixeddelay":
+            return FixedDelayRestart(int(number("fixed-delay.attempts", 1)), seconds("fixed-delay.delay", "1 s"))
+        case "exponential-delay" | "exponentialdelay":
+            attempts = config.raw(f"{PREFIX}.exponential-delay.attempts-before-reset-backoff")
+            return ExponentialDelayRestart(
+                initial_backoff=seconds("exponential-delay.initial-backoff", "1 s"),
+                max_backoff=seconds("exponential-delay.max-backoff", "5 min"),
+                multiplier=number("exponential-delay.backoff-multiplier", 2.0),
+                reset_threshold=seconds("exponential-delay.reset-backoff-threshold", "1 h"),
+                jitter=number("exponential-delay.jitter-factor", 0.1),
+                attempts=None if attempts is None else int(attempts),
+            )
+        case "failure-rate" | "failurerate":
+            return FailureRateRestart(
+                int(number("failure-rate.max-failures-per-interval", 1)),
+                seconds("failure-rate.failure-rate-interval", "1 min"),
+                seconds("failure-rate.delay", "1 s"),
+            )
+    raise ConfigurationError(
+        f"restart-strategy.type: unknown strategy {kind!r}; use none, fixed-delay, exponential-delay or failure-rate"
+    )

@@ -1,0 +1,29 @@
+"""User functions for Spark pipeline tests (importable as tests.helpers.transforms:...)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def fail_on_third_split(df):
+    """Fails exactly once, on the third non-empty split any task processes.
+
+    The marker directory (env FLINK_RUNTIME_TEST_MARKERS) counts calls across the
+    processes of one test; the JobManager's plan check calls us on empty input, which
+    does not count.
+    """
+    if df.isEmpty():
+        return df
+    markers = Path(os.environ["FLINK_RUNTIME_TEST_MARKERS"])
+    markers.mkdir(parents=True, exist_ok=True)
+    call = len(list(markers.glob("call-*")))
+    (markers / f"call-{call}-{os.getpid()}-{id(df)}").touch()
+    if call == 2 and not (markers / "failed").exists():
+        (markers / "failed").touch()
+        raise RuntimeError("injected failure on the third split")
+    return df
+
+
+def not_a_dataframe(df):
+    return 42

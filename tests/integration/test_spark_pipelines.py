@@ -1,0 +1,271 @@
+"""Pipelines run as PySpark tasks on the MiniCluster, checked against plain PySpark.
+
+The MiniCluster's TaskManagers and the reference computations share the process's
+one SparkSession (started by the first test that needs it, ~10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F  # noqa: N812
+
+from flink_runtime.client import JobClient, RestClientError
+from flink_runtime.minicluster import MiniCluster
+from flink_runtime.operators.spark.session import acquire_session, release_session
+from flink_runtime.pipeline import Pipeline
+
+pytestmark = pytest.mark.integration
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+@pytest.fixture(scope="module")
+def spark(minicluster: MiniCluster) -> Iterator:
+    session = acquire_session(minicluster.config.to_dict(), default_cores=4)
+    yield session
+    release_session()
+
+
+@pytest.fixture(scope="module")
+def text_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("text")
+    rng = random.Random(7)
+    for index in range(8):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+        (directory / f"part-{index}.txt").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def sales_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("sales")
+    rng = random.Random(11)
+    for index in range(4):
+        rows = ["category,region,amount"] + [
+            f"c{rng.randint(0, 9)},{rng.choice(['north', 'south', 'east'])},{rng.randint(1, 1000) / 10}"
+            for _ in range(500)
+        ]
+        (directory / f"sales-{index}.csv").write_text("\n".join(rows) + "\n")
+    return directory
+
+
+SALES_SCHEMA = "category STRING, region STRING, amount DOUBLE"
+
+
+def run(minicluster: MiniCluster, pipeline: Pipeline, timeout: float = 120) -> str:
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        status = client.wait(job_id, timeout=timeout)
+        assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        return job_id
+
+
+def rows(spark, path: Path, fmt: str = "parquet") -> list[tuple]:
+    return sorted(tuple(row) for row in spark.read.format(fmt).load(str(path)).collect())
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_word_count_matches_plain_pyspark(minicluster, spark, text_dir, tmp_path, parallelism) -> None:
+    out = tmp_path / "counts"
+    pipeline = Pipeline(f"word count p{parallelism}", parallelism=parallelism)
+    (
+        pipeline.read_text(str(text_dir / "*.txt"), split_size="4k")
+        .select("explode(split(value, ' ')) AS word")
+        .filter("word != ''")
+        .key_by("word")
+        .agg("count(*) AS count")
+        .write_parquet(str(out), mode="overwrite")
+    )
+    run(minicluster, pipeline)
+    reference = (
+        spark.read.text(str(text_dir))
+        .selectExpr("explode(split(value, ' ')) AS word")
+        .filter("word != ''")
+        .groupBy("word")
+        .count()
+    )
+    assert rows(spark, out) == sorted(tuple(r) for r in reference.collect())
+    assert (out / "_SUCCESS").exists()
+    assert not (out / "_flink_staging").exists()
+
+
+def test_multi_key_group_by_matches_plain_pyspark(minicluster, spark, sales_dir, tmp_path) -> None:
+    out = tmp_path / "by-category-region"
+    aggregates = [
+        "count(*) AS orders",
+        "sum(amount) AS total",
+        "avg(amount) AS mean",
+        "min(amount) AS low",
+        "max(amount) AS high",
+    ]
+    pipeline = Pipeline("sales", parallelism=3)
+    (
+        pipeline.read_csv(str(sales_dir), schema=SALES_SCHEMA)
+        .key_by("category", "region")
+        .agg(*aggregates)
+        .write_parquet(str(out), mode="overwrite")
+    )
+    run(minicluster, pipeline)
+    reference = spark.read.csv(str(sales_dir), schema=SALES_SCHEMA, header=True).groupBy("category", "region")
+    expected = sorted(tuple(r) for r in reference.agg(*[F.expr(a) for a in aggregates]).collect())
+    actual = rows(spark, out)
+    assert [r[:3] for r in actual] == [r[:3] for r in expected]
+    for got, want in zip(actual, expected, strict=True):
+        assert got[3:] == pytest.approx(want[3:])
+
+
+def test_join_filters_sql_union_and_distinct_match_plain_pyspark(minicluster, spark, sales_dir, tmp_path) -> None:
+    regions = tmp_path / "regions.json"
+    regions.write_text(
+        "\n".join(json.dumps({"region": r, "manager": m}) for r, m in [("north", "ann"), ("south", "bob")]) + "\n"
+    )
+    out = tmp_path / "joined"
+    pipeline = Pipeline("join", parallelism=2)
+    sales = (
+        pipeline.read_csv(str(sales_dir), schema=SALES_SCHEMA)
+        .filter("amount > 20")
+        .with_column("cents", "cast(amount * 100 AS BIGINT)")
+    )
+    managers = pipeline.read_json(str(regions), schema="region STRING, manager STRING")
+    joined = sales.join(managers, on="region", how="left").sql(
+        "SELECT category, region, coalesce(manager, 'none') AS manager FROM input"
+    )
+    extra = pipeline.read_json(str(regions), schema="region STRING, manager STRING").select(
+        "'c-extra' AS category", "region", "manager"
+    )
+    joined.union(extra).distinct().write_json(str(out), mode="overwrite")
+    run(minicluster, pipeline)
+
+    plain_sales = (
+        spark.read.csv(str(sales_dir), schema=SALES_SCHEMA, header=True)
+        .filter("amount > 20")
+        .withColumn("cents", F.expr("cast(amount * 100 AS BIGINT)"))
+    )
+    plain_managers = spark.read.json(str(regions), schema="region STRING, manager STRING")
+    expected = (
+        plain_sales.join(plain_managers, on="region", how="left")
+        .selectExpr("category", "region", "coalesce(manager, 'none') AS manager")
+        .unionByName(plain_managers.selectExpr("'c-extra' AS category", "region", "manager"))
+        .distinct()
+    )
+    actual = spark.read.schema("category STRING, region STRING, manager STRING").json(str(out))
+    assert sorted(tuple(r) for r in actual.collect()) == sorted(tuple(r) for r in expected.collect())
+
+
+def test_a_failed_and_retried_task_leaves_no_duplicates(minicluster, spark, text_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FLINK_RUNTIME_TEST_MARKERS", str(tmp_path / "markers"))
+    out = tmp_path / "lines"
+    pipeline = Pipeline(
+        "retried",
+        parallelism=2,
+        config={"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "100 ms"},
+    )
+    (
+        pipeline.read_text(str(text_dir / "*.txt"), split_size="2k")
+        .transform("tests.helpers.transforms:fail_on_third_split")
+        .write_parquet(str(out), mode="overwrite")
+    )
+    job_id = run(minicluster, pipeline)
+    assert (tmp_path / "markers" / "failed").exists(), "the injected failure did not happen"
+    with JobClient(minicluster.rest_url) as client:
+        history = client.exceptions(job_id)["exceptionHistory"]["entries"]
+    assert any("injected failure" in entry["stacktrace"] for entry in history)
+    assert rows(spark, out) == sorted(tuple(r) for r in spark.read.text(str(text_dir / "*.txt")).collect())
+
+
+def test_empty_input_gives_empty_output(minicluster, spark, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "out"
+    pipeline = Pipeline("empty", parallelism=2)
+    pipeline.read_text(str(empty)).key_by("value").agg("count(*) AS n").write_parquet(str(out), mode="overwrite")
+    run(minicluster, pipeline)
+    assert (out / "_SUCCESS").exists()
+    assert not list(out.glob("*.parquet")) or rows(spark, out) == []
+
+
+def test_sink_modes(minicluster, spark, text_dir, tmp_path) -> None:
+    out = tmp_path / "modes"
+
+    def lines(mode: str) -> Pipeline:
+        pipeline = Pipeline(f"mode {mode}", parallelism=2)
+        pipeline.read_text(str(text_dir / "part-0.txt")).write_parquet(str(out), mode=mode)
+        return pipeline
+
+    run(minicluster, lines("error"))
+    once = len(rows(spark, out))
+    run(minicluster, lines("append"))
+    assert len(rows(spark, out)) == 2 * once
+    run(minicluster, lines("overwrite"))
+    assert len(rows(spark, out)) == once
+    with JobClient(minicluster.rest_url) as client, pytest.raises(RestClientError) as refused:
+        client.submit(lines("error").job_graph())
+    assert refused.value.status_code == 400
+    assert "already exists" in str(refused.value)
+
+
+def _pipeline_with(text_dir: Path, out: Path, build) -> Pipeline:
+    pipeline = Pipeline("bad", parallelism=1)
+    build(pipeline.read_text(str(text_dir / "*.txt"))).write_parquet(str(out), mode="overwrite")
+    return pipeline
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda ds: ds.select("no_such_column"), "no_such_column"),
+        (lambda ds: ds.sql("SELEKT value FROM input"), "SELEKT"),
+        (lambda ds: ds.transform("tests.helpers.nowhere:fn"), "cannot import module 'tests.helpers.nowhere'"),
+        (lambda ds: ds.transform("tests.helpers.transforms:not_a_dataframe"), "not a DataFrame"),
+    ],
+    ids=["unknown column", "invalid SQL", "unimportable function", "function returns no DataFrame"],
+)
+def test_bad_pipelines_are_refused_at_submit(minicluster, spark, text_dir, tmp_path, build, expected) -> None:
+    with JobClient(minicluster.rest_url) as client, pytest.raises(RestClientError) as refused:
+        client.submit(_pipeline_with(text_dir, tmp_path / "out", build).job_graph())
+    assert refused.value.status_code == 400
+    assert expected in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_input_path_is_refused_at_submit(minicluster, spark, tmp_path) -> None:
+    pipeline = Pipeline("missing", parallelism=1)
+    pipeline.read_text(str(tmp_path / "nowhere" / "*.txt")).write_parquet(str(tmp_path / "out"))
+    with JobClient(minicluster.rest_url) as client, pytest.raises(RestClientError) as refused:
+        client.submit(pipeline.job_graph())
+    assert "does not exist" in str(refused.value)
+
+
+def test_runtime_failure_shows_the_spark_message(minicluster, spark, text_dir, tmp_path) -> None:
+    pipeline = Pipeline("boom", parallelism=1)
+    pipeline.read_text(str(text_dir / "part-0.txt")).filter("raise_error('record rejected') IS NULL").write_parquet(
+        str(tmp_path / "out")
+    )
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        assert client.wait(job_id, timeout=60).value == "FAILED"
+        root = client.exceptions(job_id)["root-exception"]
+    assert "record rejected" in root
+    assert "Traceback" in root
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.parquet"))
+
+
+def test_partitions_are_released_when_the_job_ends(minicluster, spark, text_dir, tmp_path) -> None:
+    pipeline = Pipeline("released", parallelism=2)
+    pipeline.read_text(str(text_dir / "*.txt")).key_by("value").agg("count(*) AS n").write_parquet(
+        str(tmp_path / "out")
+    )
+    job_id = run(minicluster, pipeline)
+    data_dir = Path(minicluster.config.raw("io.tmp.dirs"))
+    deadline = time.monotonic() + 5
+    while (data_dir / job_id).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (data_dir / job_id).exists()
+    assert os.path.isdir(data_dir)
