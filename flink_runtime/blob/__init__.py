@@ -1,25 +1,38 @@
-"""Libraries attached to a job (.py, .zip, .whl), shipped to where its code runs."""
+"""Libraries attached to a job (.py, .zip, .whl, .egg), shipped to where its code runs.
+
+As Flink's BlobServer does for jars: the client uploads each local library file to
+the JobManager (`POST /blobs`), which keeps it by content hash (`store`), and the
+JobGraph lists it by key (`blob:<sha256>/<name>`). Before a task resolves its code,
+the TaskManager downloads the job's blobs once into its cache (`GET /blobs/...`) and
+makes them importable (`libraries`); the JobManager does the same from its own store
+before it checks the job's plan.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from flink_runtime.blob.libraries import LibraryError, activate_libraries
+from flink_runtime.blob.store import (
+    KEY_PREFIX,
+    LIBRARY_SUFFIXES,
+    MAX_BLOB_BYTES,
+    BlobKey,
+    BlobStore,
+    InvalidBlob,
+    is_blob_key,
+    name_problem,
+    parse_blob_key,
+)
 
-
-def activate_libraries(
-    libraries: list[str],
-    *,
-    cache_dir: str,
-    blob_server_url: str | None = None,
-    spark: Callable[[], Any] | None = None,
-) -> list[str]:
-    """Make a job's libraries importable in this process; returns their local paths.
-
-    Placeholder until the blob service lands: plain local paths only.
-    """
-    import sys
-
-    for path in libraries:
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    return list(libraries)
+__all__ = [
+    "KEY_PREFIX",
+    "LIBRARY_SUFFIXES",
+    "MAX_BLOB_BYTES",
+    "BlobKey",
+    "BlobStore",
+    "InvalidBlob",
+    "LibraryError",
+    "activate_libraries",
+    "is_blob_key",
+    "name_problem",
+    "parse_blob_key",
+]

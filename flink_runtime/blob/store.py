@@ -12,6 +12,7 @@ never sees half a blob, and two uploads of the same bytes race harmlessly.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -139,12 +140,10 @@ def write_atomically(target: str, data: bytes) -> None:
         os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other local users
         os.replace(temporary, target)
     except BaseException:
-        _remove_quietly(temporary)
+        remove_quietly(temporary)
         raise
 
 
-def _remove_quietly(path: str) -> None:
-    try:
+def remove_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
         os.remove(path)
-    except OSError:
-        pass

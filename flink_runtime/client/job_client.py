@@ -31,6 +31,7 @@ import httpx
 import msgspec
 import tenacity
 
+from flink_runtime.blob.store import MAX_BLOB_BYTES, is_blob_key, name_problem, parse_blob_key
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 
@@ -212,6 +213,14 @@ class JobClient:
         at once (RestClientError 400). `job_id` overrides the graph's job id.
         """
         document = _load_job_graph_document(job_graph)
+        # Local library files go to the JobManager's blob store first; the graph we send
+        # names them by key (the document is a copy: the caller's graph is left alone).
+        library_files = _library_files(document)
+        if library_files:
+            keys = {path: self.upload_library(path) for path in set(library_files.values())}
+            document["libraries"] = [
+                keys[library_files[entry]] if entry in library_files else entry for entry in document["libraries"]
+            ]
         if job_id is not None:
             document["job_id"] = job_id
         # A client-side id makes retrying the POST safe (see the module docstring).
@@ -241,6 +250,26 @@ class JobClient:
         except (ValueError, KeyError, TypeError):
             # Accepted (2xx) but without the usual body: the id is ours anyway.
             return str(document["job_id"])
+
+    def upload_library(self, path: str | os.PathLike[str]) -> str:
+        """POST /blobs: store a .py/.zip/.whl/.egg file on the JobManager; returns its blob key.
+
+        The key (`blob:<sha256>/<name>`) goes in a JobGraph's libraries; uploading the
+        same bytes again answers the same key, so retrying is safe.
+        """
+        file = Path(path)
+        problem = _library_file_problem(str(path), file)
+        if problem:
+            raise ValueError(problem)
+        data = file.read_bytes()
+        answer = self._send(
+            "POST",
+            "/blobs",
+            params={"name": file.name},
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+        ).json()
+        return str(answer["key"])
 
     def status(self, job_id: str) -> JobStatus:
         return JobStatus(self.details(job_id)["state"])
@@ -430,6 +459,47 @@ def _error_messages(response: httpx.Response) -> list[str]:
     if text and not text.lstrip().startswith("<") and len(text) <= 500:
         return [f"HTTP {response.status_code}: {text}"]
     return [f"HTTP {response.status_code} {response.reason_phrase}".strip()]
+
+
+def _library_files(document: dict[str, Any]) -> dict[str, str]:
+    """The graph's library entries that are local files to upload, entry -> path.
+
+    Every other entry must be a blob key; anything else is refused before any request,
+    since the cluster could not find it either.
+    """
+    libraries = document.get("libraries") or []
+    if not isinstance(libraries, list):
+        raise ValueError(f"the JobGraph's libraries must be a list of paths, not {type(libraries).__name__}")
+    files: dict[str, str] = {}
+    for entry in libraries:
+        if not isinstance(entry, str):
+            raise ValueError(f"JobGraph library {entry!r} is not a string (a file path or a blob key)")
+        if is_blob_key(entry):
+            parse_blob_key(entry)  # ValueError says what is wrong with it
+            continue
+        file = Path(entry).expanduser()
+        if not file.is_file():
+            raise ValueError(
+                f"JobGraph library {entry!r} is neither an existing file nor a blob key (blob:<sha256>/<name>); "
+                "list the .py, .zip, .whl or .egg file's path here, where the job is submitted"
+            )
+        problem = _library_file_problem(entry, file)
+        if problem:
+            raise ValueError(problem)
+        files[entry] = str(file.resolve())
+    return files
+
+
+def _library_file_problem(entry: str, file: Path) -> str | None:
+    if not file.is_file():
+        return f"library {entry!r} is not an existing file"
+    problem = name_problem(file.name)
+    if problem:
+        return f"library {entry!r} cannot be uploaded: {problem}; rename the file"
+    size = file.stat().st_size
+    if size > MAX_BLOB_BYTES:
+        return f"library {entry!r} is {size} bytes; the JobManager accepts at most {MAX_BLOB_BYTES} bytes per library"
+    return None
 
 
 def _load_job_graph_document(job_graph: JobGraphSource) -> dict[str, Any]:

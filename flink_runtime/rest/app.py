@@ -7,6 +7,7 @@ cancellations go through the JobManager's mailbox. Every error answers
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +15,12 @@ import msgspec
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import FileResponse, JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
+from flink_runtime.blob import MAX_BLOB_BYTES, BlobStore, InvalidBlob, name_problem, parse_blob_key
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobgraph.validation import InvalidJobGraph
@@ -223,6 +225,51 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
             "next": next_id,
             "state": job.status.value,
         }
+
+    # -- blobs: job libraries, kept by content hash (flink_runtime.blob) ------------------------------
+
+    blob_store = BlobStore(jobmanager.blob_dir)
+
+    @app.post(
+        "/blobs",
+        status_code=201,
+        summary="Upload a job library (.py, .zip, .whl, .egg); answers its blob key",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            }
+        },
+    )
+    async def upload_blob(request: Request, name: str = Query(..., description="The file name.")) -> JSONResponse:
+        problem = name_problem(name)
+        if problem:
+            raise RestError(400, f"Cannot store the library: {problem}.")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BLOB_BYTES:
+            raise RestError(413, f"{name} is {declared} bytes; a library may have at most {MAX_BLOB_BYTES} bytes.")
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BLOB_BYTES:
+                raise RestError(413, f"{name} is larger than the {MAX_BLOB_BYTES} bytes a library may have.")
+        try:
+            # Hashing and writing up to 256 MiB must not stall the JobManager's loop.
+            key = await asyncio.to_thread(blob_store.put, name, bytes(body))
+        except InvalidBlob as exc:
+            raise RestError(400, f"Cannot store the library: {exc}.") from None
+        return JSONResponse({"key": str(key)}, status_code=201, headers={"Location": f"{rest_url}{key.url_path}"})
+
+    @app.get("/blobs/{sha256}/{name}", summary="Download a job library by its blob key")
+    async def download_blob(sha256: str, name: str) -> FileResponse:
+        try:
+            key = parse_blob_key(f"blob:{sha256}/{name}")
+        except ValueError:
+            key = None
+        path = blob_store.get(key) if key is not None else None
+        if path is None:
+            raise RestError(404, f"No library blob:{sha256}/{name} on this JobManager; upload it with POST /blobs.")
+        return FileResponse(path, media_type="application/octet-stream", filename=name)
 
     # -- OpenAPI: publish the JobGraph schema as a component ---------------------------------------
 

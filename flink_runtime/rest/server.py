@@ -66,6 +66,9 @@ class RestServer:
             if self._task.done():
                 self._task.result()  # raises the startup error
             await asyncio.sleep(0.01)
+        # TaskManagers learn where to download job libraries from (GET /blobs/...) in the
+        # JobManager's registration answer.
+        self.jobmanager.rest_url = self.url
 
     async def stop(self) -> None:
         if self._server is not None and self._task is not None:

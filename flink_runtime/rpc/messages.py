@@ -54,11 +54,15 @@ class RegisterTaskManager(Message):
 class AcknowledgeRegistration(Message):
     registration_id: str
     jobmanager_id: str
+    # The JobManager's REST API, where TaskManagers download job libraries (GET /blobs/...).
+    rest_url: str = ""
 
 
 class AlreadyRegistered(Message):
     registration_id: str
     jobmanager_id: str
+    # The JobManager's REST API, where TaskManagers download job libraries (GET /blobs/...).
+    rest_url: str = ""
 
 
 class RefuseRegistration(Message):

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
+import tempfile
 import threading
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
+from flink_runtime.blob import activate_libraries
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.filesystem import filesystem_for
+from flink_runtime.io.filesystem import filesystem_for, is_local
 from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, commit_partition_dir, partition_dirs
 from flink_runtime.taskmanager.invokable import (
     AbstractInvokable,
@@ -48,6 +52,8 @@ class Task:
         request_split: Callable[[], InputSplit | None],
         notify_partition_ready: Callable[[str, str], None],
         spark: Callable[[], Any] = lambda: None,
+        blob_server_url: str = "",
+        blob_cache_dir: str | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -57,6 +63,9 @@ class Task:
         self._request_split = request_split
         self._notify_partition_ready = notify_partition_ready
         self._spark = spark
+        # Job libraries: downloaded from the JobManager's REST API into a local cache.
+        self._blob_server_url = blob_server_url
+        self._blob_cache_dir = blob_cache_dir or blob_cache_dir_for(data_dir)
         self.cancelled = threading.Event()
         # interrupt() may only strike while user code runs, never while the task
         # reports its final state (that report would be lost).
@@ -107,6 +116,13 @@ class Task:
         writers: list[ResultPartitionWriter] = []
         try:
             self._transition(ExecutionState.INITIALIZING)
+            # The job's libraries first: the invokable (or its transform functions) may live there.
+            activate_libraries(
+                descriptor.libraries,
+                cache_dir=self._blob_cache_dir,
+                blob_server_url=self._blob_server_url or None,
+                spark=self._spark if descriptor.libraries else None,
+            )
             invokable_class = resolve_invokable(descriptor.invokable)
             own_partitions = invokable_class.writes_own_partitions
             writers = (
@@ -190,6 +206,15 @@ class Task:
             self.data_dir, self.job_id, partition.result_id, partition.partition_number, self.execution_id
         )
         return commit_partition_dir(staging, final)
+
+
+def blob_cache_dir_for(data_dir: str) -> str:
+    """Where a TaskManager keeps downloaded job libraries: <data dir>/blobs, on local disk
+    (Python imports only local files, so a remote data dir gets a local temp dir)."""
+    if is_local(data_dir):
+        local = urlparse(data_dir).path if data_dir.startswith("file:") else data_dir
+        return os.path.join(local, "blobs")
+    return os.path.join(tempfile.gettempdir(), "flink-runtime-blob-cache")
 
 
 def _describe_failure(task_name: str, exc: BaseException) -> str:

@@ -86,6 +86,8 @@ class TaskExecutor(RpcEndpoint):
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
         self.tasks: dict[str, Task] = {}
         self.jobmanager_id: str | None = None
+        # The JobManager's REST URL (from its registration answer): where job libraries come from.
+        self.jobmanager_rest_url = ""
         self.last_jobmanager_heartbeat = 0.0
         self.registered = asyncio.Event()
         self._registration: asyncio.Task[None] | None = None
@@ -160,6 +162,7 @@ class TaskExecutor(RpcEndpoint):
 
     def _on_registered(self, answer: AcknowledgeRegistration | AlreadyRegistered) -> None:
         self.jobmanager_id = answer.jobmanager_id
+        self.jobmanager_rest_url = answer.rest_url or self._configured_rest_url()
         self.last_jobmanager_heartbeat = time.monotonic()
         self.registered.set()
         log.info(
@@ -168,6 +171,15 @@ class TaskExecutor(RpcEndpoint):
             answer.jobmanager_id,
             type(answer).__name__,
         )
+
+    def _configured_rest_url(self) -> str:
+        """For a JobManager that answered without its REST URL (it registered us before its
+        REST API was up): rest.address if set, else the JobManager's host, at rest.port."""
+        port = self.config.get(cfg.REST_PORT)
+        if not port:
+            return ""
+        host = self.config.get(cfg.REST_ADDRESS) if cfg.REST_ADDRESS.key in self.config else None
+        return f"http://{host or self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{port}"
 
     def _check_jobmanager(self) -> None:
         if self.jobmanager_id is None:
@@ -213,6 +225,7 @@ class TaskExecutor(RpcEndpoint):
             request_split=self._split_requester(descriptor.job_id, descriptor.execution_id),
             notify_partition_ready=self._partition_notifier(descriptor.job_id),
             spark=self.spark,
+            blob_server_url=self.jobmanager_rest_url,
         )
         self.tasks[task.execution_id] = task
         task.start()

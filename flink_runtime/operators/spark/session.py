@@ -105,10 +105,25 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         log.info("Connecting to Spark Connect at %s", remote)
     else:
         properties.setdefault("spark.master", f"local[{max(1, default_cores)}]")
+        properties.setdefault("spark.scheduler.allocation.file", _slot_pools_file(max(default_cores, 16)))
         for key, value in properties.items():
             builder = builder.config(key, value)
         log.info("Starting SparkSession on %s", properties["spark.master"])
     return builder.getOrCreate()
+
+
+def _slot_pools_file(slots: int) -> str:
+    """A fair-scheduler file declaring one pool per slot (slot-0, slot-1, ...): equal
+    weight, FIFO inside, so each slot's task gets a fair share of the executors."""
+    pools = "".join(
+        f'  <pool name="slot-{index}"><schedulingMode>FIFO</schedulingMode><weight>1</weight>'
+        f"<minShare>0</minShare></pool>\n"
+        for index in range(slots)
+    )
+    path = os.path.join(tempfile.gettempdir(), f"flink-runtime-fairscheduler-{slots}.xml")
+    with open(path, "w") as file:
+        file.write(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
+    return path
 
 
 class TaskScope:
