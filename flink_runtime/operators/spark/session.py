@@ -98,10 +98,10 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
     remote = properties.pop("spark.remote", None)
     builder = SparkSession.builder
     if remote:
-        # A Connect client takes no JVM settings; the server owns them.
         builder = builder.remote(remote)
-        for key in ("spark.app.name",):
-            builder = builder.config(key, properties[key])
+        # A remote server owns its settings; an in-process one ("local[N]") takes ours.
+        for key, value in properties.items() if remote.startswith("local") else []:
+            builder = builder.config(key, value)
         log.info("Connecting to Spark Connect at %s", remote)
     else:
         properties.setdefault("spark.master", f"local[{max(1, default_cores)}]")
