@@ -99,6 +99,9 @@ class JobManager(RpcEndpoint):
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
         self._spark_lock = threading.Lock()
         self._spark_session: Any = None
+        # The REST API's URL (set by RestServer once it serves); TaskManagers download
+        # job libraries from it.
+        self.rest_url = ""
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )
@@ -139,7 +142,9 @@ class JobManager(RpcEndpoint):
         known = self.task_managers.get(message.task_manager_id)
         if known is not None and known.address == message.address:
             known.last_heartbeat = time.monotonic()
-            return AlreadyRegistered(registration_id=known.registration_id, jobmanager_id=self.jobmanager_id)
+            return AlreadyRegistered(
+                registration_id=known.registration_id, jobmanager_id=self.jobmanager_id, rest_url=self.rest_url
+            )
         if known is not None:
             # Same id at a new address: the old process is gone.
             self._remove_task_manager(known.task_manager_id, "TaskManager restarted at a new address")
@@ -160,7 +165,9 @@ class JobManager(RpcEndpoint):
         )
         for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
             self._slot_allocated(request_id, slot)
-        return AcknowledgeRegistration(registration_id=registration.registration_id, jobmanager_id=self.jobmanager_id)
+        return AcknowledgeRegistration(
+            registration_id=registration.registration_id, jobmanager_id=self.jobmanager_id, rest_url=self.rest_url
+        )
 
     @handles(DisconnectTaskManager)
     def on_disconnect_task_manager(self, message: DisconnectTaskManager) -> Acknowledge:
@@ -286,10 +293,15 @@ class JobManager(RpcEndpoint):
 
     def decode(self, body: bytes) -> JobGraph:
         """Decode and validate a JobGraph document; InvalidJobGraph lists every problem."""
-        return decode_job_graph(body, invokable_exists=invokable_exists, builtin_invokables=BUILTIN_INVOKABLES)
+        job_graph = decode_job_graph(body)
+        self.validate(job_graph)
+        return job_graph
 
     def validate(self, job_graph: JobGraph) -> None:
-        validate_job_graph(job_graph, invokable_exists=invokable_exists, builtin_invokables=BUILTIN_INVOKABLES)
+        # Invokable classes shipped in the job's libraries cannot be imported before the
+        # libraries are activated (at job start, where a bad one still fails the submission).
+        exists = invokable_exists if not job_graph.libraries else _builtin_or_class_path
+        validate_job_graph(job_graph, invokable_exists=exists, builtin_invokables=BUILTIN_INVOKABLES)
 
     @handles(SubmitJob)
     def on_submit_job(self, message: SubmitJob) -> Any:
@@ -365,3 +377,7 @@ class JobManager(RpcEndpoint):
             "flink-version": __version__,
             "flink-commit": "",
         }
+
+
+def _builtin_or_class_path(name: str) -> bool:
+    return name in BUILTIN_INVOKABLES or ":" in name

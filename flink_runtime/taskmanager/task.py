@@ -53,7 +53,6 @@ class Task:
         notify_partition_ready: Callable[[str, str], None],
         spark: Callable[[], Any] = lambda: None,
         blob_server_url: str = "",
-        blob_cache_dir: str | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -65,7 +64,7 @@ class Task:
         self._spark = spark
         # Job libraries: downloaded from the JobManager's REST API into a local cache.
         self._blob_server_url = blob_server_url
-        self._blob_cache_dir = blob_cache_dir or blob_cache_dir_for(data_dir)
+        self._blob_cache_dir = blob_cache_dir_for(data_dir)
         self.cancelled = threading.Event()
         # interrupt() may only strike while user code runs, never while the task
         # reports its final state (that report would be lost).
