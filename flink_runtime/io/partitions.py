@@ -30,6 +30,27 @@ def job_data_dir(data_dir: str | os.PathLike[str], job_id: str) -> Path:
     return Path(data_dir) / job_id
 
 
+def partition_dir(data_dir: str | os.PathLike[str], job_id: str, result_id: str, partition_number: int) -> str:
+    """Where one partition lives. Invokables that write their own partitions (Spark)
+    commit chunks inside it (`split-<n>` per input split, `whole` otherwise), so a
+    restarted subtask keeps the chunks its earlier attempts committed."""
+    return filesystem.join(str(data_dir), job_id, result_id, str(partition_number))
+
+
+def chunk_dirs(partition: str, chunk: str, attempt_id: str) -> tuple[str, str]:
+    """(in-progress, committed) directory of one chunk written by one attempt."""
+    return filesystem.join(partition, f".{chunk}.inprogress-{attempt_id}"), filesystem.join(partition, chunk)
+
+
+def abort_chunks(partition: str, attempt_id: str) -> None:
+    """Remove what one attempt left in progress; committed chunks stay."""
+    fs = filesystem.filesystem_for(partition)
+    if not fs.exists(partition):
+        return
+    for status in fs.glob(filesystem.join(partition, f".*.inprogress-{attempt_id}")):
+        fs.delete(status.path)
+
+
 def partition_dirs(
     data_dir: str | os.PathLike[str], job_id: str, result_id: str, partition_number: int, attempt_id: str
 ) -> tuple[str, str]:

@@ -348,7 +348,11 @@ class JobManager(RpcEndpoint):
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit:
         job = self.jobs.get(message.job_id)
-        split = job.request_next_input_split(message.execution_id, message.host) if job is not None else None
+        split = (
+            job.request_next_input_split(message.execution_id, message.host, message.completed_split)
+            if job is not None
+            else None
+        )
         return NextInputSplit(split=split)
 
     @handles(ScheduleOrUpdateConsumers)

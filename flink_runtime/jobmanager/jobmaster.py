@@ -24,7 +24,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.blob import activate_libraries
@@ -50,7 +50,7 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
-from flink_runtime.scheduler.restart import restart_strategy
+from flink_runtime.scheduler.restart import failover_strategy, restart_strategy
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
 from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
@@ -86,6 +86,12 @@ class JobMasterGateway(Protocol):
     ) -> None: ...
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
+
+
+@dataclass
+class SplitProgress:
+    completed: set[int] = field(default_factory=set)
+    assignments: int = 0
 
 
 @dataclass
@@ -139,7 +145,12 @@ class JobMaster:
         self._invalid_reason: str | None = None
         self._finalizing = False
         self._restart_strategy = restart_strategy(self.config)
+        self._failover_strategy = failover_strategy(self.config)
         self._restart_delay = 0.0
+        # Per source vertex: which splits are completed (their output committed) and how
+        # often splits were handed out; a split completed is never handed out again.
+        self.split_progress: dict[str, SplitProgress] = {}
+        self._inflight_splits: dict[str, InputSplit] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -200,6 +211,13 @@ class JobMaster:
         self._finish()
 
     @property
+    def prepared_splits(self) -> dict[str, int]:
+        """How many input splits each source vertex was prepared with."""
+        return {
+            vertex_id: len(p.splits) for vertex_id, p in self._prepared.items() if vertex_id in self._split_assigners
+        }
+
+    @property
     def _master_context(self) -> MasterContext:
         return MasterContext(job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark)
 
@@ -258,19 +276,38 @@ class JobMaster:
         self._complete_if_all_stopped()
         return None
 
-    def _handle_task_failure(self) -> None:
-        """A subtask failed: restart the whole job if the restart strategy allows, else fail it."""
+    def _handle_task_failure(self, execution: Execution) -> None:
+        """A subtask failed: restart its region, or the whole job, if the restart strategy
+        allows; fail the job otherwise.
+
+        With blocking exchanges every subtask is a failover region of its own: its inputs
+        are committed partitions, and nothing consumes its output before it finishes.
+        So region failover restarts just the failed subtask; a source subtask's new
+        attempt continues with the splits no attempt has completed.
+        """
         if self.status not in (JobStatus.CREATED, JobStatus.RUNNING):
             self._complete_if_all_stopped()  # already failing, cancelling or restarting
             return
         delay = self._restart_strategy.on_failure(time.monotonic())
         if delay is None:
             self._transition(JobStatus.FAILING)
+        elif self._failover_strategy == "region":
+            log.info("Restarting %s (region failover) in %.3g s.", execution.vertex.task_name_with_subtask, delay)
+            self.gateway.schedule_once(delay, self._restart_region, execution)
+            return
         else:
             self._restart_delay = delay
             self._transition(JobStatus.RESTARTING)
         self._cancel_all_executions()
         self._complete_if_all_stopped()
+
+    def _restart_region(self, failed: Execution) -> None:
+        vertex = failed.vertex
+        if self.status is not JobStatus.RUNNING or vertex.current_execution is not failed:
+            return  # the job moved on (cancelled, failed, fully restarted) meanwhile
+        vertex.reset_for_new_execution()
+        self._active_executions += 1
+        self._schedule(vertex)
 
     def _restart(self) -> None:
         """Every execution stopped and the delay passed: run the job again from its sources.
@@ -287,10 +324,18 @@ class JobMaster:
         self._active_executions = self.graph.total_subtasks
         self._finished_executions = 0
         self._partition_locations.clear()
+        # Completed splits' chunks stay committed: the new attempts skip them.
         self._split_assigners = {
-            vertex_id: LocatableInputSplitAssigner(self._prepared[vertex_id].splits)
+            vertex_id: LocatableInputSplitAssigner(
+                [
+                    split
+                    for split in self._prepared[vertex_id].splits
+                    if split.split_number not in self.split_progress.get(vertex_id, SplitProgress()).completed
+                ]
+            )
             for vertex_id in self._split_assigners
         }
+        self._inflight_splits.clear()
         self._declare_slot_usage()
         self._transition(JobStatus.RUNNING)
         for ejv in self.graph.source_vertices():
@@ -530,14 +575,30 @@ class JobMaster:
             return False
         return self._set_execution_state(execution, state, error)
 
-    def request_next_input_split(self, execution_id: str, host: str | None) -> InputSplit | None:
+    def request_next_input_split(
+        self, execution_id: str, host: str | None, completed_split: int | None = None
+    ) -> InputSplit | None:
         execution = self.graph.execution(execution_id) if self.graph is not None else None
         if execution is None or execution.is_terminal or self.status is not JobStatus.RUNNING:
             return None
+        vertex_id = execution.vertex.job_vertex.id
+        progress = self.split_progress.setdefault(vertex_id, SplitProgress())
+        if completed_split is not None:
+            progress.completed.add(completed_split)
+            self._inflight_splits.pop(execution_id, None)
+        assigner = self._split_assigners.get(vertex_id)
+        split = assigner.get_next_input_split(host, execution.vertex.subtask_index) if assigner else None
+        if split is not None:
+            progress.assignments += 1
+            self._inflight_splits[execution_id] = split
+        return split
+
+    def _return_inflight_split(self, execution: Execution) -> None:
+        """A source attempt stopped before completing its split: hand the split out again."""
+        split = self._inflight_splits.pop(execution.attempt_id, None)
         assigner = self._split_assigners.get(execution.vertex.job_vertex.id)
-        if assigner is None:
-            return None
-        return assigner.get_next_input_split(host, execution.vertex.subtask_index)
+        if split is not None and assigner is not None:
+            assigner.return_input_splits([split], execution.vertex.subtask_index)
 
     def schedule_or_update_consumers(self, partition_id: str, location: str) -> str | None:
         """A producer committed a partition; deploy consumers whose inputs are now complete."""
@@ -577,9 +638,11 @@ class JobMaster:
             self._release_slot_of(execution)
             if state is _E.FINISHED:
                 self._finished_executions += 1
-            elif state is _E.FAILED:
+            else:
+                self._return_inflight_split(execution)
+            if state is _E.FAILED:
                 self._record_failure(execution, error or "unknown failure")
-                self._handle_task_failure()
+                self._handle_task_failure(execution)
             self._complete_if_all_stopped()
         return True
 

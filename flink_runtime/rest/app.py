@@ -180,7 +180,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
         if ejv is None:
             raise RestError(404, f"Job {job_id} has no vertex {vertex_id!r}.")
-        return views.vertex_subtasks(jobmanager, ejv)
+        return views.vertex_subtasks(jobmanager, job, ejv)
 
     @app.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
     }
 
 
-def vertex_subtasks(jobmanager: JobManager, ejv: ExecutionJobVertex) -> dict[str, Any]:
+def vertex_subtasks(jobmanager: JobManager, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
     """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
     subtasks = []
     for vertex in ejv.task_vertices:
@@ -111,6 +111,22 @@ def vertex_subtasks(jobmanager: JobManager, ejv: ExecutionJobVertex) -> dict[str
         "maxParallelism": ejv.max_parallelism,
         "now": _ms(time.time()),
         "subtasks": subtasks,
+        **_split_progress(job, ejv.id),
+    }
+
+
+def _split_progress(job: JobMaster, vertex_id: str) -> dict[str, Any]:
+    """For source vertices: how many splits exist, are completed, and were handed out
+    (more hand-outs than splits means splits were redone after failures)."""
+    if vertex_id not in job.prepared_splits:
+        return {}
+    progress = job.split_progress.get(vertex_id)
+    return {
+        "input-splits": {
+            "total": job.prepared_splits[vertex_id],
+            "completed": len(progress.completed) if progress else 0,
+            "assignments": progress.assignments if progress else 0,
+        }
     }
 
 

@@ -201,6 +201,9 @@ class RequestNextInputSplit(Message):
     job_id: str
     execution_id: str
     host: str | None = None
+    # The split this subtask asked for last, now completed: its output is committed
+    # (chunks in the result partitions, sink staging), so it is never handed out again.
+    completed_split: int | None = None
 
 
 class NextInputSplit(Message):

@@ -154,3 +154,14 @@ def restart_strategy(config: Configuration) -> RestartStrategy:
     raise ConfigurationError(
         f"restart-strategy.type: unknown strategy {kind!r}; use none, fixed-delay, exponential-delay or failure-rate"
     )
+
+
+FAILOVER_STRATEGY_KEY = "jobmanager.execution.failover-strategy"
+
+
+def failover_strategy(config: Configuration) -> str:
+    """`region` (default, as Flink: restart only the failed subtask's region) or `full`."""
+    value = str(config.raw(FAILOVER_STRATEGY_KEY) or "region").strip().lower()
+    if value not in ("region", "full"):
+        raise ConfigurationError(f"{FAILOVER_STRATEGY_KEY}: expected region or full, got {value!r}")
+    return value

@@ -60,8 +60,9 @@ class Environment:
     job_config: dict[str, Any]
     outputs: list[ResultPartitionWriter] = field(default_factory=list)
     inputs: list[InputGate] = field(default_factory=list)
-    # Blocks the task thread until the JobManager answers RequestNextInputSplit.
-    next_input_split: Callable[[], InputSplit | None] = lambda: None
+    # Blocks the task thread until the JobManager answers RequestNextInputSplit; the
+    # argument reports the previous split as completed (its output committed).
+    next_input_split: Callable[[int | None], InputSplit | None] = lambda completed=None: None
     cancelled: threading.Event = field(default_factory=threading.Event)
     execution_id: str = ""
     slot_index: int = 0
@@ -72,13 +73,20 @@ class Environment:
     # The TaskManager's SparkSession, started on first call.
     spark: Callable[[], Any] = lambda: None
 
-    def input_splits(self) -> Iterator[InputSplit]:
-        """Pull splits one at a time until none is left (or the task is cancelled)."""
+    def input_splits(self, commits_per_split: bool = False) -> Iterator[InputSplit]:
+        """Pull splits one at a time until none is left (or the task is cancelled).
+
+        With `commits_per_split`, the caller has committed a split's output by the time
+        it asks for the next one, and the JobManager is told so: a restarted subtask
+        then never redoes that split.
+        """
+        completed: int | None = None
         while not self.cancelled.is_set():
-            split = self.next_input_split()
+            split = self.next_input_split(completed)
             if split is None:
                 return
             yield split
+            completed = split.split_number if commits_per_split else None
 
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():

@@ -25,8 +25,8 @@ from urllib.parse import urlparse
 
 from flink_runtime.blob import activate_libraries
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.filesystem import filesystem_for, is_local
-from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, commit_partition_dir, partition_dirs
+from flink_runtime.io.filesystem import is_local
+from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.taskmanager.invokable import (
     AbstractInvokable,
     Environment,
@@ -174,7 +174,8 @@ class Task:
                 self._set_interruptible(False)
             environment.check_cancelled()
             if own_partitions:
-                locations = [self._commit_own_partition(partition) for partition in descriptor.produced_partitions]
+                # The invokable committed its chunks; the partition is the directory of them.
+                locations = [self._partition_dir(partition) for partition in descriptor.produced_partitions]
             else:
                 locations = [writer.commit() for writer in writers]
             for partition, location in zip(descriptor.produced_partitions, locations, strict=True):
@@ -192,19 +193,13 @@ class Task:
 
     def _abort_own_partitions(self) -> None:
         for partition in self.descriptor.produced_partitions:
-            staging, _ = partition_dirs(
-                self.data_dir, self.job_id, partition.result_id, partition.partition_number, self.execution_id
-            )
             try:
-                filesystem_for(staging).delete(staging)
+                abort_chunks(self._partition_dir(partition), self.execution_id)
             except OSError:
-                log.warning("could not remove %s", staging, exc_info=True)
+                log.warning("could not clean up %s", self._partition_dir(partition), exc_info=True)
 
-    def _commit_own_partition(self, partition: ResultPartitionDeploymentDescriptor) -> str:
-        staging, final = partition_dirs(
-            self.data_dir, self.job_id, partition.result_id, partition.partition_number, self.execution_id
-        )
-        return commit_partition_dir(staging, final)
+    def _partition_dir(self, partition: ResultPartitionDeploymentDescriptor) -> str:
+        return partition_dir(self.data_dir, self.job_id, partition.result_id, partition.partition_number)
 
 
 def blob_cache_dir_for(data_dir: str) -> str:

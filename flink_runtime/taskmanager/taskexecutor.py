@@ -288,9 +288,11 @@ class TaskExecutor(RpcEndpoint):
 
     def _split_requester(self, job_id: str, execution_id: str):
         loop = asyncio.get_running_loop()
-        request = RequestNextInputSplit(job_id=job_id, execution_id=execution_id, host=self.host)
 
-        def next_split() -> InputSplit | None:
+        def next_split(completed_split: int | None = None) -> InputSplit | None:
+            request = RequestNextInputSplit(
+                job_id=job_id, execution_id=execution_id, host=self.host, completed_split=completed_split
+            )
             future = asyncio.run_coroutine_threadsafe(
                 self.rpc.ask(self.jobmanager_address, request, self.ask_timeout), loop
             )

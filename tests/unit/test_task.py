@@ -78,7 +78,7 @@ class Harness:
         if state.is_terminal:
             self.terminal.set()
 
-    def request_split(self) -> InputSplit | None:
+    def request_split(self, completed_split: int | None = None) -> InputSplit | None:
         with self._lock:
             self.split_requests += 1
             split = self._splits.pop(0) if self._splits else None
@@ -298,7 +298,7 @@ def test_failure_while_producing_commits_nothing(tmp_path: Path) -> None:
     tdd = descriptor("number-source", produced_partitions=[hash_partition("p", "r", 2)])
     harness = Harness(tmp_path, tdd, [InputSplit(split_number=0, payload=[0, 5])])
 
-    def broken_request() -> InputSplit | None:
+    def broken_request(completed_split: int | None = None) -> InputSplit | None:
         if harness.split_requests:
             raise ConnectionError("JobManager unreachable")
         return harness.request_split()

@@ -5,12 +5,13 @@ directory (`__sub=<i>`, or `__sub=all` for broadcast), written with Spark's
 partitionBy so a producer never shuffles to split its output. The partition
 directory is committed by rename like every other partition.
 
-Sinks commit in two phases. Each attempt writes under
-`<path>/_flink_staging/<job id>/attempt-<execution id>`; a subtask that finishes
-renames its attempt directory to `subtask-<i>` (one per subtask, the last finished
-attempt wins); when the whole job has finished the JobManager moves the committed
-files into `<path>` and writes `_SUCCESS`. A failed or restarted attempt's files are
-never published, and a failed job publishes nothing.
+Sinks commit in two phases. Each attempt writes a chunk (one per input split for a
+source subtask, one per subtask otherwise) under
+`<path>/_flink_staging/<job id>/.<chunk>.inprogress-<execution id>` and renames it to
+`<chunk>` once written (a rerun of the same chunk replaces it); when the whole job has
+finished the JobManager moves the committed files into `<path>` and writes
+`_SUCCESS`. A failed attempt's files in progress are never published, and a failed
+job publishes nothing.
 """
 
 from __future__ import annotations
@@ -151,13 +152,17 @@ def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescripto
 
 
 def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> DataFrame:
-    """The subpartition this consumer reads from every partition of one input."""
+    """The subpartition this consumer reads from every committed chunk of every partition of one input."""
     sub = BROADCAST_SUBPARTITION if gate.partitioner is Partitioner.BROADCAST else str(gate.consumed_subpartition_index)
     directories = []
     for location in gate.partition_locations:
-        directory = filesystem.join(location, f"{SUBPARTITION_COLUMN}={sub}")
-        if filesystem.filesystem_for(directory).exists(directory):
-            directories.append(directory)
+        fs = filesystem.filesystem_for(location)
+        for chunk in fs.glob(filesystem.join(location, "*")) if fs.exists(location) else []:
+            if chunk.path.rstrip("/").rsplit("/", 1)[-1].startswith("."):
+                continue  # in progress, never read
+            directory = filesystem.join(chunk.path, f"{SUBPARTITION_COLUMN}={sub}")
+            if fs.exists(directory):
+                directories.append(directory)
     if not directories:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*directories)
@@ -180,22 +185,9 @@ def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
     return filesystem.join(sink["path"], STAGING_DIR, job_id)
 
 
-def write_sink_attempt(df: DataFrame, sink: dict[str, Any], job_id: str, execution_id: str) -> None:
-    target = filesystem.join(sink_staging_root(sink, job_id), f"attempt-{execution_id}")
-    df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(target)
-
-
-def commit_sink_attempt(sink: dict[str, Any], job_id: str, execution_id: str, subtask_index: int) -> None:
-    """Phase one: this subtask's output is the attempt's (written even when empty)."""
-    root = sink_staging_root(sink, job_id)
-    attempt = filesystem.join(root, f"attempt-{execution_id}")
-    committed = filesystem.join(root, f"subtask-{subtask_index}")
-    fs = filesystem.filesystem_for(root)
-    if not fs.exists(attempt):
-        fs.makedirs(attempt)
-    if fs.exists(committed):
-        fs.delete(committed)
-    fs.rename(attempt, committed)
+def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> None:
+    """Phase one, part one: a chunk's output in its in-progress directory (then renamed)."""
+    df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(directory)
 
 
 def check_sink_target(sink: dict[str, Any]) -> None:
@@ -209,7 +201,7 @@ def check_sink_target(sink: dict[str, Any]) -> None:
         )
 
 
-def publish_sink(sink: dict[str, Any], job_id: str, parallelism: int) -> int:
+def publish_sink(sink: dict[str, Any], job_id: str) -> int:
     """Phase two, on the JobManager once the job finished: move committed files into place.
 
     Returns the number of files published.
@@ -222,13 +214,13 @@ def publish_sink(sink: dict[str, Any], job_id: str, parallelism: int) -> int:
         for entry in _visible_entries(path):
             fs.delete(entry)
     published = 0
-    for subtask in range(parallelism):
-        committed = filesystem.join(root, f"subtask-{subtask}")
-        if not fs.exists(committed):
-            raise OSError(f"sink output of subtask {subtask} is missing from {committed}")
-        for status in fs.list_files(committed):
+    # Committed chunks only: `split-<n>` of source subtasks, `subtask-<i>` of the others;
+    # in-progress ones (dot names) of failed attempts are skipped and deleted below.
+    for chunk in _visible_entries(root):
+        chunk_name = chunk.rstrip("/").rsplit("/", 1)[-1]
+        for status in fs.list_files(chunk):
             name = status.path.rstrip("/").rsplit("/", 1)[-1]
-            fs.rename(status.path, filesystem.join(path, f"subtask-{subtask}-{name}"))
+            fs.rename(status.path, filesystem.join(path, f"{chunk_name}-{name}"))
             published += 1
     discard_sink_staging(sink, job_id)
     fs.write_text(filesystem.join(path, "_SUCCESS"), "")

@@ -12,7 +12,9 @@ unknown column or invalid SQL refuses the job at submit; the resolved schemas tr
 to the tasks in the vertex config. In the TaskManager, a source subtask pulls splits
 one at a time and runs the chain on each; any other subtask reads its subpartition of
 every input. The result goes to the vertex's result partitions (Parquet) and/or its
-sink's staging directory.
+sink's staging directory, as chunks committed by rename: one per split for a source
+subtask (so a restarted subtask keeps what its failed attempt finished), one per
+subtask otherwise. A failed attempt's chunks in progress are removed by the Task.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.executiongraph.states import JobStatus
-from flink_runtime.io.partitions import partition_dirs
+from flink_runtime.io.partitions import chunk_dirs, commit_partition_dir, partition_dir
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
 from flink_runtime.operators.spark.session import TaskScope
@@ -69,7 +71,7 @@ class SparkTask(AbstractInvokable):
         if sink is None:
             return
         if status is JobStatus.FINISHED:
-            published = io.publish_sink(sink, context.job_id, vertex.parallelism)
+            published = io.publish_sink(sink, context.job_id)
             log.info("Published %d files of %s to %s", published, vertex.name, sink["path"])
         else:
             io.discard_sink_staging(sink, context.job_id)
@@ -85,10 +87,12 @@ class SparkTask(AbstractInvokable):
         self._scope = TaskScope(spark, tag=env.execution_id.replace(",", "_"), pool=f"slot-{env.slot_index}")
         with self._scope:
             if "source" in config:
+                # Each split's output is committed on its own (a chunk), before the next
+                # split is asked for: a restarted subtask never redoes a committed split.
                 schema = io.schema_from_json(resolved["source_schema"])
-                for split in env.input_splits():
+                for split in env.input_splits(commits_per_split=True):
                     df = io.read_source(spark, config["source"], split.payload["files"], schema)
-                    self._emit(apply_operators(spark, df, operators))
+                    self._emit(apply_operators(spark, df, operators), f"split-{split.split_number}")
                     env.check_cancelled()
             else:
                 inputs = [
@@ -96,20 +100,27 @@ class SparkTask(AbstractInvokable):
                     for gate, schema in zip(env.input_gates, resolved["input_schemas"], strict=True)
                 ]
                 df, rest = combine_inputs(inputs, operators)
-                self._emit(apply_operators(spark, df, rest))
-            env.check_cancelled()
-            if "sink" in config:
-                io.commit_sink_attempt(config["sink"], env.job_id, env.execution_id, env.subtask_index)
+                self._emit(apply_operators(spark, df, rest), f"subtask-{env.subtask_index}")
 
-    def _emit(self, df: DataFrame) -> None:
+    def _emit(self, df: DataFrame, chunk: str) -> None:
+        """Write one chunk to every output and commit it (rename into place)."""
         env = self.environment
-        for partition in env.produced_partitions:
-            staging, _ = partition_dirs(
-                env.data_dir, env.job_id, partition.result_id, partition.partition_number, env.execution_id
-            )
-            io.write_partition(df, partition, staging)
-        if "sink" in env.config:
-            io.write_sink_attempt(df, env.config["sink"], env.job_id, env.execution_id)
+        targets = [
+            (partition_dir(env.data_dir, env.job_id, p.result_id, p.partition_number), p)
+            for p in env.produced_partitions
+        ]
+        for directory, partition in targets:
+            in_progress, _ = chunk_dirs(directory, chunk, env.execution_id)
+            io.write_partition(df, partition, in_progress)
+        sink = env.config.get("sink")
+        if sink is not None:
+            in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.job_id), chunk, env.execution_id)
+            io.write_sink(df, sink, in_progress)
+        env.check_cancelled()
+        for directory, _partition in targets:
+            commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
+        if sink is not None:
+            commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.job_id), chunk, env.execution_id))
 
     def cancel(self) -> None:
         scope = getattr(self, "_scope", None)
