@@ -27,3 +27,11 @@ def fail_on_third_split(df):
 
 def not_a_dataframe(df):
     return 42
+
+
+def slow(df):
+    """Half a second per call: makes a split take long enough to be interrupted."""
+    import time
+
+    time.sleep(0.5)
+    return df
