@@ -63,6 +63,15 @@ from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES, invokable_ex
 log = logging.getLogger(__name__)
 
 
+class SavepointRequestError(Exception):
+    """A savepoint / stop / checkpoint request the REST layer answers with `status`."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
 @dataclass
 class RegisteredTaskManager:
     task_manager_id: str
@@ -362,6 +371,30 @@ class JobManager(RpcEndpoint):
             return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
         problem = job.schedule_or_update_consumers(message.partition_id, message.location)
         return Acknowledge(ok=problem is None, reason=problem or "")
+
+    # -- savepoints and checkpoints (REST entry points) -------------------------------------------
+    #
+    # Contract for the REST layer: the two triggers return a request id at once (the
+    # savepoint completes later); they raise SavepointRequestError(status, message) with
+    # 404 for an unknown job and 409 for a job that is not RUNNING. savepoint_status
+    # answers Flink's AsynchronousOperationResult shape:
+    #   {"status": {"id": "IN_PROGRESS"}}  or
+    #   {"status": {"id": "COMPLETED"}, "operation": {"location": "<savepoint dir>"}}  or
+    #   {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"class": "...", "stack-trace": "..."}}}
+    # and raises SavepointRequestError(404, ...) for an unknown job or request id.
+    # checkpoint_stats answers GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics).
+
+    async def trigger_savepoint(self, job_id: str, target_directory: str | None, cancel_job: bool) -> str:
+        raise SavepointRequestError(501, "savepoints are not implemented yet")
+
+    async def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool) -> str:
+        raise SavepointRequestError(501, "stop-with-savepoint is not implemented yet")
+
+    def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        raise SavepointRequestError(404, f"no savepoint request {request_id} for job {job_id}")
+
+    def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
+        raise SavepointRequestError(404, f"Job {job_id} not found.")
 
     # -- views for the REST API (read on the same event loop, never mutated there) -----------------
 
