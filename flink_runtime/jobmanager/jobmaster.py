@@ -53,7 +53,7 @@ from flink_runtime.rpc.messages import (
 from flink_runtime.scheduler.restart import failover_strategy, restart_strategy
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
-from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
+from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, MasterContext, Prepared, resolve_invokable
 
 if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot
@@ -90,7 +90,8 @@ class JobMasterGateway(Protocol):
 
 @dataclass
 class SplitProgress:
-    completed: set[int] = field(default_factory=set)
+    # split number -> the subtask that completed it (whose partition holds its chunk)
+    completed: dict[int, int] = field(default_factory=dict)
     assignments: int = 0
 
 
@@ -221,9 +222,15 @@ class JobMaster:
     def _master_context(self) -> MasterContext:
         return MasterContext(job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark)
 
-    def _vertex_config(self, vertex_id: str) -> dict[str, Any]:
+    def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
         base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
-        extra = self._prepared[vertex_id].config if vertex_id in self._prepared else {}
+        extra = dict(self._prepared[vertex_id].config) if vertex_id in self._prepared else {}
+        progress = self.split_progress.get(vertex_id)
+        if progress is not None and progress.completed:
+            # The chunks a new attempt of this subtask keeps; any other split chunk in its
+            # partition was committed by an attempt that died before reporting it, and
+            # that split is being (or was) redone elsewhere.
+            extra[COMPLETED_SPLITS_KEY] = sorted(n for n, s in progress.completed.items() if s == subtask_index)
         return {**base, **extra} if extra else base
 
     def wait_until_running(self) -> asyncio.Future[Message]:
@@ -560,7 +567,7 @@ class JobMaster:
             parallelism=ejv.parallelism,
             attempt_number=execution.attempt_number,
             invokable=ejv.job_vertex.invokable,
-            vertex_config=self._vertex_config(ejv.id),
+            vertex_config=self._vertex_config(ejv.id, vertex.subtask_index),
             job_config=self.job_graph.config,
             libraries=self.job_graph.libraries,
             produced_partitions=produced,
@@ -584,7 +591,7 @@ class JobMaster:
         vertex_id = execution.vertex.job_vertex.id
         progress = self.split_progress.setdefault(vertex_id, SplitProgress())
         if completed_split is not None:
-            progress.completed.add(completed_split)
+            progress.completed[completed_split] = execution.vertex.subtask_index
             self._inflight_splits.pop(execution_id, None)
         assigner = self._split_assigners.get(vertex_id)
         split = assigner.get_next_input_split(host, execution.vertex.subtask_index) if assigner else None

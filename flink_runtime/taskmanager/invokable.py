@@ -38,6 +38,10 @@ BUILTIN_INVOKABLES: dict[str, str] = {
 }
 
 
+# Vertex config key: the split numbers this subtask's earlier attempts completed.
+COMPLETED_SPLITS_KEY = "__completed_splits__"
+
+
 class InvokableNotFound(LookupError):
     pass
 

@@ -23,12 +23,13 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.io.filesystem import filesystem_for, join
 from flink_runtime.io.partitions import chunk_dirs, commit_partition_dir, partition_dir
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
 from flink_runtime.operators.spark.session import TaskScope
 from flink_runtime.pipeline.pipeline import parse_size
-from flink_runtime.taskmanager.invokable import AbstractInvokable, MasterContext, Prepared
+from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -89,6 +90,7 @@ class SparkTask(AbstractInvokable):
             if "source" in config:
                 # Each split's output is committed on its own (a chunk), before the next
                 # split is asked for: a restarted subtask never redoes a committed split.
+                self._remove_unreported_chunks(set(config.get(COMPLETED_SPLITS_KEY, [])))
                 schema = io.schema_from_json(resolved["source_schema"])
                 for split in env.input_splits(commits_per_split=True):
                     df = io.read_source(spark, config["source"], split.payload["files"], schema)
@@ -101,6 +103,20 @@ class SparkTask(AbstractInvokable):
                 ]
                 df, rest = combine_inputs(inputs, operators)
                 self._emit(apply_operators(spark, df, rest), f"subtask-{env.subtask_index}")
+
+    def _remove_unreported_chunks(self, completed: set[int]) -> None:
+        """An attempt that died between committing a split's chunk and reporting it left an
+        orphan; the split is redone (maybe by another subtask), so the orphan must go."""
+        env = self.environment
+        for partition in env.produced_partitions:
+            directory = partition_dir(env.data_dir, env.job_id, partition.result_id, partition.partition_number)
+            fs = filesystem_for(directory)
+            if not fs.exists(directory):
+                continue
+            for chunk in fs.glob(join(directory, "split-*")):
+                number = chunk.path.rstrip("/").rsplit("split-", 1)[-1]
+                if not number.isdigit() or int(number) not in completed:
+                    fs.delete(chunk.path)
 
     def _emit(self, df: DataFrame, chunk: str) -> None:
         """Write one chunk to every output and commit it (rename into place)."""

@@ -1,0 +1,505 @@
+"""The job store: what a JobManager must remember across its own restarts.
+
+Submitted jobs (with their job graph), their status, the JobManager's recoverable view
+of a running job ("progress": completed splits, partition locations, ...), completed
+checkpoints and savepoints, and the final REST views of finished jobs live in a
+relational database reached through SQLAlchemy. SQLite is the default
+(``jobstore.url``, by default ``sqlite:///<tempdir>/flink-runtime/jobstore.db``); any
+SQLAlchemy URL (``postgresql+psycopg://user:pw@host/db``, ...) works if its driver is
+installed.
+
+Every method is one short transaction, and the store is safe to call from several
+threads (the JobManager calls it through ``asyncio.to_thread``): connections come from
+SQLAlchemy's pool, one per call. SQLite runs in WAL mode with a busy timeout, and write
+transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue instead of
+failing on a lock upgrade.
+
+JSON columns (job graph, progress, checkpoint metadata, archived REST views) are stored
+as TEXT so every database can hold them; note that JSON turns tuples into lists and
+non-string dict keys into strings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+if TYPE_CHECKING:
+    from flink_runtime.configuration import Configuration
+
+__all__ = [
+    "CONFIG_KEY",
+    "SCHEMA_VERSION",
+    "TERMINAL_STATUSES",
+    "CheckpointRecord",
+    "DuplicateJob",
+    "JobRecord",
+    "JobStore",
+    "JobStoreError",
+    "UnknownJob",
+    "default_url",
+]
+
+CONFIG_KEY = "jobstore.url"
+SCHEMA_VERSION = 1
+#: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
+TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "CANCELED"})
+_SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+class JobStoreError(Exception):
+    """The job store cannot be opened or a call to it failed; the message names the URL."""
+
+
+class DuplicateJob(JobStoreError):
+    """add_job() for a job id the store already holds."""
+
+
+class UnknownJob(JobStoreError):
+    """A call about a job id the store does not hold."""
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    job_id: str
+    checkpoint_id: int
+    location: str
+    is_savepoint: bool
+    completed_at: float
+    size_bytes: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    name: str
+    job_graph_json: str
+    status: str
+    submitted_at: float
+    updated_at: float  # timestamp of the last status change
+    ended_at: float | None  # set once the status is globally terminal
+    progress: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] | None = None  # archived REST view of /jobs/:id
+    exceptions: dict[str, Any] | None = None  # archived REST view of /jobs/:id/exceptions
+    latest_checkpoint: CheckpointRecord | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+# -- schema --------------------------------------------------------------------------------
+
+_metadata = MetaData()
+
+_schema_version = Table("schema_version", _metadata, Column("version", Integer, primary_key=True))
+
+_jobs = Table(
+    "jobs",
+    _metadata,
+    Column("job_id", String(128), primary_key=True),
+    Column("name", Text, nullable=False),
+    Column("job_graph_json", Text, nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("submitted_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Column("ended_at", Double, nullable=True),
+    Column("progress_json", Text, nullable=True),
+    Column("details_json", Text, nullable=True),
+    Column("exceptions_json", Text, nullable=True),
+    Index("ix_jobs_status", "status"),
+    Index("ix_jobs_ended_at", "ended_at"),
+)
+
+_checkpoints = Table(
+    "checkpoints",
+    _metadata,
+    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
+    Column("checkpoint_id", BigInteger, primary_key=True),
+    Column("location", Text, nullable=False),
+    Column("is_savepoint", Boolean, nullable=False),
+    Column("completed_at", Double, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("metadata_json", Text, nullable=True),
+)
+
+
+def default_url() -> str:
+    return f"sqlite:///{Path(tempfile.gettempdir()) / 'flink-runtime' / 'jobstore.db'}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _mask_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # unparsable: mask whatever sits between "user:" and "@"
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def _checkpoint_record(row: Any) -> CheckpointRecord:
+    return CheckpointRecord(
+        job_id=row.job_id,
+        checkpoint_id=int(row.checkpoint_id),
+        location=row.location,
+        is_savepoint=bool(row.is_savepoint),
+        completed_at=float(row.completed_at),
+        size_bytes=int(row.size_bytes),
+        metadata=_loads(row.metadata_json) or {},
+    )
+
+
+def _job_record(row: Any, latest: CheckpointRecord | None) -> JobRecord:
+    return JobRecord(
+        job_id=row.job_id,
+        name=row.name,
+        job_graph_json=row.job_graph_json,
+        status=row.status,
+        submitted_at=float(row.submitted_at),
+        updated_at=float(row.updated_at),
+        ended_at=None if row.ended_at is None else float(row.ended_at),
+        progress=_loads(row.progress_json) or {},
+        details=_loads(row.details_json),
+        exceptions=_loads(row.exceptions_json),
+        latest_checkpoint=latest,
+    )
+
+
+# -- the store -----------------------------------------------------------------------------
+
+
+class JobStore:
+    """Jobs, checkpoints and finished jobs' results in a SQLAlchemy database."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._display_url = _mask_password(url)
+        self._password = self._url_password(url)
+        self._closed = False
+        # Only an in-memory SQLite database (one shared connection) needs serializing here.
+        self._lock: threading.Lock | None = None
+        try:
+            self._engine = self._create_engine(url)
+        except (ArgumentError, NoSuchModuleError, ImportError, ValueError, OSError) as exc:
+            raise self._error(exc) from exc
+        try:
+            self._create_schema()
+        except BaseException:
+            self._engine.dispose()
+            raise
+
+    @classmethod
+    def from_config(cls, config: Configuration) -> JobStore:
+        return cls(str(config.raw(CONFIG_KEY) or default_url()))
+
+    @property
+    def url(self) -> str:
+        """The URL with its password masked (for logs)."""
+        return self._display_url
+
+    def __repr__(self) -> str:
+        return f"JobStore({self._display_url!r})"
+
+    def __enter__(self) -> JobStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._engine.dispose()
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def add_job(self, job_id: str, name: str, job_graph_json: bytes | str, submitted_at: float) -> None:
+        if isinstance(job_graph_json, bytes | bytearray | memoryview):
+            job_graph_json = bytes(job_graph_json).decode("utf-8")
+        try:
+            with self._transaction(write=True) as conn:
+                conn.execute(
+                    insert(_jobs).values(
+                        job_id=job_id,
+                        name=name,
+                        job_graph_json=job_graph_json,
+                        status="INITIALIZING",
+                        submitted_at=submitted_at,
+                        updated_at=submitted_at,
+                    )
+                )
+        except IntegrityError as exc:
+            raise DuplicateJob(f"job {job_id} is already in the job store {self._display_url}") from exc
+
+    def update_status(self, job_id: str, status: str, timestamp: float) -> None:
+        status = str(status)  # accepts a JobStatus (StrEnum)
+        ended_at = timestamp if status in TERMINAL_STATUSES else None
+        self._update_job(job_id, status=status, updated_at=timestamp, ended_at=ended_at)
+
+    def save_progress(self, job_id: str, progress: dict[str, Any]) -> None:
+        self._update_job(job_id, progress_json=_dumps(progress))
+
+    def archive(self, job_id: str, details: dict[str, Any], exceptions: dict[str, Any]) -> None:
+        self._update_job(job_id, details_json=_dumps(details), exceptions_json=_dumps(exceptions))
+
+    def job(self, job_id: str) -> JobRecord | None:
+        with self._transaction() as conn:
+            row = conn.execute(select(_jobs).where(_jobs.c.job_id == job_id)).one_or_none()
+            if row is None:
+                return None
+            return _job_record(row, self._latest_checkpoints(conn, [job_id]).get(job_id))
+
+    def recoverable_jobs(self) -> list[JobRecord]:
+        """Jobs not globally terminal (SUSPENDED included), oldest submission first."""
+        query = select(_jobs).where(_jobs.c.status.not_in(TERMINAL_STATUSES)).order_by(_jobs.c.submitted_at)
+        with self._transaction() as conn:
+            rows = conn.execute(query).all()
+            latest = self._latest_checkpoints(conn, [row.job_id for row in rows])
+        return [_job_record(row, latest.get(row.job_id)) for row in rows]
+
+    def archived_jobs(self, limit: int = 1000) -> list[JobRecord]:
+        """Globally terminal jobs, most recently ended first."""
+        query = (
+            select(_jobs)
+            .where(_jobs.c.status.in_(TERMINAL_STATUSES))
+            .order_by(_jobs.c.ended_at.desc(), _jobs.c.submitted_at.desc())
+            .limit(limit)
+        )
+        with self._transaction() as conn:
+            rows = conn.execute(query).all()
+            latest = self._latest_checkpoints(conn, [row.job_id for row in rows])
+        return [_job_record(row, latest.get(row.job_id)) for row in rows]
+
+    def expire(self, finished_before: float) -> int:
+        """Deletes globally terminal jobs that ended before the time, with their checkpoint rows."""
+        expired = select(_jobs.c.job_id).where(
+            _jobs.c.status.in_(TERMINAL_STATUSES), _jobs.c.ended_at < finished_before
+        )
+        with self._transaction(write=True) as conn:
+            job_ids = list(conn.execute(expired).scalars())
+            if not job_ids:
+                return 0
+            conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
+            conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
+        return len(job_ids)
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    def add_checkpoint(
+        self,
+        job_id: str,
+        checkpoint_id: int,
+        location: str,
+        is_savepoint: bool,
+        completed_at: float,
+        size_bytes: int,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            with self._transaction(write=True) as conn:
+                if conn.execute(select(_jobs.c.job_id).where(_jobs.c.job_id == job_id)).first() is None:
+                    raise UnknownJob(f"job {job_id} is not in the job store {self._display_url}")
+                conn.execute(
+                    insert(_checkpoints).values(
+                        job_id=job_id,
+                        checkpoint_id=checkpoint_id,
+                        location=location,
+                        is_savepoint=is_savepoint,
+                        completed_at=completed_at,
+                        size_bytes=size_bytes,
+                        metadata_json=None if metadata is None else _dumps(metadata),
+                    )
+                )
+        except IntegrityError as exc:
+            raise JobStoreError(
+                f"checkpoint {checkpoint_id} of job {job_id} is already in the job store {self._display_url}"
+            ) from exc
+
+    def latest_checkpoint(self, job_id: str) -> CheckpointRecord | None:
+        """The checkpoint or savepoint with the highest id."""
+        with self._transaction() as conn:
+            return self._latest_checkpoints(conn, [job_id]).get(job_id)
+
+    def checkpoints(self, job_id: str) -> list[CheckpointRecord]:
+        """All checkpoints and savepoints of the job, by ascending id."""
+        query = select(_checkpoints).where(_checkpoints.c.job_id == job_id).order_by(_checkpoints.c.checkpoint_id)
+        with self._transaction() as conn:
+            return [_checkpoint_record(row) for row in conn.execute(query)]
+
+    def remove_checkpoints(self, job_id: str, keep_latest: int) -> list[CheckpointRecord]:
+        """Forgets all but the `keep_latest` newest checkpoints; savepoints are never removed.
+
+        Returns the removed records, oldest first: the caller deletes their directories.
+        """
+        if keep_latest < 0:
+            raise ValueError(f"keep_latest must be >= 0, not {keep_latest}")
+        query = (
+            select(_checkpoints)
+            .where(_checkpoints.c.job_id == job_id, _checkpoints.c.is_savepoint.is_(False))
+            .order_by(_checkpoints.c.checkpoint_id.desc())
+            .offset(keep_latest)
+        )
+        with self._transaction(write=True) as conn:
+            removed = [_checkpoint_record(row) for row in conn.execute(query)]
+            if removed:
+                ids = [record.checkpoint_id for record in removed]
+                conn.execute(
+                    delete(_checkpoints).where(_checkpoints.c.job_id == job_id, _checkpoints.c.checkpoint_id.in_(ids))
+                )
+        removed.reverse()
+        return removed
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _update_job(self, job_id: str, **values: Any) -> None:
+        with self._transaction(write=True) as conn:
+            result = conn.execute(update(_jobs).where(_jobs.c.job_id == job_id).values(**values))
+            if result.rowcount == 0:
+                raise UnknownJob(f"job {job_id} is not in the job store {self._display_url}")
+
+    @staticmethod
+    def _latest_checkpoints(conn: Connection, job_ids: list[str]) -> dict[str, CheckpointRecord]:
+        if not job_ids:
+            return {}
+        newest = (
+            select(_checkpoints.c.job_id, func.max(_checkpoints.c.checkpoint_id).label("checkpoint_id"))
+            .where(_checkpoints.c.job_id.in_(job_ids))
+            .group_by(_checkpoints.c.job_id)
+            .subquery()
+        )
+        query = select(_checkpoints).join(
+            newest,
+            and_(_checkpoints.c.job_id == newest.c.job_id, _checkpoints.c.checkpoint_id == newest.c.checkpoint_id),
+        )
+        return {row.job_id: _checkpoint_record(row) for row in conn.execute(query)}
+
+    @contextmanager
+    def _transaction(self, write: bool = False) -> Iterator[Connection]:
+        """One short transaction; database errors become JobStoreError (IntegrityError passes through)."""
+        if self._closed:
+            raise JobStoreError(f"the job store {self._display_url} is closed")
+        lock = self._lock
+        if lock is not None:
+            lock.acquire()
+        try:
+            with self._engine.connect() as conn:
+                if write:
+                    conn.execution_options(jobstore_write=True)
+                with conn.begin():
+                    yield conn
+        except IntegrityError:
+            raise
+        except SQLAlchemyError as exc:
+            raise self._error(exc) from exc
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _create_engine(self, url: str) -> Engine:
+        parsed = make_url(url)
+        if parsed.get_backend_name() != "sqlite":
+            return create_engine(parsed, pool_pre_ping=True)
+        database = parsed.database or ""
+        in_memory = database in ("", ":memory:") or "mode=memory" in database
+        if in_memory:
+            self._lock = threading.Lock()
+            engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
+        else:
+            if not database.startswith("file:"):
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S})
+        if parsed.get_driver_name() == "pysqlite":
+            _configure_pysqlite(engine, wal=not in_memory)
+        return engine
+
+    def _create_schema(self) -> None:
+        with self._transaction(write=True) as conn:
+            _metadata.create_all(conn)
+            version = conn.execute(select(func.max(_schema_version.c.version))).scalar()
+            if version is None:
+                conn.execute(insert(_schema_version).values(version=SCHEMA_VERSION))
+            elif version > SCHEMA_VERSION:
+                raise JobStoreError(
+                    f"the job store {self._display_url} has schema version {version}, newer than this "
+                    f"flink-runtime understands ({SCHEMA_VERSION})"
+                )
+
+    @staticmethod
+    def _url_password(url: str) -> str | None:
+        try:
+            password = make_url(url).password
+        except Exception:
+            return None
+        return str(password) if password else None
+
+    def _error(self, exc: BaseException) -> JobStoreError:
+        reason = str(exc.orig) if isinstance(exc, DBAPIError) and exc.orig is not None else str(exc)
+        reason = reason.strip() or type(exc).__name__
+        if self._password:
+            reason = reason.replace(self._password, "***")
+        return JobStoreError(f"job store {self._display_url}: {reason}")
+
+
+def _configure_pysqlite(engine: Engine, wal: bool) -> None:
+    """WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for write transactions.
+
+    pysqlite's own transaction handling is switched off (isolation_level=None) so that
+    SQLAlchemy's begin() emits the BEGIN: a deferred BEGIN for reads, and BEGIN IMMEDIATE
+    for writes, which waits (busy timeout) for the write lock up front instead of failing
+    when a read transaction has to upgrade to a write one.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(_SQLITE_BUSY_TIMEOUT_S * 1000)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            if wal:
+                cursor.execute("PRAGMA journal_mode = WAL")
+                cursor.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("jobstore_write") else "BEGIN")
