@@ -8,6 +8,7 @@ from flink_runtime.client.job_client import (
     JobNotFound,
     JobStatusEvent,
     RestClientError,
+    SavepointFailed,
     normalize_rest_url,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "JobNotFound",
     "JobStatusEvent",
     "RestClientError",
+    "SavepointFailed",
     "normalize_rest_url",
 ]

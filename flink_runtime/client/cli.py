@@ -8,10 +8,12 @@ Processes::
 
 Jobs (`-m host:port` is the REST address, as in Flink; default rest.address:rest.port)::
 
-    flink-runtime run [-m ADDR] [-d] [--job-id ID] job.json
+    flink-runtime run [-m ADDR] [-d] [--job-id ID] [-s SAVEPOINT [-n]] job.json
     flink-runtime list [-m ADDR] [-a | -r] [--json]
     flink-runtime info [-m ADDR] [--json] JOB_ID
     flink-runtime cancel [-m ADDR] JOB_ID
+    flink-runtime savepoint [-m ADDR] JOB_ID [TARGET_DIRECTORY]
+    flink-runtime stop [-m ADDR] [-p DIR] [-d] JOB_ID
 
 Exit codes: 0 success; 1 the job failed or was cancelled, or the cluster answered an
 error or could not be reached; 2 bad usage (arguments, configuration, input file);
@@ -49,6 +51,7 @@ from flink_runtime.client.job_client import (
     JobClient,
     JobStatusEvent,
     RestClientError,
+    SavepointFailed,
     normalize_rest_url,
 )
 from flink_runtime.configuration import Configuration, ConfigurationError
@@ -76,6 +79,8 @@ _STATE_STYLES = {
 
 # How often an attached `run` refreshes its progress line when no event arrives.
 _REFRESH_SECONDS = 1.0
+# How often `savepoint` and `stop` ask whether the savepoint is written.
+_SAVEPOINT_POLL_SECONDS = 0.2
 
 
 class CliError(Exception):
@@ -103,6 +108,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
     return value
 
 
@@ -162,6 +177,20 @@ def build_parser() -> argparse.ArgumentParser:
     run = add("run", "Submit a JobGraph (.json) and follow it until it ends, or detach with -d.", address)
     run.add_argument("-d", "--detached", action="store_true", help="print the job id and return at once")
     run.add_argument("--job-id", metavar="ID", help="job id to use (32 hex digits; default: the file's, or a new one)")
+    run.add_argument(
+        "-s",
+        "--fromSavepoint",
+        dest="from_savepoint",
+        metavar="PATH",
+        help="resume the job from this savepoint (a path as the JobManager sees it)",
+    )
+    run.add_argument(
+        "-n",
+        "--allowNonRestoredState",
+        dest="allow_non_restored_state",
+        action="store_true",
+        help="with -s: start even if the savepoint holds state that no vertex of the job claims",
+    )
     run.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
     run.set_defaults(handler=_cmd_run)
 
@@ -180,6 +209,33 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = add("cancel", "Cancel a job.", address)
     cancel.add_argument("job_id", metavar="JOB_ID")
     cancel.set_defaults(handler=_cmd_cancel)
+
+    wait_help = "give up waiting after this many seconds (default: wait until the savepoint is written)"
+    savepoint = add("savepoint", "Trigger a savepoint of a running job and wait until it is written.", address)
+    savepoint.add_argument("job_id", metavar="JOB_ID")
+    savepoint.add_argument(
+        "target_directory",
+        metavar="TARGET_DIRECTORY",
+        nargs="?",
+        help="directory for the savepoint (default: state.savepoints.dir of the JobManager)",
+    )
+    savepoint.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
+    savepoint.set_defaults(handler=_cmd_savepoint)
+
+    stop = add("stop", "Stop a running job with a savepoint; resume it later with run -s.", address)
+    stop.add_argument(
+        "-p",
+        "--savepointPath",
+        dest="savepoint_path",
+        metavar="DIR",
+        help="directory for the savepoint (default: state.savepoints.dir of the JobManager)",
+    )
+    stop.add_argument(
+        "-d", "--drain", action="store_true", help="let the sources reach the end of their input before stopping"
+    )
+    stop.add_argument("job_id", metavar="JOB_ID")
+    stop.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
+    stop.set_defaults(handler=_cmd_stop)
     return parser
 
 
@@ -343,9 +399,16 @@ def _cmd_minicluster(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     _setup_logging(args, "WARNING")
+    if args.allow_non_restored_state and not args.from_savepoint:
+        raise CliError("-n/--allowNonRestoredState needs -s/--fromSavepoint PATH", EXIT_USAGE)
     with _client(args) as client:
         try:
-            job_id = client.submit(args.file, job_id=args.job_id)
+            job_id = client.submit(
+                args.file,
+                job_id=args.job_id,
+                savepoint_path=args.from_savepoint,
+                allow_non_restored_state=args.allow_non_restored_state,
+            )
         except ValueError as exc:  # the local file: missing, unreadable, not JSON
             raise CliError(str(exc), EXIT_USAGE) from None
         if args.detached:
@@ -524,6 +587,51 @@ def _cmd_cancel(args: argparse.Namespace) -> int:
         client.cancel(args.job_id)
     print(f"Cancelled job {args.job_id}.", flush=True)
     return EXIT_OK
+
+
+# -- savepoints ------------------------------------------------------------------------------------
+
+
+def _cmd_savepoint(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        print(f"Triggering savepoint for job {args.job_id}.", flush=True)
+        request_id = client.trigger_savepoint(args.job_id, args.target_directory)
+        print("Waiting for response...", flush=True)
+        location = _await_savepoint(client, args.job_id, request_id, args.timeout)
+    print(f"Savepoint completed. Path: {location}", flush=True)
+    print("You can resume your program from this savepoint with the run command.", flush=True)
+    return EXIT_OK
+
+
+def _cmd_stop(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        verb = "Draining" if args.drain else "Suspending"
+        print(f'{verb} job "{args.job_id}" with a savepoint.', flush=True)
+        request_id = client.stop_with_savepoint(args.job_id, args.savepoint_path, drain=args.drain)
+        location = _await_savepoint(client, args.job_id, request_id, args.timeout)
+    print(f"Savepoint completed. Path: {location}", flush=True)
+    return EXIT_OK
+
+
+def _await_savepoint(client: JobClient, job_id: str, request_id: str, timeout: float | None) -> str:
+    """The savepoint's location; CliError when it failed or took too long."""
+    try:
+        return client.wait_for_savepoint(job_id, request_id, timeout=timeout, poll_interval=_SAVEPOINT_POLL_SECONDS)
+    except SavepointFailed as exc:
+        raise CliError(str(exc)) from None
+    except TimeoutError as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        # Only the waiting stops: the JobManager goes on writing the savepoint.
+        print(
+            f"Stopped waiting; savepoint request {request_id} of job {job_id} goes on. "
+            f"Its status: GET {client.rest_url}/jobs/{job_id}/savepoints/{request_id}",
+            file=sys.stderr,
+            flush=True,
+        )
+        raise
 
 
 if __name__ == "__main__":  # `python -m flink_runtime.client.cli`, as StandaloneCluster starts it

@@ -12,8 +12,13 @@ Failure policy:
 * Submissions are made idempotent by assigning the job id on the client (as Flink's
   client does): a retried POST whose first attempt did reach the JobManager gets
   "409 already submitted", which then means "accepted".
+* Savepoint triggers are not idempotent (a repeated POST takes a second savepoint), so
+  they are retried only when the request cannot have reached the JobManager: the
+  connection failed, or the answer was 429/503.
+* 501 (not implemented) is never retried either: it would answer the same.
 * Errors surface as `RestClientError` (carrying the JobManager's messages),
-  `JobNotFound` (404) or `ClusterUnreachable` (no answer after the retries).
+  `JobNotFound` (404) or `ClusterUnreachable` (no answer after the retries); a
+  savepoint that the JobManager reports as failed raises `SavepointFailed`.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "JobNotFound",
     "JobStatusEvent",
     "RestClientError",
+    "SavepointFailed",
     "normalize_rest_url",
 ]
 
@@ -56,6 +62,15 @@ MAX_POLL_SECONDS = 60.0
 # Network failures after which the same request may well succeed. Deliberately not all
 # of httpx.TransportError: UnsupportedProtocol or LocalProtocolError would fail again.
 _TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# The subset after which the request surely never reached the server: safe to retry even
+# for a request that must not run twice (a savepoint trigger).
+_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+# Answers meaning "not handled, try again later", whatever the request was.
+_UNHANDLED_STATUSES = (429, 503)
+
+# JobGraph config keys (Flink's SavepointConfigOptions) for resuming from a savepoint.
+SAVEPOINT_PATH_KEY = "execution.savepoint.path"
+SAVEPOINT_IGNORE_UNCLAIMED_STATE_KEY = "execution.savepoint.ignore-unclaimed-state"
 
 
 class JobClientError(Exception):
@@ -78,6 +93,23 @@ class RestClientError(JobClientError):
 
 class JobNotFound(RestClientError):
     """404: the job is unknown to the JobManager (or expired from its job store)."""
+
+
+class SavepointFailed(JobClientError):
+    """The JobManager reports the savepoint (or stop-with-savepoint) as failed.
+
+    `cause_class` and `stack_trace` are the JobManager's failure-cause; the message
+    holds the class and the first lines of the trace.
+    """
+
+    def __init__(self, job_id: str, request_id: str, cause_class: str, stack_trace: str) -> None:
+        self.job_id = job_id
+        self.request_id = request_id
+        self.cause_class = cause_class
+        self.stack_trace = stack_trace
+        super().__init__(
+            f"savepoint of job {job_id} failed (request {request_id}): {_describe_cause(cause_class, stack_trace)}"
+        )
 
 
 class ClusterUnreachable(JobClientError, ConnectionError):
@@ -204,6 +236,8 @@ class JobClient:
         job_graph: JobGraphSource,
         *,
         job_id: str | None = None,
+        savepoint_path: str | os.PathLike[str] | None = None,
+        allow_non_restored_state: bool = False,
     ) -> str:
         """Submit a JobGraph and return its job id once the JobManager accepted it.
 
@@ -211,8 +245,14 @@ class JobClient:
         PathLike) of a .json file. Unreadable or non-JSON input raises ValueError before
         any request; the JobManager validates the graph itself and answers every problem
         at once (RestClientError 400). `job_id` overrides the graph's job id.
+
+        `savepoint_path` resumes the job from that savepoint (a path on the cluster's
+        side, as the JobManager sees it); `allow_non_restored_state` lets it start
+        although the savepoint holds state no vertex of this graph claims. Both go into
+        the submitted graph's config (`execution.savepoint.*`), never the caller's.
         """
         document = _load_job_graph_document(job_graph)
+        _set_savepoint_config(document, savepoint_path, allow_non_restored_state)
         # Local library files go to the JobManager's blob store first; the graph we send
         # names them by key (the document is a copy: the caller's graph is left alone).
         library_files = _library_files(document)
@@ -296,6 +336,119 @@ class JobClient:
     def cancel(self, job_id: str) -> None:
         """Ask the JobManager to cancel the job; returns once it started cancelling."""
         self._send("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})
+
+    # -- savepoints and checkpoints ----------------------------------------------------------------
+
+    def trigger_savepoint(self, job_id: str, target_directory: str | None = None, cancel_job: bool = False) -> str:
+        """POST /jobs/:id/savepoints; returns the request id to follow with `wait_for_savepoint`.
+
+        `target_directory` None means the JobManager's state.savepoints.dir; `cancel_job`
+        cancels the job once the savepoint is written.
+        """
+        body = {"target-directory": target_directory, "cancel-job": cancel_job}
+        return self._trigger(f"/jobs/{_quote(job_id)}/savepoints", body)
+
+    def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, drain: bool = False) -> str:
+        """POST /jobs/:id/stop: savepoint, then the job ends; returns the request id.
+
+        `drain` lets the sources run to the end of their input first (Flink's
+        MAX_WATERMARK) instead of suspending the job to be resumed later.
+        """
+        body = {"targetDirectory": target_directory, "drain": drain}
+        return self._trigger(f"/jobs/{_quote(job_id)}/stop", body)
+
+    def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        """GET /jobs/:id/savepoints/:triggerid - `{"status": {"id": ...}, "operation": {...}}`."""
+        return self._get_json(f"/jobs/{_quote(job_id)}/savepoints/{_quote(request_id)}")
+
+    def wait_for_savepoint(
+        self,
+        job_id: str,
+        request_id: str,
+        timeout: float | None = None,
+        poll_interval: float = 0.2,
+    ) -> str:
+        """Poll the request until it completes; returns the savepoint's location.
+
+        Raises SavepointFailed with the JobManager's failure cause, and TimeoutError
+        (naming the job and the request) when `timeout` seconds pass first; the
+        savepoint may still complete on the JobManager after that.
+        """
+        if poll_interval < 0:
+            raise ValueError(f"poll_interval must be >= 0, got {poll_interval}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            location = self._savepoint_outcome(job_id, request_id, self.savepoint_status(job_id, request_id))
+            if location is not None:
+                return location
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(
+                    f"savepoint request {request_id} of job {job_id} did not complete within {timeout:g} s; "
+                    "it may still complete on the JobManager"
+                )
+            time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
+
+    def savepoint(
+        self,
+        job_id: str,
+        target_directory: str | None = None,
+        cancel_job: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Trigger a savepoint and wait for it; returns its location (see `wait_for_savepoint`)."""
+        request_id = self.trigger_savepoint(job_id, target_directory, cancel_job)
+        return self.wait_for_savepoint(job_id, request_id, timeout)
+
+    def stop(
+        self,
+        job_id: str,
+        target_directory: str | None = None,
+        drain: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Stop the job with a savepoint and wait for it; returns the savepoint's location."""
+        request_id = self.stop_with_savepoint(job_id, target_directory, drain)
+        return self.wait_for_savepoint(job_id, request_id, timeout)
+
+    def checkpoints(self, job_id: str) -> dict[str, Any]:
+        """GET /jobs/:id/checkpoints - counts, latest completed/failed/restored, history."""
+        return self._get_json(f"/jobs/{_quote(job_id)}/checkpoints")
+
+    def _trigger(self, path: str, body: dict[str, Any]) -> str:
+        response = self._send("POST", path, json=body, idempotent=False)
+        try:
+            return str(response.json()["request-id"])
+        except (ValueError, KeyError, TypeError):
+            raise RestClientError(
+                response.status_code,
+                [f"unexpected answer from POST {path}: {response.text[:200]!r}"],
+                method="POST",
+                path=path,
+            ) from None
+
+    @staticmethod
+    def _savepoint_outcome(job_id: str, request_id: str, answer: dict[str, Any]) -> str | None:
+        """The location of a completed savepoint, None while in progress; SavepointFailed on failure."""
+        status = answer.get("status")
+        state = status.get("id") if isinstance(status, dict) else None
+        if state == "IN_PROGRESS":
+            return None
+        operation = answer.get("operation")
+        if state == "COMPLETED" and isinstance(operation, dict):
+            cause = operation.get("failure-cause")
+            if isinstance(cause, dict):
+                raise SavepointFailed(
+                    job_id, request_id, str(cause.get("class") or "unknown"), str(cause.get("stack-trace") or "")
+                )
+            if operation.get("location"):
+                return str(operation["location"])
+        raise RestClientError(
+            200,
+            [f"unexpected savepoint status for request {request_id} of job {job_id}: {str(answer)[:200]}"],
+            method="GET",
+            path=f"/jobs/{job_id}/savepoints/{request_id}",
+        )
 
     # -- following a job ---------------------------------------------------------------------------
 
@@ -391,18 +544,25 @@ class JobClient:
         *,
         before_attempt: Callable[[], None] | None = None,
         raise_for_status: bool = True,
+        idempotent: bool = True,
         **kwargs: Any,
     ) -> httpx.Response:
+        """One request, retried as the module docstring says.
+
+        `idempotent=False`: retried only where the request cannot have been handled.
+        """
+
         def attempt() -> httpx.Response:
             if before_attempt is not None:
                 before_attempt()
             response = self._http.request(method, path, **kwargs)
-            if response.status_code == 429 or response.status_code >= 500:
+            if _is_retryable_status(response.status_code, idempotent):
                 raise _RetryableStatus(response)
             return response
 
+        retried_errors = _TRANSIENT_ERRORS if idempotent else _UNSENT_ERRORS
         retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type((*_TRANSIENT_ERRORS, _RetryableStatus)),
+            retry=tenacity.retry_if_exception_type((*retried_errors, _RetryableStatus)),
             stop=tenacity.stop_after_attempt(self.retries + 1),
             wait=self._wait,
             reraise=True,
@@ -439,6 +599,56 @@ class JobClient:
         errors = _error_messages(response)
         error_type = JobNotFound if response.status_code == 404 else RestClientError
         raise error_type(response.status_code, errors, method=request.method, path=request.url.path)
+
+
+def _is_retryable_status(status: int, idempotent: bool) -> bool:
+    if status in _UNHANDLED_STATUSES:
+        return True
+    return idempotent and status >= 500 and status != 501
+
+
+def _set_savepoint_config(
+    document: dict[str, Any], savepoint_path: str | os.PathLike[str] | None, allow_non_restored_state: bool
+) -> None:
+    """Point the (copied) JobGraph document at the savepoint to resume from."""
+    if savepoint_path is None:
+        if allow_non_restored_state:
+            raise ValueError("allow_non_restored_state only applies when resuming: pass savepoint_path too")
+        return
+    path = os.fspath(savepoint_path)
+    if not isinstance(path, str) or not path.strip():
+        raise ValueError(f"savepoint_path must be a non-empty path, got {savepoint_path!r}")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"the JobGraph's config must be an object, not {type(config).__name__}")
+    config = {**config, SAVEPOINT_PATH_KEY: path}
+    if allow_non_restored_state:
+        config[SAVEPOINT_IGNORE_UNCLAIMED_STATE_KEY] = True
+    document["config"] = config
+
+
+def _describe_cause(cause_class: str, stack_trace: str, max_lines: int = 5) -> str:
+    """`class: message` and the lines after it of a failure-cause, for an error message.
+
+    The JobManager writes "Class: message", a blank line, then the traceback (as the
+    root exceptions of jobs do): the part before the blank line is what a reader needs.
+    A bare Python traceback has its message last, so that is taken instead.
+    """
+    lines = stack_trace.strip().splitlines()
+    if lines and lines[0].startswith("Traceback (most recent call last)"):
+        head = [line for line in lines if line.strip()][-1:]
+    else:
+        head = []
+        for line in lines:
+            if not line.strip():
+                break
+            head.append(line.rstrip())
+    head = head[:max_lines]
+    if not head:
+        return cause_class
+    if not head[0].startswith((cause_class, cause_class.rsplit(".", 1)[-1])):
+        head[0] = f"{cause_class}: {head[0]}"
+    return "\n".join(head)
 
 
 def _quote(job_id: str) -> str:

@@ -34,6 +34,7 @@ class FileSystem(Protocol):
     def delete(self, path: str) -> None: ...
     def write_text(self, path: str, text: str) -> None: ...
     def read_text(self, path: str) -> str: ...
+    def copy_tree(self, source: str, target: str) -> None: ...
 
 
 def is_local(path: str) -> bool:
@@ -91,6 +92,14 @@ class LocalFileSystem:
 
     def read_text(self, path: str) -> str:
         return Path(_local(path)).read_text()
+
+    def copy_tree(self, source: str, target: str) -> None:
+        source, target = _local(source), _local(target)
+        if os.path.isdir(source):
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+            shutil.copy2(source, target)
 
     @staticmethod
     def _status(path: str) -> FileStatus:
@@ -166,6 +175,13 @@ class HadoopFileSystem:
             return "\n".join(lines)
         finally:
             stream.close()
+
+    def copy_tree(self, source: str, target: str) -> None:
+        fs, jsource = self._fs(source)
+        target_fs, jtarget = self._fs(target)
+        util = self._jvm.org.apache.hadoop.fs.FileUtil
+        if not util.copy(fs, jsource, target_fs, jtarget, False, self._conf):
+            raise OSError(f"could not copy {source} to {target}")
 
     @staticmethod
     def _status(status: Any) -> FileStatus:

@@ -25,8 +25,9 @@ from typing import Any
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
+from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.configuration import Configuration, ConfigurationError
-from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
@@ -36,11 +37,13 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
     Acknowledge,
+    AcknowledgeCheckpoint,
     AcknowledgeRegistration,
     AlreadyRegistered,
     CancelJob,
     CancellationFailure,
     CancellationSuccess,
+    DeclineCheckpoint,
     DisconnectTaskManager,
     Heartbeat,
     HeartbeatResponse,
@@ -352,7 +355,9 @@ class JobManager(RpcEndpoint):
             state = ExecutionState(message.state)
         except ValueError:
             return Acknowledge(ok=False, reason=f"unknown execution state {message.state!r}")
-        return Acknowledge(ok=job.update_task_execution_state(message.execution_id, state, message.error))
+        return Acknowledge(
+            ok=job.update_task_execution_state(message.execution_id, state, message.error, message.state_handle)
+        )
 
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit:
@@ -385,16 +390,62 @@ class JobManager(RpcEndpoint):
     # checkpoint_stats answers GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics).
 
     async def trigger_savepoint(self, job_id: str, target_directory: str | None, cancel_job: bool) -> str:
-        raise SavepointRequestError(501, "savepoints are not implemented yet")
+        return await self.call_in_mailbox(self._savepoint_request, job_id, "trigger", target_directory, cancel_job)
 
     async def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool) -> str:
-        raise SavepointRequestError(501, "stop-with-savepoint is not implemented yet")
+        return await self.call_in_mailbox(self._savepoint_request, job_id, "stop", target_directory, drain)
+
+    def _savepoint_request(self, job_id: str, kind: str, target_directory: str | None, flag: bool) -> str:
+        job = self._running_job(job_id, "take a savepoint of" if kind == "trigger" else "stop")
+        try:
+            if kind == "trigger":
+                return job.trigger_savepoint(target_directory, cancel_job=flag)
+            return job.stop_with_savepoint(target_directory, drain=flag)
+        except CheckpointFailure as exc:
+            raise SavepointRequestError(400, str(exc)) from None
+
+    def _running_job(self, job_id: str, action: str) -> JobMaster:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise SavepointRequestError(404, f"Job {job_id} not found.")
+        if job.status is not JobStatus.RUNNING:
+            raise SavepointRequestError(409, f"Cannot {action} job {job_id}: it is {job.status.value}, not RUNNING.")
+        return job
 
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
-        raise SavepointRequestError(404, f"no savepoint request {request_id} for job {job_id}")
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise SavepointRequestError(404, f"Job {job_id} not found.")
+        status = job.savepoint_requests.get(request_id)
+        if status is None:
+            raise SavepointRequestError(404, f"No savepoint request {request_id} for job {job_id}.")
+        return status
 
     def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
-        raise SavepointRequestError(404, f"Job {job_id} not found.")
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise SavepointRequestError(404, f"Job {job_id} not found.")
+        return job.coordinator.statistics()
+
+    @handles(AcknowledgeCheckpoint)
+    def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:
+        job = self.jobs.get(message.job_id)
+        if job is not None:
+            job.coordinator.acknowledge(message.execution_id, message.checkpoint_id, message.state_handle)
+
+    @handles(DeclineCheckpoint)
+    def on_decline_checkpoint(self, message: DeclineCheckpoint) -> None:
+        job = self.jobs.get(message.job_id)
+        if job is not None:
+            job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
+
+    def tell_task_manager(self, address: str, message: Message) -> None:
+        self.rpc.tell(address, message)
+
+    def checkpoint_completed(
+        self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int
+    ) -> None:
+        """A checkpoint or savepoint of `job` completed (recorded in the job store)."""
 
     # -- views for the REST API (read on the same event loop, never mutated there) -----------------
 

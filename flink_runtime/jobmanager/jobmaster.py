@@ -21,13 +21,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
+import tempfile
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.blob import activate_libraries
+from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
+from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import (
     Execution,
@@ -37,6 +42,7 @@ from flink_runtime.executiongraph import (
     JobStatus,
     subpartition_index,
 )
+from flink_runtime.io.partitions import partition_dir
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, Partitioner
 from flink_runtime.rpc.messages import (
     CancelTask,
@@ -86,6 +92,7 @@ class JobMasterGateway(Protocol):
     ) -> None: ...
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
+    def tell_task_manager(self, address: str, message: Message) -> None: ...
 
 
 @dataclass
@@ -152,6 +159,15 @@ class JobMaster:
         # often splits were handed out; a split completed is never handed out again.
         self.split_progress: dict[str, SplitProgress] = {}
         self._inflight_splits: dict[str, InputSplit] = {}
+        self.coordinator = CheckpointCoordinator(self, self.config)
+        self.tracker = ProgressTracker(self)
+        # request id -> Flink's AsynchronousOperationResult for savepoint and stop requests
+        self.savepoint_requests: dict[str, dict[str, Any]] = {}
+        self._stop_request: tuple[str, str | None] | None = None
+        self.is_continuous = False
+        self._data_dir = str(
+            self.config.raw("io.tmp.dirs") or os.path.join(tempfile.gettempdir(), "flink-runtime-data")
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -175,6 +191,7 @@ class JobMaster:
         activate_libraries(
             self.job_graph.libraries, cache_dir=self.gateway.blob_dir, blob_server_url=None, spark=self.gateway.spark
         )
+        self.tracker.load_restore(set(self.graph.vertices))
         producer_of = {dataset.id: dataset.producer for dataset in self.job_graph.intermediate_datasets}
         prepared: dict[str, Prepared] = {}
         for ejv in self.graph.vertices.values():  # topological: producers first
@@ -199,10 +216,23 @@ class JobMaster:
                 self._split_assigners[vertex_id] = LocatableInputSplitAssigner(vertex_prepared.splits)
         self._transition(JobStatus.CREATED)
         self._declare_slot_usage()
+        self.tracker.apply_restore()
         self._transition(JobStatus.RUNNING)
-        for ejv in self.graph.source_vertices():
+        self.coordinator.start_periodic()
+        for ejv in self.graph.vertices.values():
             for vertex in ejv.task_vertices:
-                self._schedule(vertex)
+                if vertex.current_execution.state is _E.CREATED and all(
+                    group.all_finished() for group in vertex.consumed_partition_groups
+                ):
+                    self._schedule(vertex)
+        self._complete_if_all_stopped()  # a savepoint may have restored every subtask as finished
+
+    def restore_finished(self, vertex: ExecutionVertex) -> None:
+        """A savepoint says this subtask finished: count it done and its partitions
+        available (their chunks are read from the savepoint)."""
+        self._set_execution_state(vertex.current_execution, _E.FINISHED)
+        for partition in vertex.produced_partitions:
+            partition.mark_finished()
 
     def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
         cause = error.__cause__ if isinstance(error, VertexPreparationError) and error.__cause__ else error
@@ -220,7 +250,10 @@ class JobMaster:
 
     @property
     def _master_context(self) -> MasterContext:
-        return MasterContext(job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark)
+        restored = self.tracker.restore.vertices if self.tracker.restore is not None else {}
+        return MasterContext(
+            job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark, restored=restored
+        )
 
     def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
         base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
@@ -389,6 +422,20 @@ class JobMaster:
             raise RuntimeError("publishing the job's output failed: " + "; ".join(errors))
 
     def _on_finalized(self, result: None, error: BaseException | None) -> None:
+        if error is None and self._stop_request is not None:
+            # Stop-with-savepoint: the output is published; now the savepoint, then FINISHED.
+            request_id, target = self._stop_request
+            self._stop_request = None
+            try:
+                self.coordinator.trigger(
+                    True,
+                    target,
+                    terminal=True,
+                    on_complete=lambda location, failure: self._stopped(request_id, location, failure),
+                )
+            except CheckpointFailure as failure:
+                self._stopped(request_id, None, failure)
+            return
         self._finalizing = False
         if error is None:
             self._transition(JobStatus.FINISHED)
@@ -398,8 +445,15 @@ class JobMaster:
             self._transition(JobStatus.FAILED)
         self._finish()
 
+    def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
+        self._record_savepoint_result(request_id, location, failure)
+        self._finalizing = False
+        self._transition(JobStatus.FINISHED)
+        self._finish()
+
     def _finish(self) -> None:
         """The job is terminal: give back every slot and slot request it still holds."""
+        self.coordinator.fail_all(f"job {self.job_id} is {self.status.value}")
         for key in list(self._request_of_key):
             self.gateway.cancel_slot_request(self._request_of_key.pop(key))
         self._key_of_request.clear()
@@ -552,7 +606,12 @@ class JobMaster:
                     result_id=group.result.id,
                     partitioner=group.result.edge.partitioner if group.result.edge is not None else Partitioner.FORWARD,
                     consumed_subpartition_index=subpartition_index(partitions[0], vertex.subtask_index),
-                    partition_locations=[self._partition_locations[p.partition_id] for p in partitions],
+                    partition_locations=[
+                        self._partition_locations[p.partition_id]
+                        for p in partitions
+                        if p.partition_id in self._partition_locations
+                    ],
+                    chunk_locations=self.tracker.chunks_for(group.result.id, group.partition_range),
                 )
             )
         return TaskDeploymentDescriptor(
@@ -567,7 +626,10 @@ class JobMaster:
             parallelism=ejv.parallelism,
             attempt_number=execution.attempt_number,
             invokable=ejv.job_vertex.invokable,
-            vertex_config=self._vertex_config(ejv.id, vertex.subtask_index),
+            vertex_config={
+                **self._vertex_config(ejv.id, vertex.subtask_index),
+                STATE_CONFIG_KEY: self.tracker.state_config(ejv.id, vertex.subtask_index, execution.attempt_id),
+            },
             job_config=self.job_graph.config,
             libraries=self.job_graph.libraries,
             produced_partitions=produced,
@@ -576,10 +638,18 @@ class JobMaster:
 
     # -- messages from TaskManagers --------------------------------------------------------------
 
-    def update_task_execution_state(self, execution_id: str, state: ExecutionState, error: str | None) -> bool:
+    def update_task_execution_state(
+        self,
+        execution_id: str,
+        state: ExecutionState,
+        error: str | None,
+        state_handle: dict[str, Any] | None = None,
+    ) -> bool:
         execution = self.graph.execution(execution_id) if self.graph is not None else None
         if execution is None:
             return False
+        if state is _E.FINISHED and state_handle is not None:
+            self.tracker.final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
         return self._set_execution_state(execution, state, error)
 
     def request_next_input_split(
@@ -589,12 +659,16 @@ class JobMaster:
         if execution is None or execution.is_terminal or self.status is not JobStatus.RUNNING:
             return None
         vertex_id = execution.vertex.job_vertex.id
+        stopping = self._stop_request is not None
         progress = self.split_progress.setdefault(vertex_id, SplitProgress())
         if completed_split is not None:
             progress.completed[completed_split] = execution.vertex.subtask_index
             self._inflight_splits.pop(execution_id, None)
         assigner = self._split_assigners.get(vertex_id)
-        split = assigner.get_next_input_split(host, execution.vertex.subtask_index) if assigner else None
+        # Stopping (stop-with-savepoint): in-flight splits finish, no new ones start.
+        split = (
+            assigner.get_next_input_split(host, execution.vertex.subtask_index) if assigner and not stopping else None
+        )
         if split is not None:
             progress.assignments += 1
             self._inflight_splits[execution_id] = split
@@ -643,6 +717,7 @@ class JobMaster:
         if state.is_terminal:
             self._active_executions -= 1
             self._release_slot_of(execution)
+            self.coordinator.execution_stopped(execution.attempt_id)
             if state is _E.FINISHED:
                 self._finished_executions += 1
             else:
@@ -679,6 +754,95 @@ class JobMaster:
         # CANCELED, so the JobManager concludes it here.
         if error is not None or (isinstance(answer, TaskOperationResult) and not answer.success):
             self._set_execution_state(execution, _E.CANCELED)
+
+    # -- savepoints and checkpoints -------------------------------------------------------------------
+
+    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool) -> str:
+        """Start a savepoint; returns its request id. CheckpointFailure if it cannot start."""
+        request_id = uuid.uuid4().hex
+        self.savepoint_requests[request_id] = {"status": {"id": "IN_PROGRESS"}}
+
+        def done(location: str | None, failure: BaseException | None) -> None:
+            self._record_savepoint_result(request_id, location, failure)
+            if failure is None and cancel_job:
+                self.cancel()
+
+        self.coordinator.trigger(True, target_directory, on_complete=done)
+        return request_id
+
+    def stop_with_savepoint(self, target_directory: str | None, drain: bool) -> str:
+        """Stop handing out splits; when in-flight work is done and the output published,
+        write a savepoint and end FINISHED. `drain` changes nothing for batch pipelines:
+        there are no windows or timers to flush."""
+        if not (target_directory or self.coordinator.savepoints_dir):
+            raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
+        request_id = uuid.uuid4().hex
+        self.savepoint_requests[request_id] = {"status": {"id": "IN_PROGRESS"}}
+        self._stop_request = (request_id, target_directory)
+        # Aggregations deployed from now on keep their keyed state, so the job resumed
+        # from this savepoint continues their totals.
+        self.tracker.snapshot_all_state = True
+        return request_id
+
+    def _record_savepoint_result(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
+        operation = {"location": location} if failure is None else {"failure-cause": describe_failure(failure)}
+        self.savepoint_requests[request_id] = {"status": {"id": "COMPLETED"}, "operation": operation}
+
+    def accepts_checkpoints(self) -> bool:
+        return self.status is JobStatus.RUNNING
+
+    def running_task_addresses(self) -> dict[str, str]:
+        """Running executions and their TaskManagers' addresses: who must acknowledge."""
+        running: dict[str, str] = {}
+        for vertex in self.graph.all_execution_vertices() if self.graph is not None else ():
+            execution = vertex.current_execution
+            if execution.state in (_E.INITIALIZING, _E.RUNNING):
+                address = self.gateway.task_manager_address(execution.task_manager_id or "")
+                if address is not None:
+                    running[execution.attempt_id] = address
+        return running
+
+    def vertex_and_subtask(self, execution_id: str) -> tuple[str | None, int]:
+        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        if execution is None:
+            return None, -1
+        return execution.vertex.job_vertex.id, execution.vertex.subtask_index
+
+    def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], Any]:
+        return self.tracker.view(checkpoint_id, is_savepoint, terminal)
+
+    def checkpoint_completed(self, checkpoint_id: int, location: str, is_savepoint: bool, size: int) -> None:
+        """Hook for the job store (recovery from the latest checkpoint)."""
+        self.gateway.checkpoint_completed(self, checkpoint_id, location, is_savepoint, size)
+
+    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
+        prepared = self._prepared.get(vertex_id)
+        if prepared is None:
+            return {}
+        return {
+            split.split_number: list(split.payload.get("files", []))
+            for split in prepared.splits
+            if isinstance(split.payload, dict)
+        }
+
+    def completed_files(self, vertex_id: str) -> set[str]:
+        """Files completed before this job started (restored from a savepoint)."""
+        restored = self.tracker.restored_vertex(vertex_id)
+        return set(restored.completed_files) if restored is not None else set()
+
+    def partition_location(self, partition_id: str) -> str | None:
+        """Where a partition's chunks are; a running producer's is derived from the
+        shared data directory (it reports its location only when it finishes)."""
+        if partition_id in self._partition_locations:
+            return self._partition_locations[partition_id]
+        result_id, _, number = partition_id.rpartition("#")
+        return partition_dir(self._data_dir, self.job_id, result_id, int(number))
+
+    def sink_staging_root(self, vertex_id: str) -> str | None:
+        if self.graph is None:
+            return None
+        job_vertex = self.graph.vertices[vertex_id].job_vertex
+        return resolve_invokable(job_vertex.invokable).staged_output_root(job_vertex, self.job_id)
 
     # -- exceptions ---------------------------------------------------------------------------------
 

@@ -87,3 +87,54 @@ def _decomposable(expressions: list[str]) -> list[Aggregate]:
             "use count/sum/min/max/avg with an alias (e.g. 'sum(amount) AS total')"
         )
     return aggregates
+
+
+# -- merging partial rows in Python (keyed state across runs) ------------------------------------
+
+_MERGE_FUNCTIONS = {
+    "sum": lambda a, b: _add(a, b),
+    "min": lambda a, b: _pick(min, a, b),
+    "max": lambda a, b: _pick(max, a, b),
+}
+
+
+def _add(a, b):  # noqa: ANN001, ANN202 - SQL semantics: NULL is absent
+    return b if a is None else a if b is None else a + b
+
+
+def _pick(choose, a, b):  # noqa: ANN001, ANN202
+    return b if a is None else a if b is None else choose(a, b)
+
+
+def partial_columns(expressions: list[str]) -> list[str]:
+    """The column names `partial_expressions` produces, in order."""
+    return [expression.rsplit(" AS ", 1)[1] for expression in partial_expressions(expressions)]
+
+
+def merge_partials(expressions: list[str], old: list | None, new: list) -> list:
+    """Merge two partial-value rows (in `partial_columns` order)."""
+    if old is None:
+        return list(new)
+    merged = []
+    index = 0
+    for aggregate in _decomposable(expressions):
+        kinds = ["sum", "sum"] if aggregate.function in ("avg", "mean") else [_MERGE[aggregate.function]]
+        for kind in kinds:
+            merged.append(_MERGE_FUNCTIONS[kind](old[index], new[index]))
+            index += 1
+    return merged
+
+
+def final_values(expressions: list[str], partial: list) -> list:
+    """The aggregates' values from merged partial values (avg = sum / count)."""
+    values = []
+    index = 0
+    for aggregate in _decomposable(expressions):
+        if aggregate.function in ("avg", "mean"):
+            total, count = partial[index], partial[index + 1]
+            values.append(None if not count else total / count)
+            index += 2
+        else:
+            values.append(partial[index])
+            index += 1
+    return values

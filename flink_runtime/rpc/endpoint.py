@@ -121,6 +121,23 @@ class RpcEndpoint:
             raise RuntimeError(answer.error)
         return answer
 
+    async def call_in_mailbox(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T:
+        """Run `function(*args)` inside the mailbox and return its result (or raise its error)."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def call() -> None:
+            try:
+                result = function(*args)
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            if not future.done():
+                future.set_result(result)
+
+        self.run_in_mailbox(call)
+        return await asyncio.wait_for(future, timeout)
+
     def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None:
         self._mailbox.put_nowait((_Callback(function, args), None))
 

@@ -18,6 +18,7 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | Heartbeat                  | HeartbeatResponse                            |
 | TM -> JM     | DisconnectTaskManager      | Acknowledge                                  |
 | JM -> TM     | ReleasePartitions          |                                              |
+| JM -> TM     | TriggerCheckpoint          | (TM -> JM) AcknowledgeCheckpoint / DeclineCheckpoint |
 | JM -> subscribers | JobStatusChanged      |                                              |
 """
 
@@ -155,6 +156,8 @@ class InputGateDeploymentDescriptor(Message):
     consumed_subpartition_index: int
     # Where each consumed partition's committed data lives, in partition order.
     partition_locations: list[str]
+    # Committed chunks restored from a savepoint, read in addition to the partitions.
+    chunk_locations: list[str] = []
 
 
 class TaskDeploymentDescriptor(Message):
@@ -195,6 +198,30 @@ class UpdateTaskExecutionState(Message):
     execution_id: str
     state: str  # an ExecutionState name
     error: str | None = None
+    # With FINISHED: the handle of the task's final operator state snapshot, if it has state.
+    state_handle: dict[str, Any] | None = None
+
+
+class TriggerCheckpoint(Message):
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    timestamp: float
+
+
+class AcknowledgeCheckpoint(Message):
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    # The task's operator state for this checkpoint (a state backend handle), if any.
+    state_handle: dict[str, Any] | None = None
+
+
+class DeclineCheckpoint(Message):
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    reason: str
 
 
 class RequestNextInputSplit(Message):
@@ -247,4 +274,7 @@ WireMessage = (
     | NextInputSplit
     | ScheduleOrUpdateConsumers
     | ReleasePartitions
+    | TriggerCheckpoint
+    | AcknowledgeCheckpoint
+    | DeclineCheckpoint
 )

@@ -106,6 +106,8 @@ class MasterContext:
     config: Configuration
     # The JobManager's SparkSession (for plan checks and Hadoop paths), started on first call.
     spark: Callable[[], Any] = lambda: None
+    # Restoring from a savepoint: per vertex, what it recorded (checkpoint.metadata.VertexProgress).
+    restored: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -141,6 +143,11 @@ class AbstractInvokable:
         `Prepared.output` of the vertices feeding this one, in input order. Raise
         ValueError with a clear message to refuse the job."""
         return Prepared(splits=cls.create_input_splits(vertex.config, vertex.parallelism))
+
+    @classmethod
+    def staged_output_root(cls, vertex: JobVertex, job_id: str) -> str | None:
+        """Where the vertex stages output until the job ends (checkpoints record its committed part)."""
+        return None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:

@@ -30,6 +30,7 @@ from flink_runtime.operators.spark.session import acquire_session, release_sessi
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
+    AcknowledgeCheckpoint,
     AcknowledgeRegistration,
     AlreadyRegistered,
     CancelTask,
@@ -44,6 +45,7 @@ from flink_runtime.rpc.messages import (
     ScheduleOrUpdateConsumers,
     SubmitTask,
     TaskOperationResult,
+    TriggerCheckpoint,
     UpdateTaskExecutionState,
 )
 from flink_runtime.rpc.service import AskTimeoutError, RpcException, RpcService
@@ -255,6 +257,18 @@ class TaskExecutor(RpcEndpoint):
         task.interrupt()
         self.schedule_once(interval, self._interrupt_until_dead, task, interval, deadline)
 
+    @handles(TriggerCheckpoint)
+    def on_trigger_checkpoint(self, message: TriggerCheckpoint) -> None:
+        # Tasks commit their output as they go (split chunks) and report keyed state when
+        # they finish, so a running task has nothing more to snapshot: acknowledge at once.
+        # A task that already ended acknowledges too; its FINISHED report carries its output.
+        self.rpc.tell(
+            self.jobmanager_address,
+            AcknowledgeCheckpoint(
+                job_id=message.job_id, execution_id=message.execution_id, checkpoint_id=message.checkpoint_id
+            ),
+        )
+
     @handles(ReleasePartitions)
     def on_release_partitions(self, message: ReleasePartitions) -> None:
         self.run_async(asyncio.to_thread(release_job_partitions, self.data_dir, message.job_id))
@@ -270,7 +284,13 @@ class TaskExecutor(RpcEndpoint):
         if change.state.is_terminal:
             del self.tasks[task.execution_id]
         update = UpdateTaskExecutionState(
-            job_id=task.job_id, execution_id=task.execution_id, state=change.state.value, error=change.error
+            job_id=task.job_id,
+            execution_id=task.execution_id,
+            state=change.state.value,
+            error=change.error,
+            state_handle=getattr(task.invokable, "final_state_handle", None)
+            if change.state is ExecutionState.FINISHED
+            else None,
         )
         # Updates leave in mailbox order over one connection, so the JobManager sees
         # them in the order they happened; a terminal state is retried until answered.

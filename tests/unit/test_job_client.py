@@ -17,9 +17,11 @@ import pytest
 from flink_runtime.client import (
     ClusterUnreachable,
     JobClient,
+    JobClientError,
     JobNotFound,
     JobStatusEvent,
     RestClientError,
+    SavepointFailed,
     normalize_rest_url,
 )
 from flink_runtime.executiongraph.states import JobStatus
@@ -403,3 +405,218 @@ def test_normalize_rest_url(address: str, expected: str) -> None:
 def test_invalid_addresses_are_rejected(address: str) -> None:
     with pytest.raises(ValueError):
         normalize_rest_url(address)
+
+
+# -- savepoints and checkpoints --------------------------------------------------------------------
+
+REQUEST_ID = "5a1b2c3d4e5f60718293a4b5c6d7e8f9"
+LOCATION = "file:///savepoints/savepoint-012345-6789abcdef01"
+
+
+def triggered(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(202, json={"request-id": REQUEST_ID})
+
+
+def in_progress() -> httpx.Response:
+    return httpx.Response(200, json={"status": {"id": "IN_PROGRESS"}})
+
+
+def completed(location: str = LOCATION) -> httpx.Response:
+    return httpx.Response(200, json={"status": {"id": "COMPLETED"}, "operation": {"location": location}})
+
+
+def failed(cause_class: str, stack_trace: str) -> httpx.Response:
+    cause = {"class": cause_class, "stack-trace": stack_trace}
+    return httpx.Response(200, json={"status": {"id": "COMPLETED"}, "operation": {"failure-cause": cause}})
+
+
+def test_savepoint_round_trip_uses_flinks_paths_and_fields() -> None:
+    recorder = Recorder(triggered, in_progress(), in_progress(), completed())
+    with client_for(recorder) as client:
+        assert client.savepoint(JOB_ID, "/savepoints", cancel_job=True, timeout=5) == LOCATION
+    trigger, *polls = recorder.requests
+    assert trigger.method == "POST" and trigger.url.path == f"/jobs/{JOB_ID}/savepoints"
+    assert json.loads(trigger.content) == {"target-directory": "/savepoints", "cancel-job": True}
+    assert [(r.method, r.url.path) for r in polls] == [("GET", f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}")] * 3
+
+
+def test_savepoint_defaults_leave_the_directory_to_the_jobmanager() -> None:
+    recorder = Recorder(triggered)
+    with client_for(recorder) as client:
+        assert client.trigger_savepoint(JOB_ID) == REQUEST_ID
+    assert json.loads(recorder.requests[0].content) == {"target-directory": None, "cancel-job": False}
+
+
+def test_stop_posts_the_stop_body_and_waits_for_the_location() -> None:
+    recorder = Recorder(triggered, completed())
+    with client_for(recorder) as client:
+        assert client.stop(JOB_ID, "/savepoints", drain=True, timeout=5) == LOCATION
+    stop = recorder.requests[0]
+    assert stop.method == "POST" and stop.url.path == f"/jobs/{JOB_ID}/stop"
+    assert json.loads(stop.content) == {"targetDirectory": "/savepoints", "drain": True}
+    assert recorder.requests[1].url.path == f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}"
+
+
+def test_a_failed_savepoint_raises_savepoint_failed_with_the_cause() -> None:
+    trace = (
+        "OSError: [Errno 28] No space left on device: '/savepoints'\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "checkpoint/storage.py", line 10, in write\n'
+        "OSError: [Errno 28] No space left on device: '/savepoints'\n"
+    )
+    recorder = Recorder(triggered, failed("OSError", trace))
+    with client_for(recorder) as client, pytest.raises(SavepointFailed) as raised:
+        client.savepoint(JOB_ID, timeout=5)
+    message = str(raised.value)
+    assert JOB_ID in message and REQUEST_ID in message
+    assert "OSError: [Errno 28] No space left on device" in message
+    assert "Traceback" not in message  # the summary, not the whole trace
+    assert raised.value.cause_class == "OSError" and raised.value.stack_trace == trace
+    assert isinstance(raised.value, JobClientError)
+
+
+@pytest.mark.parametrize(
+    ("cause_class", "trace", "expected"),
+    [
+        # Java-style: the first line is "Class: message"; the frames are cut.
+        (
+            "java.io.IOException",
+            "java.io.IOException: boom\n\tat A.b(A.java:1)\n\tat C.d(C.java:2)",
+            "java.io.IOException: boom\n\tat A.b(A.java:1)\n\tat C.d(C.java:2)",
+        ),
+        # A bare Python traceback: the message is its last line.
+        ("ValueError", 'Traceback (most recent call last):\n  File "x.py"\nValueError: bad\n', "ValueError: bad"),
+        # A trace that does not name the class gets it prepended; none at all is the class.
+        ("TimeoutError", "took too long", "TimeoutError: took too long"),
+        ("TimeoutError", "", "TimeoutError"),
+    ],
+)
+def test_savepoint_failed_message_shapes(cause_class: str, trace: str, expected: str) -> None:
+    error = SavepointFailed(JOB_ID, REQUEST_ID, cause_class, trace)
+    assert str(error) == f"savepoint of job {JOB_ID} failed (request {REQUEST_ID}): {expected}"
+
+
+def test_savepoint_failed_message_keeps_only_the_first_lines() -> None:
+    trace = "RuntimeError: x\n" + "".join(f"  line {n}\n" for n in range(50))
+    error = SavepointFailed(JOB_ID, REQUEST_ID, "RuntimeError", trace)
+    assert "line 3" in str(error) and "line 4" not in str(error)
+
+
+def test_wait_for_savepoint_times_out_naming_job_and_request() -> None:
+    recorder = Recorder(in_progress())
+    with client_for(recorder) as client, pytest.raises(TimeoutError) as raised:
+        client.wait_for_savepoint(JOB_ID, REQUEST_ID, timeout=0.05, poll_interval=0.01)
+    assert JOB_ID in str(raised.value) and REQUEST_ID in str(raised.value)
+    assert len(recorder.requests) >= 2  # polled until the deadline, not once
+
+
+def test_wait_for_an_unknown_request_raises_job_not_found() -> None:
+    recorder = Recorder(errors(404, f"no savepoint request {REQUEST_ID} for job {JOB_ID}"))
+    with client_for(recorder) as client, pytest.raises(JobNotFound, match="no savepoint request"):
+        client.wait_for_savepoint(JOB_ID, REQUEST_ID, timeout=1)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {},
+        {"status": {"id": "WHATEVER"}},
+        {"status": {"id": "COMPLETED"}},
+        {"status": {"id": "COMPLETED"}, "operation": {}},
+    ],
+)
+def test_an_unexpected_savepoint_status_is_an_error_not_a_hang(answer: dict[str, Any]) -> None:
+    recorder = Recorder(httpx.Response(200, json=answer))
+    with client_for(recorder) as client, pytest.raises(RestClientError, match="unexpected savepoint status"):
+        client.wait_for_savepoint(JOB_ID, REQUEST_ID, timeout=1)
+
+
+def test_a_trigger_refused_by_the_jobmanager_is_reported_and_not_retried() -> None:
+    recorder = Recorder(errors(409, f"Job {JOB_ID} is FINISHED, not RUNNING."))
+    with client_for(recorder) as client, pytest.raises(RestClientError, match="not RUNNING") as raised:
+        client.stop(JOB_ID)
+    assert raised.value.status_code == 409
+    assert len(recorder.requests) == 1
+
+
+def test_a_trigger_is_not_repeated_after_it_may_have_reached_the_jobmanager() -> None:
+    # A read timeout or a 500 may come after the savepoint was triggered: a retry
+    # would take a second one (or, for stop, be refused as the job is stopping).
+    for answer in (httpx.ReadTimeout("slow"), errors(500, "boom")):
+        recorder = Recorder(answer, triggered)
+        with client_for(recorder) as client, pytest.raises(JobClientError):
+            client.trigger_savepoint(JOB_ID)
+        assert len(recorder.requests) == 1
+
+
+def test_a_trigger_is_retried_when_it_cannot_have_been_handled() -> None:
+    recorder = Recorder(httpx.ConnectError("refused"), errors(503, "busy"), errors(429, "slow down"), triggered)
+    with client_for(recorder) as client:
+        assert client.stop_with_savepoint(JOB_ID) == REQUEST_ID
+    assert len(recorder.requests) == 4
+
+
+def test_not_implemented_is_never_retried() -> None:
+    recorder = Recorder(errors(501, "savepoints are not implemented yet"))
+    with client_for(recorder) as client:
+        with pytest.raises(RestClientError, match="not implemented") as raised:
+            client.trigger_savepoint(JOB_ID)
+        assert raised.value.status_code == 501
+        with pytest.raises(RestClientError):
+            client.checkpoints(JOB_ID)
+    assert len(recorder.requests) == 2
+
+
+def test_checkpoints_is_the_checkpoint_statistics() -> None:
+    stats = {"counts": {"completed": 3, "failed": 0}, "latest": {"completed": None}}
+    recorder = Recorder(httpx.Response(200, json=stats))
+    with client_for(recorder) as client:
+        assert client.checkpoints(JOB_ID) == stats
+    assert recorder.requests[0].url.path == f"/jobs/{JOB_ID}/checkpoints"
+
+
+def test_submit_from_a_savepoint_sets_the_config_of_the_submitted_copy() -> None:
+    recorder = Recorder(accepted)
+    graph = small_graph()
+    graph.config["restart-strategy.type"] = "none"
+    with client_for(recorder) as client:
+        client.submit(graph, savepoint_path="/savepoints/savepoint-1", allow_non_restored_state=True)
+        client.submit(graph, savepoint_path=Path("/savepoints/savepoint-2"))
+    first, second = (json.loads(r.content)["config"] for r in recorder.requests)
+    assert first == {
+        "restart-strategy.type": "none",
+        "execution.savepoint.path": "/savepoints/savepoint-1",
+        "execution.savepoint.ignore-unclaimed-state": True,
+    }
+    assert second == {"restart-strategy.type": "none", "execution.savepoint.path": "/savepoints/savepoint-2"}
+    assert graph.config == {"restart-strategy.type": "none"}  # the caller's graph is not modified
+
+
+def test_submit_from_a_savepoint_leaves_a_callers_dict_alone() -> None:
+    document = {"name": "n", "vertices": [{"id": "v", "name": "V", "invokable": "noop"}]}
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client:
+        client.submit(document, savepoint_path="/sp")
+    assert json.loads(recorder.requests[0].content)["config"] == {"execution.savepoint.path": "/sp"}
+    assert "config" not in document and "job_id" not in document
+
+
+def test_submit_without_a_savepoint_sends_no_savepoint_config() -> None:
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client:
+        client.submit(small_graph())
+    assert "execution.savepoint.path" not in json.loads(recorder.requests[0].content).get("config", {})
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"allow_non_restored_state": True}, "pass savepoint_path too"),
+        ({"savepoint_path": " "}, "non-empty path"),
+    ],
+)
+def test_bad_savepoint_arguments_raise_before_any_request(kwargs: dict[str, Any], message: str) -> None:
+    recorder = Recorder(accepted)
+    with client_for(recorder) as client, pytest.raises(ValueError, match=message):
+        client.submit(small_graph(), **kwargs)
+    assert recorder.requests == []

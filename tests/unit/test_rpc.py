@@ -18,12 +18,14 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
     Acknowledge,
+    AcknowledgeCheckpoint,
     AcknowledgeRegistration,
     AlreadyRegistered,
     CancelJob,
     CancellationFailure,
     CancellationSuccess,
     CancelTask,
+    DeclineCheckpoint,
     DisconnectTaskManager,
     Heartbeat,
     HeartbeatResponse,
@@ -44,6 +46,7 @@ from flink_runtime.rpc.messages import (
     Success,
     TaskDeploymentDescriptor,
     TaskOperationResult,
+    TriggerCheckpoint,
     UpdateTaskExecutionState,
     WireMessage,
 )
@@ -548,6 +551,9 @@ def one_of_each_wire_message() -> list[Message]:
         NextInputSplit(split=InputSplit(split_number=3, hosts=["host-a"], payload=[0, 5])),
         ScheduleOrUpdateConsumers(job_id=JOB_ID, partition_id="p-1", location="/data/job/r-1/0"),
         ReleasePartitions(job_id=JOB_ID),
+        TriggerCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, timestamp=1.5),
+        AcknowledgeCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, state_handle={"path": "/s"}),
+        DeclineCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, reason="busy"),
     ]
 
 

@@ -163,6 +163,10 @@ def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: 
             directory = filesystem.join(chunk.path, f"{SUBPARTITION_COLUMN}={sub}")
             if fs.exists(directory):
                 directories.append(directory)
+    for chunk_location in gate.chunk_locations:
+        directory = filesystem.join(chunk_location, f"{SUBPARTITION_COLUMN}={sub}")
+        if filesystem.filesystem_for(directory).exists(directory):
+            directories.append(directory)
     if not directories:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*directories)
@@ -188,6 +192,15 @@ def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
 def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> None:
     """Phase one, part one: a chunk's output in its in-progress directory (then renamed)."""
     df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(directory)
+
+
+def restore_sink_chunks(sink: dict[str, Any], job_id: str, chunks: list[str]) -> None:
+    """Savepointed, committed sink chunks become part of the new job's staged output."""
+    root = sink_staging_root(sink, job_id)
+    fs = filesystem.filesystem_for(root)
+    for chunk in chunks:
+        name = chunk.rstrip("/").rsplit("/", 1)[-1]
+        fs.copy_tree(chunk, filesystem.join(root, f"restored-{name}"))
 
 
 def check_sink_target(sink: dict[str, Any]) -> None:

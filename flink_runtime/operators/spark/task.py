@@ -22,9 +22,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.io.filesystem import filesystem_for, join
 from flink_runtime.io.partitions import chunk_dirs, commit_partition_dir, partition_dir
+from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
 from flink_runtime.operators.spark.session import TaskScope
@@ -45,6 +47,7 @@ DEFAULT_SPLIT_SIZE = 128 << 20
 
 class SparkTask(AbstractInvokable):
     writes_own_partitions: ClassVar[bool] = True
+    final_state_handle: dict[str, Any] | None = None
 
     # -- on the JobManager ------------------------------------------------------------------
 
@@ -55,16 +58,26 @@ class SparkTask(AbstractInvokable):
         config = vertex.config
         splits = []
         files: list[str] = []
+        restored = context.restored.get(vertex.id)
         if "source" in config:
             source = config["source"]
-            statuses = io.list_source_files(source)
+            # Files a savepoint recorded as read are never read again.
+            done = set(restored.completed_files) if restored is not None else set()
+            statuses = [status for status in io.list_source_files(source) if status.path not in done]
             files = [status.path for status in statuses]
             split_size = parse_size(source.get("split_size") or DEFAULT_SPLIT_SIZE)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
         if "sink" in config:
             io.check_sink_target(config["sink"])
+            if restored is not None and restored.sink_chunks:
+                io.restore_sink_chunks(config["sink"], context.job_id, restored.sink_chunks)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema)
+
+    @classmethod
+    def staged_output_root(cls, vertex: JobVertex, job_id: str) -> str | None:
+        sink = vertex.config.get("sink")
+        return io.sink_staging_root(sink, job_id) if sink is not None else None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
@@ -102,7 +115,44 @@ class SparkTask(AbstractInvokable):
                     for gate, schema in zip(env.input_gates, resolved["input_schemas"], strict=True)
                 ]
                 df, rest = combine_inputs(inputs, operators)
+                state = config.get(STATE_CONFIG_KEY)
+                stateful = state and state.get("enabled") and rest and rest[0].get("op") == "aggregate"
+                if stateful and rest[0].get("phase") == "final":
+                    df, rest = self._stateful_final_aggregate(spark, df, rest[0], state), rest[1:]
                 self._emit(apply_operators(spark, df, rest), f"subtask-{env.subtask_index}")
+
+    def _stateful_final_aggregate(
+        self, spark: SparkSession, partials: DataFrame, spec: dict[str, Any], state: dict[str, Any]
+    ) -> DataFrame:
+        """The final aggregation, merged with the keyed state of earlier runs.
+
+        The partial rows of this run are merged, per key, into the state backend
+        (restored from the savepoint, or empty); the result is every key's merged
+        value, and the backend is snapshotted so the next run continues from it.
+        """
+        from flink_runtime.checkpoint.state_backend import create_state_backend, restore_state_backend
+
+        keys, aggregates = list(spec.get("keys", [])), spec["aggregates"]
+        columns = partial_columns(aggregates)
+        backend = (
+            restore_state_backend(state["restored"], state["local_dir"])
+            if state.get("restored")
+            else create_state_backend(state["backend"], state["local_dir"])
+        )
+        try:
+            for row in partials.select(*keys, *columns).toLocalIterator():
+                values = list(row)
+                backend.merge(
+                    tuple(values[: len(keys)]),
+                    values[len(keys) :],
+                    lambda old, new: merge_partials(aggregates, old, new),
+                )
+            schema = apply_operators(spark, partials.limit(0), [spec]).schema
+            rows = [(*key, *final_values(aggregates, partial)) for key, partial in backend.items()]
+            self.final_state_handle = backend.snapshot(state["snapshot_dir"])
+        finally:
+            backend.close()
+        return spark.createDataFrame(rows, schema)
 
     def _remove_unreported_chunks(self, completed: set[int]) -> None:
         """An attempt that died between committing a split's chunk and reporting it left an

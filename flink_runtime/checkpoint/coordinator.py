@@ -1,0 +1,365 @@
+"""The CheckpointCoordinator: triggers checkpoints and savepoints of one job.
+
+Protocol, as Flink's: the coordinator sends TriggerCheckpoint to every running task;
+each answers AcknowledgeCheckpoint (with its operator state handle, if it has state)
+or DeclineCheckpoint; a task that finishes meanwhile counts as acknowledged (its
+output is committed). When all have answered, the coordinator takes the JobMaster's
+committed progress (completed splits, finished subtasks, chunks, sink chunks, state
+handles) and writes it in a worker thread: a checkpoint in place under
+`state.checkpoints.dir/<job>/chk-<id>/_metadata`, a savepoint as a self-contained
+copy `<dir>/savepoint-<short job id>-<id>/`. A checkpoint that is not acknowledged
+within `execution.checkpointing.timeout` fails; only `state.checkpoints.num-retained`
+completed checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import tempfile
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from flink_runtime.checkpoint.metadata import JobProgress, write_metadata
+from flink_runtime.configuration import Configuration, parse_duration_ms
+from flink_runtime.io import filesystem
+from flink_runtime.rpc.messages import TriggerCheckpoint
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+log = logging.getLogger(__name__)
+
+INTERVAL_KEY = "execution.checkpointing.interval"
+TIMEOUT_KEY = "execution.checkpointing.timeout"
+RETAINED_KEY = "state.checkpoints.num-retained"
+CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
+SAVEPOINTS_DIR_KEY = "state.savepoints.dir"
+
+
+class CheckpointFailure(RuntimeError):
+    pass
+
+
+@dataclass
+class PendingCheckpoint:
+    checkpoint_id: int
+    triggered_at: float
+    is_savepoint: bool
+    target_directory: str | None
+    waiting: set[str]
+    total_tasks: int
+    terminal: bool = False
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+    on_complete: Callable[[str | None, BaseException | None], None] | None = None
+    timeout_handle: Any = None
+
+
+@dataclass
+class CheckpointStats:
+    checkpoint_id: int
+    is_savepoint: bool
+    status: str  # IN_PROGRESS | COMPLETED | FAILED
+    trigger_timestamp: float
+    num_subtasks: int
+    num_acknowledged: int = 0
+    latest_ack_timestamp: float | None = None
+    external_path: str | None = None
+    state_size: int = 0
+    failure_message: str | None = None
+    end_to_end_duration: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.checkpoint_id,
+            "status": self.status,
+            "is_savepoint": self.is_savepoint,
+            "checkpoint_type": "SAVEPOINT" if self.is_savepoint else "CHECKPOINT",
+            "trigger_timestamp": int(self.trigger_timestamp * 1000),
+            "latest_ack_timestamp": int((self.latest_ack_timestamp or self.trigger_timestamp) * 1000),
+            "state_size": self.state_size,
+            "checkpointed_size": self.state_size,
+            "end_to_end_duration": int((self.end_to_end_duration or 0) * 1000),
+            "num_subtasks": self.num_subtasks,
+            "num_acknowledged_subtasks": self.num_acknowledged,
+            "external_path": self.external_path,
+            "failure_message": self.failure_message,
+        }
+
+
+class CheckpointCoordinator:
+    def __init__(self, job: JobMaster, config: Configuration, first_checkpoint_id: int = 1) -> None:
+        self.job = job
+        interval = config.raw(INTERVAL_KEY)
+        self.interval = parse_duration_ms(interval, INTERVAL_KEY) / 1000 if interval not in (None, "", "0") else None
+        self.timeout = parse_duration_ms(config.raw(TIMEOUT_KEY) or "10 min", TIMEOUT_KEY) / 1000
+        self.num_retained = max(1, int(config.raw(RETAINED_KEY) or 1))
+        self.checkpoints_dir = str(
+            config.raw(CHECKPOINTS_DIR_KEY) or os.path.join(tempfile.gettempdir(), "flink-runtime-checkpoints")
+        )
+        self.savepoints_dir = config.raw(SAVEPOINTS_DIR_KEY)
+        self._next_id = first_checkpoint_id
+        self.pending: dict[int, PendingCheckpoint] = {}
+        self.history: deque[CheckpointStats] = deque(maxlen=50)
+        self._completed_locations: deque[str] = deque()
+        self.restored: dict[str, Any] | None = None
+
+    # -- triggering ------------------------------------------------------------------------
+
+    def start_periodic(self) -> None:
+        if self.interval:
+            self.job.gateway.schedule_once(self.interval, self._periodic)
+
+    def _periodic(self) -> None:
+        if self.job.status.is_terminal:
+            return
+        if self.job.accepts_checkpoints() and not any(not p.is_savepoint for p in self.pending.values()):
+            self.trigger(is_savepoint=False)
+        self.job.gateway.schedule_once(self.interval, self._periodic)
+
+    def trigger(
+        self,
+        is_savepoint: bool,
+        target_directory: str | None = None,
+        terminal: bool = False,
+        on_complete: Callable[[str | None, BaseException | None], None] | None = None,
+    ) -> int:
+        """Start a checkpoint; `on_complete(location, error)` runs in the mailbox when it ends."""
+        if is_savepoint and not (target_directory or self.savepoints_dir):
+            raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
+        checkpoint_id = self._next_id
+        self._next_id += 1
+        running = self.job.running_task_addresses()
+        pending = PendingCheckpoint(
+            checkpoint_id=checkpoint_id,
+            triggered_at=time.time(),
+            is_savepoint=is_savepoint,
+            target_directory=target_directory or (self.savepoints_dir if is_savepoint else None),
+            waiting=set(running),
+            total_tasks=len(running),
+            terminal=terminal,
+            on_complete=on_complete,
+        )
+        self.pending[checkpoint_id] = pending
+        self.history.appendleft(
+            CheckpointStats(checkpoint_id, is_savepoint, "IN_PROGRESS", pending.triggered_at, len(running))
+        )
+        for execution_id, address in running.items():
+            self.job.gateway.tell_task_manager(
+                address,
+                TriggerCheckpoint(
+                    job_id=self.job.job_id,
+                    execution_id=execution_id,
+                    checkpoint_id=checkpoint_id,
+                    timestamp=pending.triggered_at,
+                ),
+            )
+        pending.timeout_handle = self.job.gateway.schedule_once(self.timeout, self._expire, checkpoint_id)
+        self._complete_if_acknowledged(pending)
+        return checkpoint_id
+
+    # -- answers -------------------------------------------------------------------------------
+
+    def acknowledge(self, execution_id: str, checkpoint_id: int, state_handle: dict[str, Any] | None) -> None:
+        pending = self.pending.get(checkpoint_id)
+        if pending is None or execution_id not in pending.waiting:
+            return
+        pending.waiting.discard(execution_id)
+        if state_handle is not None:
+            pending.states[execution_id] = state_handle
+        self._stats(checkpoint_id, lambda s: self._count_ack(s))
+        self._complete_if_acknowledged(pending)
+
+    def decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
+        pending = self.pending.get(checkpoint_id)
+        if pending is not None:
+            self._fail(pending, CheckpointFailure(f"declined by {execution_id}: {reason}"))
+
+    def execution_stopped(self, execution_id: str) -> None:
+        """A task ended: it will not answer, and what it committed is in the progress view."""
+        for pending in list(self.pending.values()):
+            if execution_id in pending.waiting:
+                pending.waiting.discard(execution_id)
+                self._complete_if_acknowledged(pending)
+
+    def _count_ack(self, stats: CheckpointStats) -> None:
+        stats.num_acknowledged += 1
+        stats.latest_ack_timestamp = time.time()
+
+    def _complete_if_acknowledged(self, pending: PendingCheckpoint) -> None:
+        if pending.waiting or pending.checkpoint_id not in self.pending:
+            return
+        view = self.job.progress_view(pending.checkpoint_id, pending.is_savepoint, pending.terminal)
+        self.job.gateway.run_async(
+            asyncio.to_thread(self._write, pending, view),
+            lambda result, error: self._on_written(pending, result, error),
+        )
+
+    def _expire(self, checkpoint_id: int) -> None:
+        pending = self.pending.get(checkpoint_id)
+        if pending is not None and pending.waiting:
+            self._fail(
+                pending,
+                CheckpointFailure(
+                    f"checkpoint {checkpoint_id} expired after {self.timeout:g} s ({TIMEOUT_KEY}) "
+                    f"with {len(pending.waiting)} of {pending.total_tasks} tasks not acknowledged"
+                ),
+            )
+
+    # -- completion (the writing runs in a worker thread) -------------------------------------
+
+    def _write(self, pending: PendingCheckpoint, view: Callable[[], JobProgress]) -> tuple[str, int]:
+        progress = view()
+        for execution_id, handle in pending.states.items():
+            vertex_id, subtask = self.job.vertex_and_subtask(execution_id)
+            if vertex_id is not None:
+                progress.vertices.setdefault(vertex_id, _empty_vertex()).operator_state[str(subtask)] = handle
+        if pending.is_savepoint:
+            assert pending.target_directory is not None
+            directory = filesystem.join(
+                pending.target_directory, f"savepoint-{self.job.job_id[:6]}-{secrets.token_hex(6)}"
+            )
+            progress = _copy_into(progress, directory)
+        else:
+            directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
+        write_metadata(directory, progress)
+        return directory, len(msgspec.json.encode(progress))
+
+    def _on_written(
+        self, pending: PendingCheckpoint, result: tuple[str, int] | None, error: BaseException | None
+    ) -> None:
+        if pending.checkpoint_id not in self.pending:
+            return
+        if error is not None or result is None:
+            self._fail(pending, error or CheckpointFailure("writing the checkpoint failed"))
+            return
+        location, size = result
+        del self.pending[pending.checkpoint_id]
+        if pending.timeout_handle is not None:
+            pending.timeout_handle.cancel()
+
+        def completed(stats: CheckpointStats) -> None:
+            stats.status = "COMPLETED"
+            stats.external_path = location
+            stats.state_size = size
+            stats.end_to_end_duration = time.time() - stats.trigger_timestamp
+
+        self._stats(pending.checkpoint_id, completed)
+        log.info(
+            "Completed %s %d for job %s at %s.",
+            "savepoint" if pending.is_savepoint else "checkpoint",
+            pending.checkpoint_id,
+            self.job.job_id,
+            location,
+        )
+        self.job.checkpoint_completed(pending.checkpoint_id, location, pending.is_savepoint, size)
+        if not pending.is_savepoint:
+            self._retain(location)
+        if pending.on_complete is not None:
+            pending.on_complete(location, None)
+
+    def _fail(self, pending: PendingCheckpoint, error: BaseException) -> None:
+        self.pending.pop(pending.checkpoint_id, None)
+        if pending.timeout_handle is not None:
+            pending.timeout_handle.cancel()
+
+        def failed(stats: CheckpointStats) -> None:
+            stats.status = "FAILED"
+            stats.failure_message = str(error)
+
+        self._stats(pending.checkpoint_id, failed)
+        log.warning("Checkpoint %d of job %s failed: %s", pending.checkpoint_id, self.job.job_id, error)
+        if pending.on_complete is not None:
+            pending.on_complete(None, error)
+
+    def fail_all(self, reason: str) -> None:
+        for pending in list(self.pending.values()):
+            self._fail(pending, CheckpointFailure(reason))
+
+    def _retain(self, location: str) -> None:
+        self._completed_locations.append(location)
+        while len(self._completed_locations) > self.num_retained:
+            old = self._completed_locations.popleft()
+            self.job.gateway.run_async(asyncio.to_thread(filesystem.filesystem_for(old).delete, old))
+
+    def _stats(self, checkpoint_id: int, update: Callable[[CheckpointStats], None]) -> None:
+        for stats in self.history:
+            if stats.checkpoint_id == checkpoint_id:
+                update(stats)
+                return
+
+    # -- REST view (Flink's CheckpointingStatistics) --------------------------------------------
+
+    def statistics(self) -> dict[str, Any]:
+        history = list(self.history)
+        completed = [s for s in history if s.status == "COMPLETED"]
+        failed = [s for s in history if s.status == "FAILED"]
+
+        def latest(items: list[CheckpointStats]) -> dict[str, Any] | None:
+            return items[0].to_json() if items else None
+
+        return {
+            "counts": {
+                "restored": 1 if self.restored else 0,
+                "total": len(history),
+                "in_progress": len(self.pending),
+                "completed": len(completed),
+                "failed": len(failed),
+            },
+            "latest": {
+                "completed": latest([s for s in completed if not s.is_savepoint]),
+                "savepoint": latest([s for s in completed if s.is_savepoint]),
+                "failed": latest(failed),
+                "restored": self.restored,
+            },
+            "history": [s.to_json() for s in history],
+        }
+
+
+def _empty_vertex() -> Any:
+    from flink_runtime.checkpoint.metadata import VertexProgress
+
+    return VertexProgress()
+
+
+def _copy_into(progress: JobProgress, directory: str) -> JobProgress:
+    """Copy everything a savepoint refers to into its directory; paths become relative."""
+    fs = filesystem.filesystem_for(directory)
+    fs.makedirs(directory)
+
+    def copy(source: str, relative: str) -> str:
+        fs.copy_tree(source, filesystem.join(directory, relative))
+        return relative
+
+    for vertex_id, vertex in progress.vertices.items():
+        vertex.partition_chunks = {
+            result: {
+                partition: [
+                    copy(chunk, f"data/{result}/{partition}/{chunk.rstrip('/').rsplit('/', 1)[-1]}") for chunk in chunks
+                ]
+                for partition, chunks in partitions.items()
+            }
+            for result, partitions in vertex.partition_chunks.items()
+        }
+        vertex.sink_chunks = [
+            copy(chunk, f"sinks/{vertex_id}/{chunk.rstrip('/').rsplit('/', 1)[-1]}") for chunk in vertex.sink_chunks
+        ]
+        for subtask, handle in vertex.operator_state.items():
+            if "path" in handle:
+                handle["path"] = copy(handle["path"], f"state/{vertex_id}/{subtask}")
+    return progress
+
+
+def describe_failure(error: BaseException) -> dict[str, str]:
+    return {
+        "class": type(error).__name__,
+        "stack-trace": f"{type(error).__name__}: {error}\n" + "".join(traceback.format_exception(error)),
+    }

@@ -1,0 +1,212 @@
+"""A job's committed progress: what its checkpoints record and what a restore brings back.
+
+The JobMaster knows, for certain, what is committed: completed input splits (their
+chunks were renamed into place before they were reported), finished subtasks (their
+partitions and sink chunks), the final state snapshots of stateful subtasks. The
+tracker turns that into a JobProgress (checkpoint) and, for a job submitted with
+`execution.savepoint.path`, applies a JobProgress to the new job: completed input
+files are not read again, finished subtasks are not run again (their chunks are read
+from the savepoint), committed sink chunks are published with the new job's output,
+and keyed state is restored into the aggregations that own it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check_matches, read_metadata
+from flink_runtime.io import filesystem
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+SAVEPOINT_PATH_KEY = "execution.savepoint.path"
+IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"
+STATE_BACKEND_KEY = "state.backend.type"
+# Vertex config key with a subtask's keyed-state settings (see SparkTask).
+STATE_CONFIG_KEY = "__state__"
+
+
+class ProgressTracker:
+    def __init__(self, job: JobMaster) -> None:
+        self.job = job
+        self.restore: JobProgress | None = None
+        self.restore_location: str | None = None
+        # (vertex id, subtask) -> state handle reported by a FINISHED stateful subtask
+        self.final_states: dict[tuple[str, int], dict[str, Any]] = {}
+        # result id -> partition number -> committed chunk directories from the savepoint
+        self.restored_chunks: dict[str, dict[int, list[str]]] = {}
+        # The job had a stop-with-savepoint request before these vertices were deployed.
+        self.snapshot_all_state = False
+
+    # -- restoring (load in a worker thread, apply in the mailbox) ----------------------------
+
+    def load_restore(self, vertex_ids: set[str]) -> None:
+        location = self.job.config.raw(SAVEPOINT_PATH_KEY)
+        if not location:
+            return
+        progress = read_metadata(str(location))
+        allow = str(self.job.config.raw(IGNORE_UNCLAIMED_KEY) or "false").lower() == "true"
+        check_matches(progress, vertex_ids, str(location), allow)
+        self.restore = progress
+        self.restore_location = str(location)
+
+    def restored_vertex(self, vertex_id: str) -> VertexProgress | None:
+        return self.restore.vertices.get(vertex_id) if self.restore is not None else None
+
+    def apply_restore(self) -> None:
+        """Mark the savepoint's finished subtasks FINISHED and collect its chunks."""
+        graph = self.job.graph
+        if self.restore is None or graph is None:
+            return
+        for vertex_id, saved in self.restore.vertices.items():
+            ejv = graph.vertices.get(vertex_id)
+            if ejv is None:
+                continue
+            for result_id, partitions in saved.partition_chunks.items():
+                for partition, chunks in partitions.items():
+                    self.restored_chunks.setdefault(result_id, {}).setdefault(int(partition), []).extend(chunks)
+            if self.restore.terminal:
+                continue  # the job ended: every vertex runs again, on the input not yet read
+            for subtask in saved.finished_subtasks:
+                if subtask < ejv.parallelism:
+                    self.job.restore_finished(ejv.task_vertices[subtask])
+
+    def restored_state(self, vertex_id: str, subtask: int) -> dict[str, Any] | None:
+        saved = self.restored_vertex(vertex_id)
+        return saved.operator_state.get(str(subtask)) if saved is not None else None
+
+    def chunks_for(self, result_id: str, partitions: range) -> list[str]:
+        restored = self.restored_chunks.get(result_id, {})
+        return [chunk for partition in partitions for chunk in restored.get(partition, [])]
+
+    # -- keyed state settings for a task -------------------------------------------------------
+
+    def state_config(self, vertex_id: str, subtask: int, attempt_id: str) -> dict[str, Any]:
+        restored = self.restored_state(vertex_id, subtask)
+        enabled = (
+            self.snapshot_all_state
+            or self.job.config.raw(STATE_BACKEND_KEY) is not None
+            or restored is not None
+            or self.job.is_continuous
+        )
+        return {
+            "enabled": enabled,
+            "backend": str(self.job.config.raw(STATE_BACKEND_KEY) or "hashmap"),
+            "snapshot_dir": filesystem.join(self.job.coordinator.checkpoints_dir, self.job.job_id, "state", attempt_id),
+            "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
+            "restored": restored,
+        }
+
+    # -- checkpointing ------------------------------------------------------------------------
+
+    def view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], JobProgress]:
+        """Capture the committed progress now (mailbox); list its chunks later (worker thread)."""
+        job = self.job
+        graph = job.graph
+        assert graph is not None
+        captured: dict[str, dict[str, Any]] = {}
+        for vertex_id, ejv in graph.vertices.items():
+            progress = job.split_progress.get(vertex_id)
+            completed = dict(progress.completed) if progress is not None else {}
+            splits = job.prepared_split_files(vertex_id)
+            finished = [v.subtask_index for v in ejv.task_vertices if v.current_execution.state.value == "FINISHED"]
+            captured[vertex_id] = {
+                "completed": completed,
+                "files": sorted({f for n in completed for f in splits.get(n, [])} | job.completed_files(vertex_id)),
+                "finished": finished,
+                "partitions": {
+                    result.id: {
+                        v.produced_partitions[index].partition_number: job.partition_location(
+                            v.produced_partitions[index].partition_id
+                        )
+                        for v in ejv.task_vertices
+                    }
+                    for index, result in enumerate(ejv.produced_results)
+                },
+                "sink_root": job.sink_staging_root(vertex_id),
+                "states": {
+                    str(v.subtask_index): handle
+                    for v in ejv.task_vertices
+                    if (
+                        handle := self.final_states.get((vertex_id, v.subtask_index))
+                        or self.restored_state(vertex_id, v.subtask_index)
+                    )
+                },
+            }
+        restored = {
+            result: {p: list(chunks) for p, chunks in partitions.items()}
+            for result, partitions in self.restored_chunks.items()
+        }
+
+        def materialize() -> JobProgress:
+            vertices = {}
+            for vertex_id, data in captured.items():
+                vertex = VertexProgress(
+                    completed_splits=sorted(data["completed"]),
+                    completed_files=data["files"],
+                    operator_state=data["states"],
+                )
+                if not terminal:
+                    vertex.finished_subtasks = data["finished"]
+                    vertex.partition_chunks = _committed_chunks(data, restored)
+                    vertex.sink_chunks = _sink_chunks(data)
+                if vertex.completed_files or vertex.operator_state or vertex.partition_chunks or vertex.sink_chunks:
+                    vertices[vertex_id] = vertex
+            import time
+
+            return JobProgress(
+                job_id=job.job_id,
+                job_name=job.name,
+                checkpoint_id=checkpoint_id,
+                timestamp=time.time(),
+                is_savepoint=is_savepoint,
+                terminal=terminal,
+                vertices=vertices,
+            )
+
+        return materialize
+
+
+def _committed_chunks(
+    data: dict[str, Any], restored: dict[str, dict[int, list[str]]]
+) -> dict[str, dict[str, list[str]]]:
+    """Chunks of finished subtasks (all) and of completed splits (by their subtask)."""
+    chunks: dict[str, dict[str, list[str]]] = {}
+    owner = data["completed"]  # split -> subtask
+    for result, partitions in data["partitions"].items():
+        for partition, location in partitions.items():
+            found = list(restored.get(result, {}).get(partition, [])) if partition in data["finished"] else []
+            if location:
+                fs = filesystem.filesystem_for(location)
+                for status in fs.glob(filesystem.join(location, "*")) if fs.exists(location) else []:
+                    name = status.path.rstrip("/").rsplit("/", 1)[-1]
+                    if name.startswith("."):
+                        continue
+                    if partition in data["finished"] or (
+                        name.startswith("split-")
+                        and owner.get(int(name[6:]) if name[6:].isdigit() else -1) == partition
+                    ):
+                        found.append(status.path)
+            if found:
+                chunks.setdefault(result, {})[str(partition)] = found
+    return chunks
+
+
+def _sink_chunks(data: dict[str, Any]) -> list[str]:
+    root = data["sink_root"]
+    if not root:
+        return []
+    fs = filesystem.filesystem_for(root)
+    if not fs.exists(root):
+        return []
+    keep = {f"split-{n}" for n in data["completed"]} | {f"subtask-{i}" for i in data["finished"]}
+    keep |= {name for name in _names(fs, root) if name.startswith("restored-")}
+    return [filesystem.join(root, name) for name in sorted(_names(fs, root)) if name in keep]
+
+
+def _names(fs: filesystem.FileSystem, root: str) -> list[str]:
+    return [status.path.rstrip("/").rsplit("/", 1)[-1] for status in fs.glob(filesystem.join(root, "*"))]

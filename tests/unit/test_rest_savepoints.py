@@ -1,0 +1,258 @@
+"""The REST layer of savepoints and checkpoints, against a stub JobManager.
+
+Only the HTTP side is under test here: paths, body field names, status codes and the
+mapping of SavepointRequestError to `{"errors": [...]}`. The stub records how it was
+called and answers like the JobManager's contract (jobmanager.py, "savepoints and
+checkpoints"); the JobManager itself is tested elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.jobmanager.jobmanager import SavepointRequestError
+from flink_runtime.rest.app import create_app
+
+JOB_ID = "0123456789abcdef0123456789abcdef"
+OTHER_JOB = "fedcba9876543210fedcba9876543210"
+REQUEST_ID = "5a1b2c3d4e5f60718293a4b5c6d7e8f9"
+
+
+class StubJobManager:
+    """Just what the routes call: one RUNNING job (JOB_ID) and one FINISHED one (OTHER_JOB)."""
+
+    def __init__(self, blob_dir: str) -> None:
+        self.blob_dir = blob_dir
+        self.calls: list[tuple[Any, ...]] = []
+        self.statuses: dict[str, dict[str, Any]] = {REQUEST_ID: {"status": {"id": "IN_PROGRESS"}}}
+
+    def _check_running(self, job_id: str) -> None:
+        if job_id == OTHER_JOB:
+            raise SavepointRequestError(409, f"Job {job_id} is FINISHED, not RUNNING.")
+        if job_id != JOB_ID:
+            raise SavepointRequestError(404, f"Job {job_id} not found.")
+
+    async def trigger_savepoint(self, job_id: str, target_directory: str | None, cancel_job: bool) -> str:
+        self.calls.append(("trigger_savepoint", job_id, target_directory, cancel_job))
+        self._check_running(job_id)
+        return REQUEST_ID
+
+    async def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool) -> str:
+        self.calls.append(("stop_with_savepoint", job_id, target_directory, drain))
+        self._check_running(job_id)
+        return REQUEST_ID
+
+    def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        self.calls.append(("savepoint_status", job_id, request_id))
+        if job_id != JOB_ID or request_id not in self.statuses:
+            raise SavepointRequestError(404, f"no savepoint request {request_id} for job {job_id}")
+        return self.statuses[request_id]
+
+    def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
+        self.calls.append(("checkpoint_stats", job_id))
+        if job_id != JOB_ID:
+            raise SavepointRequestError(404, f"Job {job_id} not found.")
+        return {"counts": {"restored": 0, "total": 2, "in_progress": 0, "completed": 2, "failed": 0}}
+
+
+@pytest.fixture
+def jobmanager(tmp_path: Path) -> StubJobManager:
+    return StubJobManager(str(tmp_path / "blobs"))
+
+
+@pytest.fixture
+def rest(jobmanager: StubJobManager) -> Iterator[TestClient]:
+    app = create_app(jobmanager, Configuration())  # type: ignore[arg-type]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+# -- POST /jobs/:id/savepoints ------------------------------------------------------------------
+
+
+def test_trigger_savepoint_answers_202_with_the_request_id(rest: TestClient, jobmanager: StubJobManager) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={"target-directory": "/sp", "cancel-job": True})
+    assert answer.status_code == 202
+    assert answer.json() == {"request-id": REQUEST_ID}
+    assert jobmanager.calls == [("trigger_savepoint", JOB_ID, "/sp", True)]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"target-directory": None},
+        {"target-directory": None, "cancel-job": False, "formatType": "CANONICAL", "triggerId": None},
+        {"formatType": "NATIVE"},  # accepted, as from Flink's client; the format is ours
+    ],
+)
+def test_trigger_savepoint_defaults(rest: TestClient, jobmanager: StubJobManager, body: dict[str, Any]) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json=body)
+    assert answer.status_code == 202
+    assert jobmanager.calls == [("trigger_savepoint", JOB_ID, None, False)]
+
+
+def test_an_empty_body_means_every_default(rest: TestClient, jobmanager: StubJobManager) -> None:
+    assert rest.post(f"/jobs/{JOB_ID}/savepoints").status_code == 202
+    assert rest.post(f"/jobs/{JOB_ID}/stop", content=b"  ").status_code == 202
+    assert jobmanager.calls == [
+        ("trigger_savepoint", JOB_ID, None, False),
+        ("stop_with_savepoint", JOB_ID, None, False),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"cancel-job": "yes"}, "cancel-job"),
+        ({"target-directory": 7}, "target-directory"),
+        ({"formatType": "PARQUET"}, "formatType"),
+        # Stop's camel-case name on the savepoint endpoint: refused, not ignored.
+        ({"cancelJob": True}, "cancelJob"),
+        ({"targetDirectory": "/sp"}, "targetDirectory"),
+    ],
+)
+def test_a_malformed_savepoint_body_is_400_naming_the_field(
+    rest: TestClient, jobmanager: StubJobManager, body: dict[str, Any], field: str
+) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json=body)
+    assert answer.status_code == 400
+    (error,) = answer.json()["errors"]
+    assert field in error
+    assert "target-directory, cancel-job, formatType" in error  # what it does accept
+    assert jobmanager.calls == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"{not json", "not JSON"), (b"[1, 2]", "Expected `object`"), (b"null", "Expected `object`")],
+)
+def test_a_body_that_is_no_json_object_is_400(rest: TestClient, content: bytes, message: str) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", content=content, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 400
+    assert message in answer.json()["errors"][0]
+
+
+def test_a_client_chosen_trigger_id_is_refused_rather_than_ignored(rest: TestClient) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={"triggerId": REQUEST_ID})
+    assert answer.status_code == 400
+    assert "triggerId" in answer.json()["errors"][0]
+
+
+@pytest.mark.parametrize(
+    ("job_id", "status", "message"),
+    [(OTHER_JOB, 409, "not RUNNING"), ("feedfeedfeedfeedfeedfeedfeedfeed", 404, "not found")],
+)
+@pytest.mark.parametrize("path", ["savepoints", "stop"])
+def test_jobmanager_refusals_keep_their_status_and_message(
+    rest: TestClient, job_id: str, status: int, message: str, path: str
+) -> None:
+    answer = rest.post(f"/jobs/{job_id}/{path}", json={})
+    assert answer.status_code == status
+    (error,) = answer.json()["errors"]
+    assert message in error and job_id in error
+
+
+def test_not_implemented_is_passed_on_as_501(rest: TestClient, jobmanager: StubJobManager) -> None:
+    async def not_yet(*args: Any) -> str:
+        raise SavepointRequestError(501, "savepoints are not implemented yet")
+
+    jobmanager.trigger_savepoint = not_yet  # type: ignore[method-assign]
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={})
+    assert (answer.status_code, answer.json()) == (501, {"errors": ["savepoints are not implemented yet"]})
+
+
+# -- POST /jobs/:id/stop ------------------------------------------------------------------------
+
+
+def test_stop_answers_202_with_the_request_id(rest: TestClient, jobmanager: StubJobManager) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/stop", json={"targetDirectory": "/sp", "drain": True})
+    assert answer.status_code == 202
+    assert answer.json() == {"request-id": REQUEST_ID}
+    assert jobmanager.calls == [("stop_with_savepoint", JOB_ID, "/sp", True)]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"drain": "no"}, "drain"),
+        ({"target-directory": "/sp"}, "target-directory"),
+        ({"targetDirectory": 1}, "$.targetDirectory"),
+    ],
+)
+def test_a_malformed_stop_body_is_400_naming_the_field(
+    rest: TestClient, jobmanager: StubJobManager, body: dict[str, Any], field: str
+) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/stop", json=body)
+    assert answer.status_code == 400
+    (error,) = answer.json()["errors"]
+    assert field in error
+    assert "targetDirectory, drain, formatType" in error
+    assert jobmanager.calls == []
+
+
+# -- GET /jobs/:id/savepoints/:triggerid ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"status": {"id": "IN_PROGRESS"}},
+        {"status": {"id": "COMPLETED"}, "operation": {"location": "file:///sp/savepoint-012345-abcdef"}},
+        {
+            "status": {"id": "COMPLETED"},
+            "operation": {"failure-cause": {"class": "OSError", "stack-trace": "OSError: disk full"}},
+        },
+    ],
+)
+def test_savepoint_status_is_the_jobmanagers_answer(
+    rest: TestClient, jobmanager: StubJobManager, status: dict[str, Any]
+) -> None:
+    jobmanager.statuses[REQUEST_ID] = status
+    answer = rest.get(f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}")
+    assert (answer.status_code, answer.json()) == (200, status)
+    assert jobmanager.calls == [("savepoint_status", JOB_ID, REQUEST_ID)]
+
+
+def test_an_unknown_request_id_is_404(rest: TestClient) -> None:
+    answer = rest.get(f"/jobs/{JOB_ID}/savepoints/nope")
+    assert answer.status_code == 404
+    assert answer.json() == {"errors": [f"no savepoint request nope for job {JOB_ID}"]}
+
+
+# -- GET /jobs/:id/checkpoints -------------------------------------------------------------------
+
+
+def test_checkpoint_stats(rest: TestClient) -> None:
+    answer = rest.get(f"/jobs/{JOB_ID}/checkpoints")
+    assert answer.status_code == 200
+    assert answer.json()["counts"]["completed"] == 2
+    missing = rest.get(f"/jobs/{OTHER_JOB}/checkpoints")
+    assert missing.status_code == 404 and "not found" in missing.json()["errors"][0]
+
+
+# -- OpenAPI -------------------------------------------------------------------------------------
+
+
+def test_openapi_documents_the_savepoint_paths_and_bodies(rest: TestClient) -> None:
+    document = rest.get("/openapi.json").json()
+    paths = document["paths"]
+    assert paths["/jobs/{job_id}/savepoints"]["post"]["summary"]
+    assert paths["/jobs/{job_id}/savepoints/{triggerid}"]["get"]["summary"]
+    assert paths["/jobs/{job_id}/stop"]["post"]["summary"]
+    assert paths["/jobs/{job_id}/checkpoints"]["get"]["summary"]
+
+    def body_fields(path: str) -> set[str]:
+        schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        return set(schema["properties"])
+
+    assert {"target-directory", "cancel-job", "formatType"} <= body_fields("/jobs/{job_id}/savepoints")
+    assert {"targetDirectory", "drain", "formatType"} <= body_fields("/jobs/{job_id}/stop")
+    responses = paths["/jobs/{job_id}/savepoints"]["post"]["responses"]
+    assert {"202", "400", "404", "409"} <= set(responses)
