@@ -1,0 +1,154 @@
+"""Savepoints, stop-with-savepoint and resuming, on the MiniCluster with PySpark tasks."""
+
+from __future__ import annotations
+
+import collections
+import json
+import random
+import time
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from flink_runtime.client import JobClient, RestClientError
+from flink_runtime.minicluster import MiniCluster
+from flink_runtime.pipeline import Pipeline
+
+pytestmark = pytest.mark.integration
+
+
+def write_corpus(directory: Path, files: int, seed: int = 3, first: int = 0) -> collections.Counter[str]:
+    rng = random.Random(seed)
+    directory.mkdir(exist_ok=True)
+    counts: collections.Counter[str] = collections.Counter()
+    for index in range(first, first + files):
+        lines = [" ".join(rng.choice("abcdefgh") for _ in range(6)) for _ in range(40)]
+        counts.update(word for line in lines for word in line.split())
+        (directory / f"{index:02d}.txt").write_text("\n".join(lines) + "\n")
+    return counts
+
+
+def word_count(input_dir: Path, output: Path, slow: bool = True) -> Pipeline:
+    pipeline = Pipeline("resumable word count", parallelism=2)
+    source = pipeline.read_text(str(input_dir / "*.txt"), split_size=1)
+    if slow:
+        source = source.transform("tests.helpers.transforms:slow")
+    (
+        source.select("explode(split(value, ' ')) AS word")
+        .key_by("word")
+        .agg("count(*) AS n")
+        .write_parquet(str(output), mode="overwrite")
+    )
+    return pipeline
+
+
+def counts_in(output: Path) -> dict[str, int]:
+    table = pq.read_table(output)
+    return dict(zip(table.column("word").to_pylist(), table.column("n").to_pylist(), strict=True))
+
+
+def input_splits(rest_url: str, job_id: str, vertex_prefix: str = "Read text") -> dict[str, int]:
+    details = httpx.get(f"{rest_url}/jobs/{job_id}").json()
+    source = next(v for v in details["vertices"] if v["name"].startswith(vertex_prefix))
+    return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{source['id']}").json()["input-splits"]
+
+
+def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
+    minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    expected = write_corpus(tmp_path / "in", files=12)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
+        time.sleep(2.0)  # a few splits in
+        location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
+        assert client.status(job_id).value == "FINISHED"
+        first = input_splits(minicluster.rest_url, job_id)
+        assert 0 < first["completed"] < 12, "the stop should have come mid-job"
+        assert Path(location, "_metadata").exists()
+        assert sum(counts_in(tmp_path / "out").values()) < sum(expected.values())
+
+        resumed = client.submit(
+            word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location
+        )
+        assert client.wait(resumed, timeout=120).value == "FINISHED"
+        second = input_splits(minicluster.rest_url, resumed)
+    assert counts_in(tmp_path / "out") == dict(expected)  # totals continue from the keyed state
+    assert first["completed"] + second["completed"] == 12  # every file exactly once
+    assert second["assignments"] == second["total"] == 12 - first["completed"]
+
+
+def test_savepoint_of_a_running_job_and_resume(minicluster: MiniCluster, tmp_path: Path) -> None:
+    expected = write_corpus(tmp_path / "in", files=10)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
+        time.sleep(2.0)
+        location = client.savepoint(job_id, str(tmp_path / "savepoints"), cancel_job=True, timeout=120)
+        assert client.wait(job_id, timeout=60).value == "CANCELED"
+        metadata = json.loads(Path(location, "_metadata").read_text())
+        done = len(metadata["vertices"]["read-text-1"]["completed_files"])
+        assert done >= 1
+        # The savepoint carries the completed splits' chunks, so it stands alone.
+        assert list(Path(location, "data").rglob("__sub=*"))
+
+        resumed = client.submit(
+            word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location
+        )
+        assert client.wait(resumed, timeout=120).value == "FINISHED"
+        splits = input_splits(minicluster.rest_url, resumed)
+        checkpoints = client.checkpoints(job_id)
+    assert counts_in(tmp_path / "out") == dict(expected)
+    assert splits["total"] == 10 - done
+    assert checkpoints["counts"]["completed"] >= 1
+    assert checkpoints["latest"]["savepoint"]["external_path"] == location
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt"])
+def test_bad_savepoint_is_refused_and_nothing_starts(minicluster: MiniCluster, tmp_path: Path, damage: str) -> None:
+    write_corpus(tmp_path / "in", files=2)
+    savepoint = tmp_path / "savepoint-x"
+    if damage == "corrupt":
+        savepoint.mkdir()
+        (savepoint / "_metadata").write_text('{"job_id": "x", "vertices": [')
+    with JobClient(minicluster.rest_url) as client, pytest.raises(RestClientError) as refused:
+        client.submit(
+            word_count(tmp_path / "in", tmp_path / "out", slow=False).job_graph(), savepoint_path=str(savepoint)
+        )
+    assert refused.value.status_code == 400
+    assert ("does not exist" if damage == "missing" else "corrupt") in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_savepoint_of_a_finished_job_is_a_conflict(minicluster: MiniCluster, tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in", files=1)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out", slow=False).job_graph())
+        assert client.wait(job_id, timeout=60).value == "FINISHED"
+        response = httpx.post(
+            f"{minicluster.rest_url}/jobs/{job_id}/savepoints", json={"target-directory": str(tmp_path)}
+        )
+    assert response.status_code == 409
+    assert "not RUNNING" in response.json()["errors"][0]
+
+
+def test_periodic_checkpoints_are_written_and_retained(minicluster: MiniCluster, tmp_path: Path) -> None:
+    write_corpus(tmp_path / "in", files=8)
+    pipeline = word_count(tmp_path / "in", tmp_path / "out")
+    graph = pipeline.job_graph()
+    graph.config.update(
+        {
+            "execution.checkpointing.interval": "500 ms",
+            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+            "state.checkpoints.num-retained": "2",
+        }
+    )
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(graph)
+        assert client.wait(job_id, timeout=120).value == "FINISHED"
+        stats = client.checkpoints(job_id)
+    assert stats["counts"]["completed"] >= 2
+    retained = list((tmp_path / "checkpoints" / job_id).glob("chk-*/_metadata"))
+    assert 1 <= len(retained) <= 2
+    latest = stats["latest"]["completed"]
+    assert latest["num_subtasks"] == latest["num_acknowledged_subtasks"]
