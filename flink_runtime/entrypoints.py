@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import tempfile
 from collections.abc import Awaitable, Callable
 
 from flink_runtime.configuration import Configuration
@@ -36,6 +38,11 @@ def run_jobmanager(config: Configuration) -> None:
     from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.rest.server import RestServer
 
+    if config.raw("jobstore.url") is None:
+        # A standalone JobManager keeps its jobs across restarts by default.
+        cluster_id = str(config.raw("high-availability.cluster-id") or "default").strip("/") or "default"
+        store = os.path.join(tempfile.gettempdir(), "flink-runtime", f"jobstore-{cluster_id}.db")
+        config.set("jobstore.url", f"sqlite:///{store}")
     jobmanager = JobManager(config)
     rest = RestServer(jobmanager, config)
 

@@ -84,6 +84,7 @@ class StandaloneCluster:
             "jobmanager.rpc.port": self.rpc_port,
             "rest.port": self.rest_port,
             "io.tmp.dirs": str(self.work_dir / "data"),
+            "jobstore.url": f"sqlite:///{self.work_dir / 'jobstore.db'}",
             **self.properties,
         }
 

@@ -12,6 +12,7 @@ that shuts down cleanly says so (DisconnectTaskManager) and is removed at once.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import tempfile
@@ -20,19 +21,24 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.checkpoint.coordinator import CheckpointFailure
+from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.jobmaster import JobMaster
+from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
+from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
 from flink_runtime.operators.spark.session import acquire_session, release_session
+from flink_runtime.rest import views
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
@@ -114,6 +120,11 @@ class JobManager(RpcEndpoint):
         # The REST API's URL (set by RestServer once it serves); TaskManagers download
         # job libraries from it.
         self.rest_url = ""
+        url = config.raw(JOBSTORE_URL_KEY)
+        self.job_store = JobStore(str(url)) if url else None
+        self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
+        # Finished jobs of earlier JobManager runs, as the job store archived them.
+        self.archived: dict[str, JobRecord] = {}
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )
@@ -127,6 +138,9 @@ class JobManager(RpcEndpoint):
             return self._spark_session
 
     def on_stop(self) -> None:
+        self._store_writer.shutdown(wait=True)
+        if self.job_store is not None:
+            self.job_store.close()
         if self._spark_session is not None:
             self._spark_session = None
             release_session()
@@ -136,6 +150,47 @@ class JobManager(RpcEndpoint):
         self.schedule_every(interval, self._send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
+        if self.job_store is not None:
+            self._recover_jobs()
+
+    # -- the job store: jobs survive a JobManager restart ------------------------------------------
+
+    def _store(self, method: str, *args: Any) -> None:
+        """Call a JobStore method off the mailbox, in call order (one writer thread)."""
+        if self.job_store is None:
+            return
+        store_call = getattr(self.job_store, method)
+
+        def write() -> None:
+            try:
+                store_call(*args)
+            except JobStoreError as exc:
+                log.warning("job store: %s", exc)
+
+        self.run_async(asyncio.get_running_loop().run_in_executor(self._store_writer, write))
+
+    def _recover_jobs(self) -> None:
+        """Start again every job the store says was running, from its latest checkpoint;
+        its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable."""
+        assert self.job_store is not None
+        for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
+            if record.details is not None:
+                self.archived[record.job_id] = record
+        for record in self.job_store.recoverable_jobs():
+            job_graph = JobGraph.from_json(record.job_graph_json)
+            if record.latest_checkpoint is not None:
+                job_graph.config[SAVEPOINT_PATH_KEY] = record.latest_checkpoint.location
+                job_graph.config[IGNORE_UNCLAIMED_KEY] = "true"
+            job = JobMaster(job_graph, self, self.config)
+            job.data_namespace = f"{record.job_id}/run-{uuid.uuid4().hex[:8]}"
+            self.jobs[record.job_id] = job
+            log.info(
+                "Recovering job %s (%s) from %s.",
+                record.name,
+                record.job_id,
+                record.latest_checkpoint.location if record.latest_checkpoint else "its start (no checkpoint)",
+            )
+            job.start()
 
     # -- TaskManager registration ------------------------------------------------------------------
 
@@ -285,10 +340,13 @@ class JobManager(RpcEndpoint):
         self.events.publish(event)
         for listener in self.status_listeners:
             listener(event)
+        self._store("update_status", job.job_id, event.new_state, event.timestamp)
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
             for registration in self.task_managers.values():
                 self.rpc.tell(registration.address, ReleasePartitions(job_id=job.job_id))
+            if job.status.is_globally_terminal and self.job_store is not None:
+                self._store("archive", job.job_id, views.job_details(job), views.job_exceptions(job))
 
     def _expire_finished_jobs(self) -> None:
         expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
@@ -333,6 +391,8 @@ class JobManager(RpcEndpoint):
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.jobs[job_id] = job
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
+        if self.job_store is not None:
+            self._store("add_job", job_id, job_graph.name, job_graph.to_json(), time.time())
         job.start()
         return job.wait_until_running()
 
@@ -446,6 +506,8 @@ class JobManager(RpcEndpoint):
         self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int
     ) -> None:
         """A checkpoint or savepoint of `job` completed (recorded in the job store)."""
+        if self.job_store is not None:
+            self._store("add_checkpoint", job.job_id, checkpoint_id, location, is_savepoint, time.time(), size)
 
     # -- views for the REST API (read on the same event loop, never mutated there) -----------------
 

@@ -165,6 +165,7 @@ class JobMaster:
         self.savepoint_requests: dict[str, dict[str, Any]] = {}
         self._stop_request: tuple[str, str | None] | None = None
         self.is_continuous = False
+        self.data_namespace = job_graph.job_id
         self._data_dir = str(
             self.config.raw("io.tmp.dirs") or os.path.join(tempfile.gettempdir(), "flink-runtime-data")
         )
@@ -252,7 +253,12 @@ class JobMaster:
     def _master_context(self) -> MasterContext:
         restored = self.tracker.restore.vertices if self.tracker.restore is not None else {}
         return MasterContext(
-            job_id=self.job_id, job_name=self.name, config=self.config, spark=self.gateway.spark, restored=restored
+            job_id=self.job_id,
+            job_name=self.name,
+            config=self.config,
+            spark=self.gateway.spark,
+            restored=restored,
+            data_namespace=self.data_namespace,
         )
 
     def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
@@ -620,6 +626,7 @@ class JobMaster:
             execution_id=execution.attempt_id,
             allocation_id=allocation_id,
             slot_index=slot_index,
+            data_namespace=self.data_namespace,
             vertex_id=ejv.id,
             task_name=vertex.task_name_with_subtask,
             subtask_index=vertex.subtask_index,
@@ -836,13 +843,13 @@ class JobMaster:
         if partition_id in self._partition_locations:
             return self._partition_locations[partition_id]
         result_id, _, number = partition_id.rpartition("#")
-        return partition_dir(self._data_dir, self.job_id, result_id, int(number))
+        return partition_dir(self._data_dir, self.data_namespace, result_id, int(number))
 
     def sink_staging_root(self, vertex_id: str) -> str | None:
         if self.graph is None:
             return None
         job_vertex = self.graph.vertices[vertex_id].job_vertex
-        return resolve_invokable(job_vertex.invokable).staged_output_root(job_vertex, self.job_id)
+        return resolve_invokable(job_vertex.invokable).staged_output_root(job_vertex, self.data_namespace)
 
     # -- exceptions ---------------------------------------------------------------------------------
 

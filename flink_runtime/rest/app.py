@@ -140,6 +140,15 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         errors = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
         return _error_response(400, errors)
 
+    def archived_only() -> list[Any]:
+        """Finished jobs of earlier JobManager runs (from the job store), not also live here."""
+        return [record for job_id, record in jobmanager.archived.items() if job_id not in jobmanager.jobs]
+
+    def archived_overview(record: Any) -> dict[str, Any]:
+        details = record.details or {}
+        keys = ("jid", "name", "state", "start-time", "end-time", "duration")
+        return {key: details.get(key) for key in keys} | {"last-modification": details.get("end-time"), "tasks": {}}
+
     def job_or_404(job_id: str) -> JobMaster:
         job = jobmanager.jobs.get(job_id)
         if job is None:
@@ -191,11 +200,13 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     @app.get("/jobs", summary="Job ids and states")
     async def jobs() -> dict[str, Any]:
-        return {"jobs": [{"id": job.job_id, "status": job.status.value} for job in jobmanager.jobs.values()]}
+        live = [{"id": job.job_id, "status": job.status.value} for job in jobmanager.jobs.values()]
+        return {"jobs": live + [{"id": r.job_id, "status": r.status} for r in archived_only()]}
 
     @app.get("/jobs/overview", summary="Overview of all jobs")
     async def jobs_overview() -> dict[str, Any]:
-        return {"jobs": [views.job_overview(job) for job in jobmanager.jobs.values()]}
+        live = [views.job_overview(job) for job in jobmanager.jobs.values()]
+        return {"jobs": live + [archived_overview(record) for record in archived_only()]}
 
     @app.post(
         "/jobs",
@@ -237,6 +248,8 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     @app.get("/jobs/{job_id}", summary="Job details")
     async def job_details(job_id: str) -> dict[str, Any]:
+        if job_id not in jobmanager.jobs and job_id in jobmanager.archived:
+            return jobmanager.archived[job_id].details or {}
         return views.job_details(job_or_404(job_id))
 
     @app.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
@@ -253,6 +266,8 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     @app.get("/jobs/{job_id}/exceptions", summary="The job's exception history")
     async def job_exceptions(job_id: str, maxExceptions: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:  # noqa: N803
+        if job_id not in jobmanager.jobs and job_id in jobmanager.archived:
+            return jobmanager.archived[job_id].exceptions or {}
         return views.job_exceptions(job_or_404(job_id), maxExceptions)
 
     @app.patch("/jobs/{job_id}", status_code=202, summary="Cancel a job (mode=cancel)")

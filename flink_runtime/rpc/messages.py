@@ -166,6 +166,10 @@ class TaskDeploymentDescriptor(Message):
     execution_id: str
     allocation_id: str
     slot_index: int
+    # Where the job's data lives under the data directory and sink staging: the job id,
+    # or `<job id>/run-<n>` for a job recovered after a JobManager restart (so the new
+    # run never mixes its chunks with the files of the run it recovers from).
+    data_namespace: str
     vertex_id: str
     task_name: str
     subtask_index: int

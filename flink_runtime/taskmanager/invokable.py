@@ -70,6 +70,7 @@ class Environment:
     cancelled: threading.Event = field(default_factory=threading.Event)
     execution_id: str = ""
     slot_index: int = 0
+    data_namespace: str = ""
     data_dir: str = ""
     # The raw descriptors, for invokables that write their own partitions (Spark).
     produced_partitions: list[ResultPartitionDeploymentDescriptor] = field(default_factory=list)
@@ -108,6 +109,7 @@ class MasterContext:
     spark: Callable[[], Any] = lambda: None
     # Restoring from a savepoint: per vertex, what it recorded (checkpoint.metadata.VertexProgress).
     restored: dict[str, Any] = field(default_factory=dict)
+    data_namespace: str = ""
 
 
 @dataclass
@@ -145,7 +147,7 @@ class AbstractInvokable:
         return Prepared(splits=cls.create_input_splits(vertex.config, vertex.parallelism))
 
     @classmethod
-    def staged_output_root(cls, vertex: JobVertex, job_id: str) -> str | None:
+    def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
         """Where the vertex stages output until the job ends (checkpoints record its committed part)."""
         return None
 

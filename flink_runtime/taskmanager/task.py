@@ -159,6 +159,7 @@ class Task:
                 cancelled=self.cancelled,
                 execution_id=descriptor.execution_id,
                 slot_index=descriptor.slot_index,
+                data_namespace=descriptor.data_namespace or descriptor.job_id,
                 data_dir=self.data_dir,
                 produced_partitions=descriptor.produced_partitions,
                 input_gates=descriptor.input_gates,
@@ -199,7 +200,8 @@ class Task:
                 log.warning("could not clean up %s", self._partition_dir(partition), exc_info=True)
 
     def _partition_dir(self, partition: ResultPartitionDeploymentDescriptor) -> str:
-        return partition_dir(self.data_dir, self.job_id, partition.result_id, partition.partition_number)
+        namespace = self.descriptor.data_namespace or self.job_id
+        return partition_dir(self.data_dir, namespace, partition.result_id, partition.partition_number)
 
 
 def blob_cache_dir_for(data_dir: str) -> str:

@@ -69,9 +69,7 @@ def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
         assert Path(location, "_metadata").exists()
         assert sum(counts_in(tmp_path / "out").values()) < sum(expected.values())
 
-        resumed = client.submit(
-            word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location
-        )
+        resumed = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location)
         assert client.wait(resumed, timeout=120).value == "FINISHED"
         second = input_splits(minicluster.rest_url, resumed)
     assert counts_in(tmp_path / "out") == dict(expected)  # totals continue from the keyed state
@@ -92,9 +90,7 @@ def test_savepoint_of_a_running_job_and_resume(minicluster: MiniCluster, tmp_pat
         # The savepoint carries the completed splits' chunks, so it stands alone.
         assert list(Path(location, "data").rglob("__sub=*"))
 
-        resumed = client.submit(
-            word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location
-        )
+        resumed = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location)
         assert client.wait(resumed, timeout=120).value == "FINISHED"
         splits = input_splits(minicluster.rest_url, resumed)
         checkpoints = client.checkpoints(job_id)

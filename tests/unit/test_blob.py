@@ -524,6 +524,7 @@ def run_task(tmp_path: Path, invokable: str, libraries: list[str], blob_server_u
         execution_id="exec-1",
         allocation_id="alloc-1",
         slot_index=0,
+        data_namespace="",
         vertex_id="v1",
         task_name="T (1/1)",
         subtask_index=0,

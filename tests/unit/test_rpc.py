@@ -494,6 +494,7 @@ def one_of_each_wire_message() -> list[Message]:
         execution_id="exec-1",
         allocation_id="alloc-1",
         slot_index=0,
+        data_namespace="ns",
         vertex_id="src",
         task_name="Source (1/2)",
         subtask_index=0,

@@ -33,6 +33,7 @@ def descriptor(invokable: str, config: dict[str, Any] | None = None, **fields: A
         "execution_id": "exec-1",
         "allocation_id": "alloc-1",
         "slot_index": 0,
+        "data_namespace": "",
         "vertex_id": "v1",
         "task_name": f"{invokable} (1/1)",
         "subtask_index": 0,

@@ -240,9 +240,11 @@ def publish_sink(sink: dict[str, Any], job_id: str) -> int:
     return published
 
 
-def discard_sink_staging(sink: dict[str, Any], job_id: str) -> None:
+def discard_sink_staging(sink: dict[str, Any], data_namespace: str) -> None:
+    """The job ended: remove everything it staged, earlier runs' included (a run
+    recovered after a JobManager restart stages under `<job>/run-<n>`)."""
     fs = filesystem.filesystem_for(sink["path"])
-    fs.delete(sink_staging_root(sink, job_id))
+    fs.delete(filesystem.join(sink["path"], STAGING_DIR, data_namespace.split("/")[0]))
     staging = filesystem.join(sink["path"], STAGING_DIR)
     if fs.exists(staging) and not fs.glob(filesystem.join(staging, "*")):
         fs.delete(staging)

@@ -70,14 +70,14 @@ class SparkTask(AbstractInvokable):
         if "sink" in config:
             io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
-                io.restore_sink_chunks(config["sink"], context.job_id, restored.sink_chunks)
+                io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema)
 
     @classmethod
-    def staged_output_root(cls, vertex: JobVertex, job_id: str) -> str | None:
+    def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
         sink = vertex.config.get("sink")
-        return io.sink_staging_root(sink, job_id) if sink is not None else None
+        return io.sink_staging_root(sink, data_namespace) if sink is not None else None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
@@ -85,10 +85,10 @@ class SparkTask(AbstractInvokable):
         if sink is None:
             return
         if status is JobStatus.FINISHED:
-            published = io.publish_sink(sink, context.job_id)
+            published = io.publish_sink(sink, context.data_namespace)
             log.info("Published %d files of %s to %s", published, vertex.name, sink["path"])
         else:
-            io.discard_sink_staging(sink, context.job_id)
+            io.discard_sink_staging(sink, context.data_namespace)
 
     # -- in the TaskManager -------------------------------------------------------------------
 
@@ -159,7 +159,7 @@ class SparkTask(AbstractInvokable):
         orphan; the split is redone (maybe by another subtask), so the orphan must go."""
         env = self.environment
         for partition in env.produced_partitions:
-            directory = partition_dir(env.data_dir, env.job_id, partition.result_id, partition.partition_number)
+            directory = partition_dir(env.data_dir, env.data_namespace, partition.result_id, partition.partition_number)
             fs = filesystem_for(directory)
             if not fs.exists(directory):
                 continue
@@ -172,7 +172,7 @@ class SparkTask(AbstractInvokable):
         """Write one chunk to every output and commit it (rename into place)."""
         env = self.environment
         targets = [
-            (partition_dir(env.data_dir, env.job_id, p.result_id, p.partition_number), p)
+            (partition_dir(env.data_dir, env.data_namespace, p.result_id, p.partition_number), p)
             for p in env.produced_partitions
         ]
         for directory, partition in targets:
@@ -180,13 +180,13 @@ class SparkTask(AbstractInvokable):
             io.write_partition(df, partition, in_progress)
         sink = env.config.get("sink")
         if sink is not None:
-            in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.job_id), chunk, env.execution_id)
+            in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
             io.write_sink(df, sink, in_progress)
         env.check_cancelled()
         for directory, _partition in targets:
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
         if sink is not None:
-            commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.job_id), chunk, env.execution_id))
+            commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id))
 
     def cancel(self) -> None:
         scope = getattr(self, "_scope", None)

@@ -1,0 +1,72 @@
+"""The JobManager is killed with SIGKILL mid-job and started again: the job finishes.
+
+Real processes. The restarted JobManager finds the running job in its job store
+(SQLite), restores it from the latest completed checkpoint once the TaskManagers have
+registered again, and runs only what that checkpoint had not completed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flink_runtime.client import JobClient
+from flink_runtime.client.local_cluster import StandaloneCluster
+from tests.integration.test_savepoints import counts_in, input_splits, word_count, write_corpus
+
+pytestmark = pytest.mark.integration
+
+PROPERTIES = {
+    "heartbeat.interval": "300 ms",
+    "heartbeat.timeout": "2 s",
+    "taskmanager.numberOfTaskSlots": 1,
+    "spark.master": "local[1]",
+}
+
+
+def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: Path) -> None:
+    expected = write_corpus(tmp_path / "in", files=16)
+    pipeline = word_count(tmp_path / "in", tmp_path / "out")
+    graph = pipeline.job_graph()
+    graph.config.update(
+        {
+            "execution.checkpointing.interval": "400 ms",
+            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "20",
+            "restart-strategy.fixed-delay.delay": "200 ms",
+        }
+    )
+    with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
+        cluster.start(taskmanagers=2, slots=1)
+        with JobClient(cluster.rest_url, timeout=60) as client:
+            warm = word_count(tmp_path / "in", tmp_path / "warm", slow=False)
+            assert client.wait(client.submit(warm.job_graph()), timeout=180).value == "FINISHED"
+
+            job_id = client.submit(graph)
+            deadline = time.monotonic() + 60
+            while input_splits(cluster.rest_url, job_id)["completed"] < 2:
+                assert time.monotonic() < deadline, "no split completed"
+                time.sleep(0.1)
+            completed_before = input_splits(cluster.rest_url, job_id)["completed"]
+            checkpoints = client.checkpoints(job_id)["counts"]["completed"]
+            while client.checkpoints(job_id)["counts"]["completed"] == checkpoints:  # one that includes them
+                assert time.monotonic() < deadline, "no checkpoint completed"
+                time.sleep(0.1)
+
+        cluster.jobmanager.kill()
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=60) as client:
+            status = client.wait(job_id, timeout=240)
+            assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+            splits = input_splits(cluster.rest_url, job_id)
+            assert "Recovering job" in cluster.jobmanager.log()
+            # The finished warm-up job is still queryable after the restart.
+            assert httpx.get(f"{cluster.rest_url}/jobs").json()["jobs"]
+
+    assert counts_in(tmp_path / "out") == dict(expected)
+    assert completed_before >= 1
+    assert splits["total"] < 16  # the recovered run skipped what the checkpoint had completed
