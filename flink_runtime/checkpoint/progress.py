@@ -41,6 +41,8 @@ class ProgressTracker:
         self.restored_chunks: dict[str, dict[int, list[str]]] = {}
         # The job had a stop-with-savepoint request before these vertices were deployed.
         self.snapshot_all_state = False
+        # A continuous job's keyed state at the end of its last round.
+        self.round_states: dict[tuple[str, int], dict[str, Any]] = {}
 
     # -- restoring (load in a worker thread, apply in the mailbox) ----------------------------
 
@@ -76,8 +78,16 @@ class ProgressTracker:
                     self.job.restore_finished(ejv.task_vertices[subtask])
 
     def restored_state(self, vertex_id: str, subtask: int) -> dict[str, Any] | None:
+        if (vertex_id, subtask) in self.round_states:
+            return self.round_states[(vertex_id, subtask)]
         saved = self.restored_vertex(vertex_id)
         return saved.operator_state.get(str(subtask)) if saved is not None else None
+
+    def start_new_round(self) -> None:
+        """A continuous job's round ended: its final states are where the next round starts."""
+        self.round_states.update(self.final_states)
+        self.final_states.clear()
+        self.restored_chunks.clear()
 
     def chunks_for(self, result_id: str, partitions: range) -> list[str]:
         restored = self.restored_chunks.get(result_id, {})

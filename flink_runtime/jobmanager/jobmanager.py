@@ -343,8 +343,7 @@ class JobManager(RpcEndpoint):
         self._store("update_status", job.job_id, event.new_state, event.timestamp)
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
-            for registration in self.task_managers.values():
-                self.rpc.tell(registration.address, ReleasePartitions(job_id=job.job_id))
+            self.release_partitions(job.job_id)
             if job.status.is_globally_terminal and self.job_store is not None:
                 self._store("archive", job.job_id, views.job_details(job), views.job_exceptions(job))
 
@@ -501,6 +500,10 @@ class JobManager(RpcEndpoint):
 
     def tell_task_manager(self, address: str, message: Message) -> None:
         self.rpc.tell(address, message)
+
+    def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
+        for registration in self.task_managers.values():
+            self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))
 
     def checkpoint_completed(
         self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.blob import activate_libraries
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
+from flink_runtime.checkpoint.metadata import VertexProgress
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import (
@@ -93,6 +94,7 @@ class JobMasterGateway(Protocol):
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
     def tell_task_manager(self, address: str, message: Message) -> None: ...
+    def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
 
 
 @dataclass
@@ -166,6 +168,9 @@ class JobMaster:
         self._stop_request: tuple[str, str | None] | None = None
         self.is_continuous = False
         self.data_namespace = job_graph.job_id
+        self._idle = False  # a continuous job between rounds
+        self._round = 0
+        self._processed_files: dict[str, set[str]] = {}
         self._data_dir = str(
             self.config.raw("io.tmp.dirs") or os.path.join(tempfile.gettempdir(), "flink-runtime-data")
         )
@@ -212,6 +217,7 @@ class JobMaster:
             return
         assert self.graph is not None
         self._prepared = prepared
+        self.is_continuous = any(p.monitor_interval for p in prepared.values())
         for vertex_id, vertex_prepared in prepared.items():
             if self.graph.vertices[vertex_id].inputs == [] or vertex_prepared.splits:
                 self._split_assigners[vertex_id] = LocatableInputSplitAssigner(vertex_prepared.splits)
@@ -399,9 +405,11 @@ class JobMaster:
         elif self.status is JobStatus.CANCELLING:
             self._transition(JobStatus.CANCELED)
         elif self.status is JobStatus.RUNNING and self._finished_executions == self._total_subtasks:
-            # Every subtask finished: publish what the sinks staged, then declare FINISHED.
+            # Every subtask finished: publish what the sinks staged, then declare FINISHED
+            # (or, for a continuous job, wait for more input).
             self._finalizing = True
-            self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, JobStatus.FINISHED), self._on_finalized)
+            on_done = self._on_round_done if self.is_continuous and self._stop_request is None else self._on_finalized
+            self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, JobStatus.FINISHED), on_done)
             return
         else:
             return
@@ -450,6 +458,89 @@ class JobMaster:
             self._transition(JobStatus.FAILING)
             self._transition(JobStatus.FAILED)
         self._finish()
+
+    # -- continuous sources: rounds ---------------------------------------------------------------
+    #
+    # A job with a continuous source (monitor_interval) runs in rounds. A round is one
+    # batch run of the whole graph over the input files not processed yet; when it is
+    # done its output is published and the job stays RUNNING, looking for new files
+    # every monitor_interval. Keyed aggregations carry their state from round to round,
+    # so their output is always the total over every file so far.
+
+    def _on_round_done(self, result: None, error: BaseException | None) -> None:
+        self._finalizing = False
+        if error is not None:
+            self._record_exception(error, None)
+            self._transition(JobStatus.FAILING)
+            self._transition(JobStatus.FAILED)
+            self._finish()
+            return
+        self._idle = True
+        for vertex_id, progress in self.split_progress.items():
+            files = self.prepared_split_files(vertex_id)
+            self._processed_files.setdefault(vertex_id, set()).update(
+                f for n in progress.completed for f in files.get(n, [])
+            )
+        self.tracker.start_new_round()
+        self._poll_for_input()
+
+    def _poll_for_input(self) -> None:
+        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
+            return
+        interval = min(p.monitor_interval for p in self._prepared.values() if p.monitor_interval)
+        self.gateway.schedule_once(
+            interval,
+            lambda: self.gateway.run_async(asyncio.to_thread(self._scan_sources), self._on_scanned),
+        )
+
+    def _scan_sources(self) -> dict[str, Prepared]:
+        """Worker thread: prepare the sources again, without the files already processed."""
+        assert self.graph is not None
+        context = self._master_context
+        context.restored = {
+            ejv.id: VertexProgress(completed_files=sorted(self.completed_files(ejv.id)))
+            for ejv in self.graph.source_vertices()
+        }
+        return {
+            ejv.id: resolve_invokable(ejv.job_vertex.invokable).prepare_on_master(ejv.job_vertex, [], context)
+            for ejv in self.graph.source_vertices()
+        }
+
+    def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
+        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
+            return
+        if error is not None or prepared is None:
+            log.warning("Scanning the input of job %s failed: %s", self.job_id, error)
+        elif any(p.splits for p in prepared.values()):
+            self._start_round(prepared)
+            return
+        self._poll_for_input()
+
+    def _start_round(self, prepared: dict[str, Prepared]) -> None:
+        assert self.graph is not None
+        self._idle = False
+        self._round += 1
+        previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
+        self.gateway.release_partitions(self.job_id, previous)
+        for vertex in self.graph.all_execution_vertices():
+            vertex.reset_for_new_execution()
+        self._active_executions = self.graph.total_subtasks
+        self._finished_executions = 0
+        self._partition_locations.clear()
+        self.split_progress = {}
+        self._inflight_splits.clear()
+        self._prepared.update(prepared)
+        self._split_assigners = {vertex_id: LocatableInputSplitAssigner(p.splits) for vertex_id, p in prepared.items()}
+        self._declare_slot_usage()
+        log.info(
+            "Job %s: round %d over %d new input splits.",
+            self.job_id,
+            self._round,
+            sum(len(p.splits) for p in prepared.values()),
+        )
+        for ejv in self.graph.source_vertices():
+            for vertex in ejv.task_vertices:
+                self._schedule(vertex)
 
     def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
         self._record_savepoint_result(request_id, location, failure)
@@ -789,6 +880,10 @@ class JobMaster:
         # Aggregations deployed from now on keep their keyed state, so the job resumed
         # from this savepoint continues their totals.
         self.tracker.snapshot_all_state = True
+        if self._idle:  # a continuous job between rounds: nothing runs, stop right away
+            self._idle = False
+            self._finalizing = True
+            self._on_finalized(None, None)
         return request_id
 
     def _record_savepoint_result(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
@@ -833,9 +928,11 @@ class JobMaster:
         }
 
     def completed_files(self, vertex_id: str) -> set[str]:
-        """Files completed before this job started (restored from a savepoint)."""
+        """Files processed before the current round: restored from a savepoint, or by
+        earlier rounds of a continuous job."""
         restored = self.tracker.restored_vertex(vertex_id)
-        return set(restored.completed_files) if restored is not None else set()
+        files = set(restored.completed_files) if restored is not None else set()
+        return files | self._processed_files.get(vertex_id, set())
 
     def partition_location(self, partition_id: str) -> str | None:
         """Where a partition's chunks are; a running producer's is derived from the

@@ -57,10 +57,18 @@ class Pipeline:
     # -- sources ----------------------------------------------------------------------
 
     def read_text(
-        self, paths: str | list[str], *, split_size: int | str = DEFAULT_SPLIT_SIZE, options: Mapping | None = None
+        self,
+        paths: str | list[str],
+        *,
+        split_size: int | str = DEFAULT_SPLIT_SIZE,
+        options: Mapping | None = None,
+        monitor_interval: float | None = None,
     ) -> DataSet:
-        """Lines of text files, one row per line in a string column `value`."""
-        return self._source("text", "read_text", paths, None, {}, options, split_size)
+        """Lines of text files, one row per line in a string column `value`.
+
+        With `monitor_interval` (seconds) the source is continuous: the job keeps
+        running and processes the files that appear in its paths, in rounds."""
+        return self._source("text", "read_text", paths, None, {}, options, split_size, monitor_interval)
 
     def read_csv(
         self,
@@ -70,9 +78,10 @@ class Pipeline:
         options: Mapping | None = None,
         *,
         split_size: int | str = DEFAULT_SPLIT_SIZE,
+        monitor_interval: float | None = None,
     ) -> DataSet:
         """CSV files; `schema` is a Spark DDL string ("id INT, name STRING"), else inferred."""
-        return self._source("csv", "read_csv", paths, schema, {"header": header}, options, split_size)
+        return self._source("csv", "read_csv", paths, schema, {"header": header}, options, split_size, monitor_interval)
 
     def read_json(
         self,
@@ -81,14 +90,20 @@ class Pipeline:
         *,
         options: Mapping | None = None,
         split_size: int | str = DEFAULT_SPLIT_SIZE,
+        monitor_interval: float | None = None,
     ) -> DataSet:
         """JSON Lines files; `schema` is a Spark DDL string, else inferred."""
-        return self._source("json", "read_json", paths, schema, {}, options, split_size)
+        return self._source("json", "read_json", paths, schema, {}, options, split_size, monitor_interval)
 
     def read_parquet(
-        self, paths: str | list[str], *, options: Mapping | None = None, split_size: int | str = DEFAULT_SPLIT_SIZE
+        self,
+        paths: str | list[str],
+        *,
+        options: Mapping | None = None,
+        split_size: int | str = DEFAULT_SPLIT_SIZE,
+        monitor_interval: float | None = None,
     ) -> DataSet:
-        return self._source("parquet", "read_parquet", paths, None, {}, options, split_size)
+        return self._source("parquet", "read_parquet", paths, None, {}, options, split_size, monitor_interval)
 
     def _source(
         self,
@@ -99,14 +114,19 @@ class Pipeline:
         defaults: dict[str, Any],
         options: Mapping | None,
         split_size: int | str,
+        monitor_interval: float | None = None,
     ) -> DataSet:
+        if monitor_interval is not None and (isinstance(monitor_interval, bool) or not monitor_interval > 0):
+            raise ValueError(
+                f"{method}(monitor_interval=...) must be a number of seconds > 0, got {monitor_interval!r}"
+            )
         source = {
             "format": file_format,
             "paths": _paths(paths, method),
             "options": _options(defaults, options, method),
             "schema": _schema(schema, method),
             "split_size": parse_size(split_size, f"{method}(split_size=...)"),
-            "monitor_interval": None,
+            "monitor_interval": None if monitor_interval is None else float(monitor_interval),
         }
         label = {"text": "Read text", "csv": "Read CSV", "json": "Read JSON", "parquet": "Read Parquet"}[file_format]
         return DataSet(self, self._add(Kind.SOURCE, [], source, label, f"read-{file_format}"))

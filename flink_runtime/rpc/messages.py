@@ -248,9 +248,11 @@ class ScheduleOrUpdateConsumers(Message):
 
 
 class ReleasePartitions(Message):
-    """The job ended: its result partitions may be deleted."""
+    """The job ended (or a continuous job's round did): its result partitions may be deleted."""
 
     job_id: str
+    # Only this namespace (`<job id>/epoch-<n>`); empty: everything of the job.
+    data_namespace: str = ""
 
 
 WireMessage = (

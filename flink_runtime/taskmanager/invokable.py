@@ -121,6 +121,8 @@ class Prepared:
     config: dict[str, Any] = field(default_factory=dict)
     # Handed to the consumers' prepare_on_master (e.g. the vertex's output schema).
     output: Any = None
+    # A continuous source: look for new input this often (seconds) once a round is done.
+    monitor_interval: float | None = None
 
 
 class AbstractInvokable:

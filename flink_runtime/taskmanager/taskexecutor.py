@@ -271,7 +271,8 @@ class TaskExecutor(RpcEndpoint):
 
     @handles(ReleasePartitions)
     def on_release_partitions(self, message: ReleasePartitions) -> None:
-        self.run_async(asyncio.to_thread(release_job_partitions, self.data_dir, message.job_id))
+        namespace = message.data_namespace or message.job_id
+        self.run_async(asyncio.to_thread(release_job_partitions, self.data_dir, namespace))
 
     def _report_from_task_thread(self, task: Task, state: ExecutionState, error: str | None) -> None:
         self.tell_self_threadsafe(_TaskStateChanged(task, state, error))

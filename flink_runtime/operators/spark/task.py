@@ -72,7 +72,8 @@ class SparkTask(AbstractInvokable):
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
-        return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema)
+        monitor = config.get("source", {}).get("monitor_interval")
+        return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema, monitor_interval=monitor)
 
     @classmethod
     def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
