@@ -103,6 +103,7 @@ class JobManager(RpcEndpoint):
         super().__init__("JobManager", rpc)
         self.config = config
         self.jobmanager_id = uuid.uuid4().hex
+        rpc.on_disconnect = self._on_connection_lost
         self.started_at = time.time()
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
@@ -276,6 +277,25 @@ class JobManager(RpcEndpoint):
             registration = self.task_managers.get(answer.task_manager_id)
             if registration is not None:
                 registration.last_heartbeat = time.monotonic()
+
+    def _on_connection_lost(self, address: str) -> None:
+        """A TaskManager's connection dropped: ask it at once instead of waiting out the
+        heartbeat timeout; a killed process cannot answer, a network blip can."""
+        registration = next((r for r in self.task_managers.values() if r.address == address), None)
+        if registration is None:
+            return
+        probe_timeout = min(self.heartbeat_timeout, 1.0)
+
+        def answered(answer: Any, error: BaseException | None) -> None:
+            if error is not None and self.task_managers.get(registration.task_manager_id) is registration:
+                self._remove_task_manager(
+                    registration.task_manager_id,
+                    f"connection closed and no answer within {probe_timeout:g} s",
+                )
+            else:
+                self._on_heartbeat_answer(answer)
+
+        self.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.jobmanager_id), probe_timeout), answered)
 
     def _check_timeouts(self) -> None:
         now = time.monotonic()

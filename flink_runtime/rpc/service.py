@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import msgspec
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
@@ -85,6 +86,9 @@ class RpcService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_scheduled = False
         self.address = ""
+        # Called with a peer's address when its TCP connection drops (a killed process).
+        self.on_disconnect: Callable[[str], None] | None = None
+        self._monitors: dict[str, zmq.Socket] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -172,14 +176,35 @@ class RpcService:
             self._dealers[address] = socket
             assert self._loop is not None
             self._loop.add_reader(socket.getsockopt(zmq.FD), self._schedule_drain)
+            if self.on_disconnect is not None:
+                monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+                self._monitors[address] = monitor
+                self._loop.add_reader(monitor.getsockopt(zmq.FD), self._read_monitor, address, monitor)
+                # Edge-triggered: consume what is pending now, or the descriptor never fires.
+                self._read_monitor(address, monitor)
         return socket
+
+    def _read_monitor(self, address: str, monitor: zmq.Socket) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+            except (zmq.Again, zmq.ZMQError):
+                return
+            if event["event"] == zmq.EVENT_DISCONNECTED and self.on_disconnect is not None:
+                self.on_disconnect(address)
 
     def disconnect(self, address: str) -> None:
         """Drop the connection to a peer that is gone (its queued messages with it)."""
+        monitor = self._monitors.pop(address, None)
+        if monitor is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(monitor.getsockopt(zmq.FD))
+            monitor.close(linger=0)
         socket = self._dealers.pop(address, None)
         if socket is not None:
             if self._loop is not None:
                 self._loop.remove_reader(socket.getsockopt(zmq.FD))
+            socket.disable_monitor() if address in self._monitors else None
             socket.close(linger=0)
 
     # -- receiving ---------------------------------------------------------------------------
@@ -196,6 +221,8 @@ class RpcService:
         self._drain_router(self._router)
         for address, socket in list(self._dealers.items()):
             self._drain_replies(address, socket)
+        for address, monitor in list(self._monitors.items()):
+            self._read_monitor(address, monitor)
 
     def _drain_replies(self, address: str, socket: zmq.Socket) -> None:
         while True:

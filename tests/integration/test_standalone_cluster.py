@@ -255,3 +255,14 @@ def test_killed_taskmanager_is_detected_and_fails_the_job(cluster: StandaloneClu
     assert "TaskManager tm-0" in root and "lost" in root
     ids = {tm["id"] for tm in httpx.get(f"{cluster.rest_url}/taskmanagers").json()["taskmanagers"]}
     assert ids == {"tm-1"}
+
+
+def test_closed_connection_is_noticed_long_before_the_heartbeat_timeout(tmp_path: Path) -> None:
+    properties = {"heartbeat.interval": "10 s", "heartbeat.timeout": "60 s"}
+    with StandaloneCluster(tmp_path, properties=properties) as slow_heartbeats:
+        slow_heartbeats.start(taskmanagers=1, slots=1)
+        killed_at = time.monotonic()
+        slow_heartbeats.taskmanagers[0].kill()
+        slow_heartbeats.wait_for_taskmanagers(lambda ids: not ids, timeout=10)
+        assert time.monotonic() - killed_at < 5
+        assert "connection closed" in slow_heartbeats.jobmanager.log()
