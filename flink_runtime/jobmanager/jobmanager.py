@@ -233,6 +233,8 @@ class JobManager(RpcEndpoint):
         )
         for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
             self._slot_allocated(request_id, slot)
+        # Connect now: the connection is how a killed TaskManager is noticed at once.
+        self._send_heartbeat(registration)
         return AcknowledgeRegistration(
             registration_id=registration.registration_id, jobmanager_id=self.jobmanager_id, rest_url=self.rest_url
         )
@@ -265,12 +267,14 @@ class JobManager(RpcEndpoint):
     # -- heartbeats and timeouts ---------------------------------------------------------------------
 
     def _send_heartbeats(self) -> None:
-        request = Heartbeat(jobmanager_id=self.jobmanager_id)
         for registration in self.task_managers.values():
-            self.run_async(
-                self.rpc.ask(registration.address, request, self.heartbeat_timeout),
-                lambda answer, error: self._on_heartbeat_answer(answer),
-            )
+            self._send_heartbeat(registration)
+
+    def _send_heartbeat(self, registration: RegisteredTaskManager) -> None:
+        self.run_async(
+            self.rpc.ask(registration.address, Heartbeat(jobmanager_id=self.jobmanager_id), self.heartbeat_timeout),
+            lambda answer, error: self._on_heartbeat_answer(answer),
+        )
 
     def _on_heartbeat_answer(self, answer: Any) -> None:
         if isinstance(answer, HeartbeatResponse):
