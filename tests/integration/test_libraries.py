@@ -79,7 +79,7 @@ def job(tmp_path: Path, function: str, libraries: list[str]) -> JobGraph:
 
 
 def output_values(out: Path) -> list[str]:
-    lines = [line for part in out.glob("subtask-*") for line in part.read_text().splitlines() if line]
+    lines = [line for part in out.glob("*.json") for line in part.read_text().splitlines() if line]
     return sorted(json.loads(line)["value"] for line in lines)
 
 
