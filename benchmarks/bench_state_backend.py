@@ -35,7 +35,7 @@ import time
 
 import psutil
 
-from flink_runtime.checkpoint.state_backend import create_state_backend, restore_state_backend
+from flink_runtime.checkpoint.state import create_state_backend, restore_state_backend
 
 KINDS = ("hashmap", "rocksdb")
 UPDATE_SAMPLE = 200_000

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flink_runtime.checkpoint.state_backend import (
+from flink_runtime.checkpoint.state import (
     FORMAT_VERSION,
     KeyedStateBackend,
     StateBackendClosedError,

@@ -131,7 +131,7 @@ class SparkTask(AbstractInvokable):
         (restored from the savepoint, or empty); the result is every key's merged
         value, and the backend is snapshotted so the next run continues from it.
         """
-        from flink_runtime.checkpoint.state_backend import create_state_backend, restore_state_backend
+        from flink_runtime.checkpoint.state import create_state_backend, restore_state_backend
 
         keys, aggregates = list(spec.get("keys", [])), spec["aggregates"]
         columns = partial_columns(aggregates)
