@@ -55,12 +55,15 @@ def input_splits(rest_url: str, job_id: str, vertex_prefix: str = "Read text") -
     return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{source['id']}").json()["input-splits"]
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
-    minicluster: MiniCluster, tmp_path: Path
+    minicluster: MiniCluster, tmp_path: Path, backend: str
 ) -> None:
     expected = write_corpus(tmp_path / "in", files=12)
     with JobClient(minicluster.rest_url) as client:
-        job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
+        graph = word_count(tmp_path / "in", tmp_path / "out").job_graph()
+        graph.config["state.backend.type"] = backend
+        job_id = client.submit(graph)
         time.sleep(2.0)  # a few splits in
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
         assert client.status(job_id).value == "FINISHED"

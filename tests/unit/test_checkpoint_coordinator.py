@@ -1,0 +1,152 @@
+"""The CheckpointCoordinator's protocol: acknowledgements, declines, timeouts, retention.
+
+A stub JobMaster stands in for the runtime (this is a unit test of the coordinator);
+timers are captured and fired by hand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.checkpoint.coordinator import CheckpointCoordinator
+from flink_runtime.checkpoint.metadata import JobProgress, read_metadata
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.rpc.messages import TriggerCheckpoint
+
+
+class StubGateway:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+        self.timers: list[tuple[float, Any, tuple[Any, ...]]] = []
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    def tell_task_manager(self, address: str, message: Any) -> None:
+        self.sent.append((address, message))
+
+    def schedule_once(self, delay: float, function: Any, *args: Any) -> Any:
+        self.timers.append((delay, function, args))
+
+        class Handle:
+            def cancel(self) -> None:
+                pass
+
+        return Handle()
+
+    def run_async(self, awaitable: Any, on_done: Any = None) -> None:
+        async def run() -> None:
+            try:
+                result = await awaitable
+            except Exception as exc:
+                if on_done:
+                    on_done(None, exc)
+                return
+            if on_done:
+                on_done(result, None)
+
+        self.tasks.append(asyncio.get_running_loop().create_task(run()))
+
+
+class StubJob:
+    job_id = "ab" * 16
+    name = "stub"
+    status = JobStatus.RUNNING
+
+    def __init__(self, running: dict[str, str]) -> None:
+        self.gateway = StubGateway()
+        self.running = running
+        self.completed: list[tuple[int, str, bool]] = []
+
+    def running_task_addresses(self) -> dict[str, str]:
+        return dict(self.running)
+
+    def accepts_checkpoints(self) -> bool:
+        return True
+
+    def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Any:
+        return lambda: JobProgress(job_id=self.job_id, job_name=self.name, checkpoint_id=checkpoint_id, timestamp=1.0)
+
+    def vertex_and_subtask(self, execution_id: str) -> tuple[str, int]:
+        return "v", int(execution_id[-1])
+
+    def checkpoint_completed(self, checkpoint_id: int, location: str, is_savepoint: bool, size: int) -> None:
+        self.completed.append((checkpoint_id, location, is_savepoint))
+
+
+def coordinator(tmp_path: Path, **config: str) -> tuple[CheckpointCoordinator, StubJob]:
+    job = StubJob({"e-0": "tcp://tm:1", "e-1": "tcp://tm:2"})
+    values = {"state.checkpoints.dir": str(tmp_path / "chk"), "state.checkpoints.num-retained": "1", **config}
+    return CheckpointCoordinator(job, Configuration(values)), job  # type: ignore[arg-type]
+
+
+async def settle(job: StubJob) -> None:
+    while job.gateway.tasks:
+        await job.gateway.tasks.pop(0)
+
+
+async def test_completes_when_every_running_task_acknowledged(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    assert {type(m) for _, m in job.gateway.sent} == {TriggerCheckpoint}
+    assert {a for a, _ in job.gateway.sent} == {"tcp://tm:1", "tcp://tm:2"}
+    coord.acknowledge("e-0", checkpoint_id, {"path": "/s0", "backend": "hashmap"})
+    await settle(job)
+    assert job.completed == []  # e-1 has not answered
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    assert [c[0] for c in job.completed] == [checkpoint_id]
+    progress = read_metadata(job.completed[0][1])
+    assert progress.vertices["v"].operator_state["0"]["path"] == "/s0"
+    assert coord.statistics()["counts"]["completed"] == 1
+
+
+async def test_a_task_that_finishes_counts_as_acknowledged(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.execution_stopped("e-1")
+    await settle(job)
+    assert [c[0] for c in job.completed] == [checkpoint_id]
+
+
+async def test_decline_fails_the_checkpoint_and_tells_the_requester(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    outcomes: list[tuple[Any, Any]] = []
+    checkpoint_id = coord.trigger(True, str(tmp_path / "sp"), on_complete=lambda loc, err: outcomes.append((loc, err)))
+    coord.decline("e-1", checkpoint_id, "no space left")
+    await settle(job)
+    assert outcomes[0][0] is None and "no space left" in str(outcomes[0][1])
+    assert coord.statistics()["latest"]["failed"]["failure_message"].endswith("no space left")
+
+
+async def test_unacknowledged_checkpoint_expires(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path, **{"execution.checkpointing.timeout": "2 s"})
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    delay, expire, args = job.gateway.timers[-1]
+    assert delay == 2.0
+    expire(*args)
+    stats = coord.statistics()
+    assert stats["counts"]["failed"] == 1
+    assert f"checkpoint {checkpoint_id} expired" in stats["latest"]["failed"]["failure_message"]
+
+
+async def test_only_the_retained_checkpoints_stay(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    for _ in range(3):
+        checkpoint_id = coord.trigger(is_savepoint=False)
+        coord.acknowledge("e-0", checkpoint_id, None)
+        coord.acknowledge("e-1", checkpoint_id, None)
+        await settle(job)
+    await settle(job)
+    remaining = sorted(p.name for p in (tmp_path / "chk" / job.job_id).iterdir())
+    assert remaining == ["chk-3"]
+
+
+def test_a_savepoint_needs_a_directory(tmp_path: Path) -> None:
+    coord, _ = coordinator(tmp_path)
+    with pytest.raises(Exception, match="state.savepoints.dir"):
+        coord.trigger(is_savepoint=True)
