@@ -14,7 +14,7 @@ setup: $(STAMP) java
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[dev]"
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[dev,airflow]"
 	@touch $@
 
 java:

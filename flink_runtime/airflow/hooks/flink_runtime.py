@@ -1,0 +1,527 @@
+"""FlinkRuntimeHook: every request the provider makes to a JobManager's REST API.
+
+Operators, sensors and the trigger never speak HTTP themselves: the hook resolves the
+connection (or starts the embedded cluster), retries what may succeed on a second try,
+and turns error answers into exceptions that carry the JobManager's own messages.
+
+The synchronous side is the project's ``JobClient`` (JobGraph loading, library
+upload, idempotent submission, retries on connection errors, 5xx and 429 with
+bounded back-off). The asynchronous side, used by the trigger, covers only the two
+idempotent reads a wait needs, with the same retry rule.
+
+Connection (type ``flink_runtime``):
+
+* host, port: the REST API (port 8081 if empty); ``http://`` or ``https://`` in the
+  host, the schema field, or extra ``"https": true`` choose the scheme.
+* host ``embedded`` (or extra ``"embedded": true``): a detached MiniCluster shared by
+  all tasks (see ``flink_runtime.airflow.embedded``); extra ``taskmanagers``,
+  ``slots`` and ``state_dir`` size and place it.
+* password: a bearer token, sent as ``Authorization: Bearer ...``.
+* extra ``verify_tls`` (default true) and ``timeout`` (seconds per request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+import tenacity
+from airflow.sdk import BaseHook
+
+from flink_runtime.airflow.embedded import EmbeddedClusterError, ensure_embedded_cluster
+from flink_runtime.airflow.exceptions import (
+    FlinkRuntimeApiError,
+    FlinkRuntimeClusterUnreachable,
+    FlinkRuntimeException,
+    FlinkRuntimeInvalidInput,
+    FlinkRuntimeJobFailed,
+    FlinkRuntimeJobNotFound,
+    FlinkRuntimeSavepointFailed,
+    FlinkRuntimeTimeout,
+)
+from flink_runtime.client.job_client import (
+    _TRANSIENT_ERRORS,  # private, but the async side must retry exactly what JobClient does
+    MAX_POLL_SECONDS,
+    ClusterUnreachable,
+    JobClient,
+    JobNotFound,
+    RestClientError,
+    SavepointFailed,
+    _is_retryable_status,
+)
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph.jobgraph import JobGraph
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+    from flink_runtime.pipeline import Pipeline
+
+__all__ = ["FlinkRuntimeHook", "decisive_state", "is_globally_terminal"]
+
+DEFAULT_REST_PORT = 8081
+DEFAULT_TIMEOUT = 30.0
+# The longest pause between two retries, whatever retry_delay and retry_limit say.
+MAX_RETRY_BACKOFF = 30.0
+
+# Every answer is parsed as JSON: say so, and let a proxy in front know what we are.
+_HEADERS = {"Accept": "application/json", "User-Agent": "flink-runtime-airflow"}
+
+
+def is_globally_terminal(state: str) -> bool:
+    try:
+        return JobStatus(state).is_globally_terminal
+    except ValueError:
+        return False  # a state this version does not know ends nothing
+
+
+def decisive_state(new_states: Sequence[str], current: str, watched: Collection[str]) -> str | None:
+    """The state that ends a wait for any of ``watched``, or None to keep waiting.
+
+    ``new_states`` are one event page's transitions in order and ``current`` the
+    job's state when the page was answered. A transition counts even if the job has
+    moved on since (a short RUNNING is not missed); a globally terminal state always
+    ends the wait, since nothing follows it. ``current`` decides only a page without
+    events: the job's first page (its early events may have left the bounded log),
+    or a terminal state whose event left it.
+    """
+    for state in new_states:
+        if state in watched or is_globally_terminal(state):
+            return state
+    if not new_states and (current in watched or is_globally_terminal(current)):
+        return current
+    return None
+
+
+@dataclass(frozen=True)
+class _Settings:
+    rest_url: str
+    token: str | None
+    verify: bool
+    timeout: float
+
+
+class _BearerTransport(httpx.BaseTransport):
+    """Adds the token to every request JobClient sends (it takes no auth of its own)."""
+
+    def __init__(self, inner: httpx.BaseTransport, token: str) -> None:
+        self._inner = inner
+        self._authorization = f"Bearer {token}"
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        request.headers["Authorization"] = self._authorization
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class FlinkRuntimeHook(BaseHook):
+    """Talks to one flink-runtime cluster through its REST API.
+
+    :param flink_runtime_conn_id: the Airflow connection (type ``flink_runtime``).
+    :param retry_limit: how often a request is retried after a connection error, a
+        5xx or a 429 answer (not after other 4xx: those would fail the same way).
+    :param retry_delay: the first pause between retries in seconds; it doubles on
+        each retry, up to 30 s.
+    :param timeout: seconds per request (long polls add their wait); default: the
+        connection's extra ``timeout``, else 30.
+    :param transport: an httpx transport for the synchronous side (tests pass an
+        ``httpx.MockTransport``); ``async_transport`` likewise for the async side.
+    """
+
+    conn_name_attr = "flink_runtime_conn_id"
+    default_conn_name = "flink_runtime_default"
+    conn_type = "flink_runtime"
+    hook_name = "Flink Runtime"
+
+    def __init__(
+        self,
+        flink_runtime_conn_id: str = default_conn_name,
+        retry_limit: int = 3,
+        retry_delay: float = 1.0,
+        timeout: float | None = None,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        async_transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        super().__init__()
+        if retry_limit < 0:
+            raise ValueError(f"retry_limit must be >= 0, got {retry_limit}")
+        if retry_delay < 0:
+            raise ValueError(f"retry_delay must be >= 0, got {retry_delay}")
+        self.flink_runtime_conn_id = flink_runtime_conn_id
+        self.retry_limit = retry_limit
+        self.retry_delay = retry_delay
+        self.timeout = timeout
+        self._transport = transport
+        self._async_transport = async_transport
+        self._settings: _Settings | None = None
+        self._client: JobClient | None = None
+        self._async_client: httpx.AsyncClient | None = None
+
+    # -- the connection ------------------------------------------------------------------------------
+
+    def _resolve(self, conn: Connection) -> _Settings:
+        extra = conn.extra_dejson
+
+        def option(name: str, default: Any) -> Any:
+            # The UI may store a form field under its prefixed name, and an empty one as "".
+            value = extra.get(name, extra.get(f"extra__{self.conn_type}__{name}"))
+            return default if value is None or value == "" else value
+
+        host = (conn.host or "").strip()
+        if host.lower() == "embedded" or _as_bool(option("embedded", False)):
+            try:
+                rest_url = ensure_embedded_cluster(
+                    taskmanagers=int(option("taskmanagers", 2)),
+                    slots=int(option("slots", 2)),
+                    state_dir=option("state_dir", None),
+                )
+            except EmbeddedClusterError as exc:
+                raise FlinkRuntimeClusterUnreachable(str(exc)) from exc
+        elif not host:
+            raise FlinkRuntimeException(
+                f"connection {self.flink_runtime_conn_id!r} has no host: set the host and port of the "
+                "JobManager's REST API, or host 'embedded' for a MiniCluster shared by all tasks"
+            )
+        else:
+            rest_url = _rest_url(host, conn.port, conn.schema, _as_bool(option("https", False)))
+        return _Settings(
+            rest_url=rest_url,
+            token=conn.password or None,
+            verify=_as_bool(option("verify_tls", True)),
+            timeout=self.timeout if self.timeout is not None else float(option("timeout", DEFAULT_TIMEOUT)),
+        )
+
+    def _get_settings(self) -> _Settings:
+        if self._settings is None:
+            self._settings = self._resolve(self.get_connection(self.flink_runtime_conn_id))
+        return self._settings
+
+    async def _a_get_settings(self) -> _Settings:
+        if self._settings is None:
+            conn = await self.aget_connection(self.flink_runtime_conn_id)
+            # May start the embedded cluster: seconds of blocking the triggerer must not see.
+            self._settings = await asyncio.to_thread(self._resolve, conn)
+        return self._settings
+
+    @property
+    def rest_url(self) -> str:
+        return self._get_settings().rest_url
+
+    def job_url(self, job_id: str) -> str:
+        """Where the job's details are (``GET /jobs/:id``); the extra link points there."""
+        return f"{self.rest_url}/jobs/{_quote(job_id)}"
+
+    def get_conn(self) -> JobClient:
+        """The JobClient this hook sends its synchronous requests with."""
+        if self._client is None:
+            settings = self._get_settings()
+            transport = self._transport or httpx.HTTPTransport(verify=settings.verify)
+            if settings.token:
+                transport = _BearerTransport(transport, settings.token)
+            self._client = JobClient(
+                settings.rest_url,
+                timeout=settings.timeout,
+                retries=self.retry_limit,
+                backoff=self.retry_delay,
+                max_backoff=MAX_RETRY_BACKOFF,
+                transport=transport,
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> FlinkRuntimeHook:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """For the UI's "Test" button: does GET /overview answer?"""
+        try:
+            with _translated():
+                overview = self.get_conn().overview()
+        except FlinkRuntimeException as exc:
+            return False, str(exc)
+        return True, (
+            f"Connected to {self.rest_url}: {overview.get('taskmanagers', 0)} TaskManagers, "
+            f"{overview.get('slots-available', 0)} of {overview.get('slots-total', 0)} slots free"
+        )
+
+    # -- jobs ----------------------------------------------------------------------------------------
+
+    def submit_job(
+        self,
+        job_graph: JobGraph | Pipeline | dict[str, Any] | bytes | str,
+        job_id: str | None = None,
+        savepoint_path: str | None = None,
+    ) -> str:
+        """Submit a JobGraph and return its job id once the JobManager accepted it.
+
+        ``job_graph``: a JobGraph, a Pipeline, a JSON-like dict, JSON bytes, JSON text,
+        or the path of a .json file. Local library files it lists are uploaded first.
+        ``job_id`` (32 hex digits) replaces the graph's; submitting an id the
+        JobManager already knows raises FlinkRuntimeApiError with status 409.
+        ``savepoint_path`` resumes the job from that savepoint.
+        """
+        source: Any = job_graph
+        if not isinstance(job_graph, JobGraph) and callable(getattr(job_graph, "job_graph", None)):
+            source = job_graph.job_graph()  # a Pipeline
+        elif isinstance(job_graph, str) and job_graph.lstrip().startswith("{"):
+            source = job_graph.encode()  # JobClient reads a str as a path
+        with _translated():
+            return self.get_conn().submit(source, job_id=job_id, savepoint_path=savepoint_path)
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """GET /jobs/:id, or None if the JobManager does not know the job."""
+        try:
+            with _translated():
+                return self.get_conn().details(job_id)
+        except FlinkRuntimeJobNotFound:
+            return None
+
+    def get_job_status(self, job_id: str) -> str:
+        with _translated():
+            return str(self.get_conn().details(job_id)["state"])
+
+    def get_exceptions(self, job_id: str) -> dict[str, Any]:
+        """GET /jobs/:id/exceptions: ``root-exception`` and ``exceptionHistory``."""
+        with _translated():
+            return self.get_conn().exceptions(job_id)
+
+    def cancel_job(self, job_id: str) -> None:
+        """Ask the JobManager to cancel the job; a job that already ended answers 409."""
+        with _translated():
+            self.get_conn().cancel(job_id)
+
+    def job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
+        """The exception for a job that ended ``state``, with its root exception if it has one.
+
+        The root exception is fetched on a best-effort basis: failing to get it must
+        not hide the failure it would explain.
+        """
+        root: str | None = None
+        try:
+            root = self.get_exceptions(job_id).get("root-exception") or None
+        except FlinkRuntimeException as exc:
+            self.log.warning("Could not fetch the root exception of job %s: %s", job_id, exc)
+        message = reason or f"Flink Runtime job {job_id} ended {state}"
+        if root:
+            message = f"{message}: {_first_paragraph(root)}"
+        return FlinkRuntimeJobFailed(job_id, state, message, root)
+
+    # -- savepoints ----------------------------------------------------------------------------------
+
+    def trigger_savepoint(self, job_id: str, target_directory: str | None = None, cancel_job: bool = False) -> str:
+        """POST /jobs/:id/savepoints; returns the request id (see ``wait_for_savepoint``).
+
+        Not retried once the request may have reached the JobManager: a second POST
+        would take a second savepoint.
+        """
+        with _translated():
+            return self.get_conn().trigger_savepoint(job_id, target_directory, cancel_job)
+
+    def get_savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        """``{"status": {"id": IN_PROGRESS|COMPLETED}, "operation": {location | failure-cause}}``."""
+        with _translated():
+            return self.get_conn().savepoint_status(job_id, request_id)
+
+    def wait_for_savepoint(self, job_id: str, request_id: str, timeout: float | None = None) -> str:
+        """The savepoint's location once written; FlinkRuntimeSavepointFailed with the cause."""
+        with _translated():
+            return self.get_conn().wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
+
+    def stop_job(
+        self, job_id: str, target_directory: str | None = None, drain: bool = False, timeout: float | None = None
+    ) -> str:
+        """Stop the job with a savepoint (it ends FINISHED); returns the savepoint's location."""
+        with _translated():
+            client = self.get_conn()
+            request_id = client.stop_with_savepoint(job_id, target_directory, drain)
+            return client.wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
+
+    # -- waiting -------------------------------------------------------------------------------------
+
+    def wait_for_job(
+        self,
+        job_id: str,
+        target_states: Collection[str],
+        timeout: float | None = None,
+        poll_timeout: float = 30.0,
+    ) -> str:
+        """Block until the job reaches one of ``target_states`` or ends; returns that state.
+
+        Follows the job's events with long polls (one request per state change, or per
+        ``poll_timeout`` seconds of quiet). A globally terminal state ends the wait even
+        if it is not a target: the caller tells success from failure. Raises
+        FlinkRuntimeTimeout after ``timeout`` seconds.
+        """
+        watched = set(target_states)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        client = self.get_conn()
+        since = 0
+        last_state = "unknown"
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise FlinkRuntimeTimeout(
+                    f"job {job_id} did not reach {' or '.join(sorted(watched))} within {timeout:g} s; "
+                    f"its last state was {last_state}"
+                )
+            wait = poll_timeout if remaining is None else min(poll_timeout, remaining)
+            try:
+                with _translated():
+                    page = client.poll_events(job_id, since, wait)
+            except FlinkRuntimeJobNotFound:
+                # Only live jobs have events; a job moved to the archive answers GET /jobs/:id.
+                state = self.get_job_status(job_id)
+                return decisive_state([], state, watched) or state
+            since = page.next
+            last_state = page.state.value
+            decided = decisive_state([event.new_state.value for event in page.events], last_state, watched)
+            if decided is not None:
+                return decided
+
+    # -- async, for the trigger ----------------------------------------------------------------------
+
+    async def a_get_job_status(self, job_id: str) -> str:
+        data = await self._a_get_json(f"/jobs/{_quote(job_id)}")
+        return str(data["state"])
+
+    async def a_poll_events(self, job_id: str, since: int, timeout: float) -> dict[str, Any]:
+        """One long poll of GET /jobs/:id/events: ``{"events", "next", "state"}``.
+
+        Waits up to ``timeout`` seconds (at most 60, the REST API's limit) for an
+        event with id >= ``since``; pass the answer's ``next`` as the next ``since``.
+        """
+        wait = min(max(float(timeout), 0.0), MAX_POLL_SECONDS)
+        return await self._a_get_json(
+            f"/jobs/{_quote(job_id)}/events", params={"since": max(int(since), 0), "timeout": wait}, extra_wait=wait
+        )
+
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
+
+    async def __aenter__(self) -> FlinkRuntimeHook:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def _a_get_json(self, path: str, params: dict[str, Any] | None = None, extra_wait: float = 0.0) -> dict:
+        settings = await self._a_get_settings()
+        if self._async_client is None:
+            headers = dict(_HEADERS)
+            if settings.token:
+                headers["Authorization"] = f"Bearer {settings.token}"
+            self._async_client = httpx.AsyncClient(
+                base_url=settings.rest_url,
+                headers=headers,
+                verify=settings.verify,
+                timeout=settings.timeout,
+                transport=self._async_transport,
+            )
+        client = self._async_client
+        timeout = httpx.Timeout(settings.timeout, read=settings.timeout + extra_wait)
+
+        async def attempt() -> httpx.Response:
+            response = await client.get(path, params=params, timeout=timeout)
+            if _is_retryable_status(response.status_code, idempotent=True):
+                raise _RetryableStatus(response)
+            return response
+
+        retrying = tenacity.AsyncRetrying(
+            retry=tenacity.retry_if_exception_type((*_TRANSIENT_ERRORS, _RetryableStatus)),
+            stop=tenacity.stop_after_attempt(self.retry_limit + 1),
+            wait=tenacity.wait_exponential(multiplier=self.retry_delay, max=MAX_RETRY_BACKOFF),
+            reraise=True,
+        )
+        with _translated():
+            try:
+                response = await retrying(attempt)
+            except _RetryableStatus as exc:
+                response = exc.response
+            except httpx.TransportError as exc:
+                raise ClusterUnreachable(settings.rest_url, exc) from exc
+            JobClient._raise_for_status(response)  # the same error mapping as the sync side
+            try:
+                data = response.json()
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise RestClientError(response.status_code, [f"unexpected answer from GET {path}"], path=path)
+            return data
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"HTTP {response.status_code}")
+        self.response = response
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """JobClient's exceptions -> the provider's AirflowException subclasses, messages kept."""
+    try:
+        yield
+    except FlinkRuntimeException:
+        raise
+    except JobNotFound as exc:
+        raise FlinkRuntimeJobNotFound(exc.status_code, exc.errors, exc.method, exc.path) from exc
+    except RestClientError as exc:
+        raise FlinkRuntimeApiError(exc.status_code, exc.errors, exc.method, exc.path) from exc
+    except ClusterUnreachable as exc:
+        raise FlinkRuntimeClusterUnreachable(str(exc)) from exc
+    except SavepointFailed as exc:
+        raise FlinkRuntimeSavepointFailed(str(exc)) from exc
+    except TimeoutError as exc:
+        raise FlinkRuntimeTimeout(str(exc)) from exc
+    except ValueError as exc:
+        raise FlinkRuntimeInvalidInput(str(exc)) from exc
+
+
+def _rest_url(host: str, port: int | None, schema: str | None, https: bool) -> str:
+    if "://" in host:
+        url = httpx.URL(host)
+        if port:
+            url = url.copy_with(port=port)
+        return str(url).rstrip("/")
+    scheme = (schema or "").strip().lower()
+    if scheme not in ("http", "https"):
+        scheme = "https" if https else "http"
+    return f"{scheme}://{host}:{port or DEFAULT_REST_PORT}"
+
+
+def _as_bool(value: Any) -> bool:
+    # Extras typed into the UI arrive as strings.
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _quote(job_id: str) -> str:
+    return quote(str(job_id), safe="")
+
+
+def _first_paragraph(text: str, max_lines: int = 5) -> str:
+    """The root exception's "Class: message" part, before its traceback."""
+    lines: list[str] = []
+    for line in text.strip().splitlines():
+        if not line.strip():
+            break
+        lines.append(line.rstrip())
+    return "\n".join(lines[:max_lines])

@@ -1,0 +1,417 @@
+"""Operators that submit, savepoint, stop and cancel flink-runtime jobs.
+
+They are thin: the hook does the talking to the cluster, the trigger does the
+waiting in deferrable mode; an operator adds what is Airflow's - templating, XCom,
+deferral, and what a retried task must not do twice.
+
+Retries never submit a job twice while one is still running. SubmitJobOperator uses
+Airflow 3.3's ResumableJobMixin: the job id is kept in the task instance's
+``task_state_store`` across tries, and a retry re-attaches to a job still running,
+returns at once for one that FINISHED, and submits afresh after FAILED/CANCELED.
+Job ids are deterministic as well (uuid5 of dag, task, run, map index and try), which
+closes the gap the mixin leaves between submitting and storing the id: a retry finds
+a running job of an earlier try by its id even if the id never got stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow.sdk import BaseOperator, ResumableJobMixin, conf
+from airflow.sdk.exceptions import TaskDeferralTimeout
+
+from flink_runtime.airflow.exceptions import (
+    FlinkRuntimeApiError,
+    FlinkRuntimeException,
+    FlinkRuntimeJobNotFound,
+    FlinkRuntimeTimeout,
+)
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.links import JOB_ID_XCOM_KEY, FlinkRuntimeJobLink
+from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from flink_runtime.pipeline import Pipeline
+
+    JobGraphSource = JobGraph | Pipeline | dict[str, Any] | bytes | str
+
+__all__ = [
+    "CancelJobOperator",
+    "StopJobOperator",
+    "SubmitJobOperator",
+    "TriggerSavepointOperator",
+    "deterministic_job_id",
+    "raise_job_failure",
+]
+
+FINISHED = JobStatus.FINISHED.value
+# The namespace of the job ids derived from task instances (any fixed UUID would do;
+# changing it would make retries of running tasks miss their jobs).
+_JOB_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "flink-runtime:airflow:job-id")
+
+
+def deterministic_job_id(dag_id: str, task_id: str, run_id: str, map_index: int | None, try_number: int) -> str:
+    """The job id a task instance's try submits: 32 hex digits, the same on every call."""
+    key = f"{dag_id}\n{task_id}\n{run_id}\n{-1 if map_index is None else map_index}\n{try_number}"
+    return uuid.uuid5(_JOB_ID_NAMESPACE, key).hex
+
+
+def raise_job_failure(
+    task: BaseOperator, hook: FlinkRuntimeHook, job_id: str, state: str, reason: str | None = None
+) -> NoReturn:
+    """Fail the task for a job that ended ``state``: root exception to the task log, then raise."""
+    failure = hook.job_failure(job_id, state, reason)
+    if failure.root_exception:
+        task.log.error("Root exception of job %s (%s):\n%s", job_id, state, failure.root_exception)
+    raise failure
+
+
+def _job_id_of_try(ti: Any, try_number: int) -> str:
+    return deterministic_job_id(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, try_number)
+
+
+class _FlinkRuntimeOperator(BaseOperator):
+    """What every operator here shares: the connection, the hook, the job link."""
+
+    operator_extra_links = (FlinkRuntimeJobLink(),)
+    ui_color = "#e3eef9"
+
+    def __init__(self, *, flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.flink_runtime_conn_id = flink_runtime_conn_id
+
+    @cached_property
+    def hook(self) -> FlinkRuntimeHook:
+        return FlinkRuntimeHook(self.flink_runtime_conn_id)
+
+    def _publish_link(self, context: Context, job_id: str) -> None:
+        FlinkRuntimeJobLink.persist(context, self.hook.job_url(job_id))
+
+
+class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
+    """Submit a JobGraph to a flink-runtime cluster and, by default, wait for the job to end.
+
+    Pushes XCom ``job_id`` and ``job_url`` as soon as the job is accepted (the
+    "Flink Runtime Job" link works while it runs) and returns the job id.
+
+    :param job_graph: a JobGraph, a ``flink_runtime.pipeline.Pipeline``, a JSON-like
+        dict, JSON text, the path of a .json file (relative to the DAG folder or
+        ``template_searchpath``, or absolute; its content is rendered with Jinja), or a
+        callable taking the Airflow context and returning one of those.
+    :param flink_runtime_conn_id: the connection to the cluster.
+    :param from_savepoint: resume the job from this savepoint (a path as the
+        JobManager sees it), e.g. the XCom of a StopJobOperator.
+    :param wait_for_completion: wait until the job ends; the task fails unless it
+        FINISHED, with the job's root exception. False: succeed once submitted.
+    :param deferrable: wait in the triggerer (JobStatusTrigger) instead of a worker slot.
+    :param poll_timeout: seconds one long poll of the job's events may wait.
+    :param timeout: seconds to wait for the job; after them it is cancelled and the
+        task fails. None waits as long as the job runs.
+    :param durable: keep the job id in the task state store for retries (the
+        ResumableJobMixin's switch; deterministic ids apply either way).
+    """
+
+    template_fields: Sequence[str] = ("job_graph", "from_savepoint")
+    template_ext: Sequence[str] = (".json",)
+    template_fields_renderers = {"job_graph": "json"}
+    external_id_key = "flink_runtime_job_id"
+
+    def __init__(
+        self,
+        *,
+        job_graph: JobGraphSource | Callable[[Context], JobGraphSource],
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        from_savepoint: str | None = None,
+        wait_for_completion: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_timeout: float = 30,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        self.job_graph = job_graph
+        self.from_savepoint = from_savepoint
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.poll_timeout = poll_timeout
+        self.timeout = timeout
+        self._job_id: str | None = None
+
+    def resolve_template_files(self) -> None:
+        # Jinja's loader finds only paths relative to its search path: read an
+        # absolute one here, so that Airflow renders its content like any other.
+        graph = self.job_graph
+        if isinstance(graph, str) and graph.endswith(tuple(self.template_ext)) and Path(graph).is_absolute():
+            # Left as it is if unreadable: the worker may see a file the DAG processor does not.
+            with contextlib.suppress(OSError):
+                self.job_graph = Path(graph).read_text()
+        super().resolve_template_files()
+
+    def execute(self, context: Context) -> str:
+        return self.execute_resumable(context)
+
+    # -- ResumableJobMixin ---------------------------------------------------------------------------
+
+    def submit_job(self, context: Context) -> str:
+        ti = context["ti"]
+        job_id = self._running_job_of_an_earlier_try(ti)
+        if job_id is None:
+            job_id = self._submit(context, _job_id_of_try(ti, ti.try_number))
+        self._attach(context, job_id)
+        return job_id
+
+    def get_job_status(self, external_id: Any, context: Context) -> str:
+        try:
+            return self.hook.get_job_status(str(external_id))
+        except FlinkRuntimeJobNotFound:
+            return "UNKNOWN"  # expired from the job store: nothing to re-attach to
+
+    def is_job_active(self, status: str) -> bool:
+        # A job being cancelled will not finish: better a fresh one than waiting for that.
+        return status not in ("UNKNOWN", JobStatus.CANCELLING.value) and not is_globally_terminal(status)
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == FINISHED
+
+    def poll_until_complete(self, external_id: Any, context: Context) -> str:
+        job_id = str(external_id)
+        self._attach(context, job_id)
+        if not self.wait_for_completion:
+            return self._succeeded(context, job_id)
+        if self.deferrable:
+            state = self.hook.get_job_status(job_id)
+            if not is_globally_terminal(state):
+                self.defer(
+                    trigger=JobStatusTrigger(job_id, self.flink_runtime_conn_id, poll_timeout=self.poll_timeout),
+                    method_name="execute_complete",
+                    timeout=timedelta(seconds=self.timeout) if self.timeout is not None else None,
+                )
+        else:
+            try:
+                state = self.hook.wait_for_job(job_id, [FINISHED], self.timeout, self.poll_timeout)
+            except FlinkRuntimeTimeout:
+                self._cancel(job_id, f"it did not finish within the operator's timeout of {self.timeout:g} s")
+                raise
+        return self._finish(context, job_id, state)
+
+    def get_job_result(self, external_id: Any, context: Context) -> str:
+        job_id = str(external_id)
+        self._attach(context, job_id)
+        return self._succeeded(context, job_id)
+
+    # -- deferral ------------------------------------------------------------------------------------
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        job_id = str(event["job_id"])
+        self._job_id = job_id
+        if event["state"] is None:
+            raise FlinkRuntimeException(event["message"])
+        reason = None if event["status"] == "success" else event["message"]
+        return self._finish(context, job_id, str(event["state"]), reason)
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except TaskDeferralTimeout:
+            # The trigger knows no deadline; the timeout is ours, so is cancelling the job.
+            job_id = context["ti"].xcom_pull(task_ids=self.task_id, key=JOB_ID_XCOM_KEY)
+            if job_id:
+                self._cancel(str(job_id), f"it did not finish within the operator's timeout of {self.timeout:g} s")
+            raise
+
+    def on_kill(self) -> None:
+        if self._job_id is not None:
+            self._cancel(self._job_id, "the task was killed")
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    def _running_job_of_an_earlier_try(self, ti: Any) -> str | None:
+        """The newest job this task instance submitted, if it still runs.
+
+        Covers a worker lost between submitting and storing the id. Only a running
+        job counts: a FINISHED one found this way may be what a cleared task is asked
+        to redo, and the task state store (cleared on success) knows the other case.
+        """
+        for try_number in range(int(ti.try_number), 0, -1):
+            job_id = _job_id_of_try(ti, try_number)
+            job = self.hook.get_job(job_id)
+            if job is None:
+                continue
+            if self.is_job_active(str(job.get("state"))):
+                self.log.info("Re-attaching to job %s (%s), submitted by try %d", job_id, job.get("state"), try_number)
+                return job_id
+            return None
+        return None
+
+    def _submit(self, context: Context, job_id: str) -> str:
+        graph = self.job_graph
+        if callable(graph):
+            graph = graph(context)
+        try:
+            job_id = self.hook.submit_job(graph, job_id=job_id, savepoint_path=self.from_savepoint)
+        except FlinkRuntimeApiError as exc:
+            if exc.status_code != 409:
+                raise
+            # This very try ran before (its worker was lost): its job is ours.
+            state = self.get_job_status(job_id, context)
+            if self.is_job_active(state) or state == FINISHED:
+                self.log.info("Job %s of this try already exists (%s); attaching to it", job_id, state)
+                return job_id
+            job_id = self.hook.submit_job(graph, job_id=new_job_id(), savepoint_path=self.from_savepoint)
+        self.log.info("Submitted job %s to %s", job_id, self.hook.rest_url)
+        return job_id
+
+    def _attach(self, context: Context, job_id: str) -> None:
+        if self._job_id == job_id:
+            return
+        self._job_id = job_id
+        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        self._publish_link(context, job_id)
+        self.log.info("Job %s: %s", job_id, self.hook.job_url(job_id))
+
+    def _finish(self, context: Context, job_id: str, state: str, reason: str | None = None) -> str:
+        if state == FINISHED:
+            self.log.info("Job %s FINISHED", job_id)
+            return self._succeeded(context, job_id)
+        raise_job_failure(self, self.hook, job_id, state, reason)
+
+    def _succeeded(self, context: Context, job_id: str) -> str:
+        # A successful task has nothing left to resume: with the id gone, clearing the
+        # task runs the job again instead of returning the old result.
+        store = context.get("task_state_store")
+        if store is not None and self.durable:
+            store.delete(self.external_id_key)
+        return job_id
+
+    def _cancel(self, job_id: str, why: str) -> None:
+        self.log.warning("Cancelling job %s: %s", job_id, why)
+        try:
+            self.hook.cancel_job(job_id)
+        except FlinkRuntimeException as exc:
+            self.log.warning("Could not cancel job %s: %s", job_id, exc)
+
+
+class TriggerSavepointOperator(_FlinkRuntimeOperator):
+    """Take a savepoint of a running job and return its location (XCom ``return_value``).
+
+    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``).
+    :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
+    :param cancel_job: cancel the job once the savepoint is written.
+    :param timeout: seconds to wait for the savepoint; it may still complete after them.
+    """
+
+    template_fields: Sequence[str] = ("job_id", "target_directory")
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        target_directory: str | None = None,
+        cancel_job: bool = False,
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        self.job_id = job_id
+        self.target_directory = target_directory
+        self.cancel_job = cancel_job
+        self.timeout = timeout
+
+    def execute(self, context: Context) -> str:
+        self._publish_link(context, self.job_id)
+        request_id = self.hook.trigger_savepoint(self.job_id, self.target_directory, self.cancel_job)
+        self.log.info("Savepoint of job %s triggered (request %s)", self.job_id, request_id)
+        location = self.hook.wait_for_savepoint(self.job_id, request_id, self.timeout)
+        self.log.info("Savepoint completed: %s", location)
+        return location
+
+
+class StopJobOperator(_FlinkRuntimeOperator):
+    """Stop a job with a savepoint (it ends FINISHED) and return the savepoint's location.
+
+    Resume it later with ``SubmitJobOperator(from_savepoint=...)``.
+
+    :param job_id: the job (templated).
+    :param target_directory: where to write the savepoint; None: state.savepoints.dir.
+    :param drain: let the sources run to the end of their input first.
+    :param timeout: seconds to wait for the savepoint.
+    """
+
+    template_fields: Sequence[str] = ("job_id", "target_directory")
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        target_directory: str | None = None,
+        drain: bool = False,
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        self.job_id = job_id
+        self.target_directory = target_directory
+        self.drain = drain
+        self.timeout = timeout
+
+    def execute(self, context: Context) -> str:
+        self._publish_link(context, self.job_id)
+        location = self.hook.stop_job(self.job_id, self.target_directory, self.drain, self.timeout)
+        self.log.info("Job %s stopped with savepoint %s", self.job_id, location)
+        return location
+
+
+class CancelJobOperator(_FlinkRuntimeOperator):
+    """Cancel a job and return the state it ended in.
+
+    A job that has already ended is left alone (logged, not an error): either way it
+    no longer runs, which is what the task is for.
+
+    :param job_id: the job (templated).
+    :param wait_for_completion: wait until the job has ended, not only begun cancelling.
+    :param timeout: seconds to wait for it.
+    """
+
+    template_fields: Sequence[str] = ("job_id",)
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        wait_for_completion: bool = True,
+        timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        self.job_id = job_id
+        self.wait_for_completion = wait_for_completion
+        self.timeout = timeout
+
+    def execute(self, context: Context) -> str:
+        self._publish_link(context, self.job_id)
+        try:
+            self.hook.cancel_job(self.job_id)
+        except FlinkRuntimeApiError as exc:
+            state = self.hook.get_job_status(self.job_id) if exc.status_code == 409 else None
+            if state is None or not is_globally_terminal(state):
+                raise
+            self.log.warning("Job %s had already ended %s; nothing to cancel", self.job_id, state)
+            return state
+        if not self.wait_for_completion:
+            return JobStatus.CANCELLING.value
+        state = self.hook.wait_for_job(self.job_id, (JobStatus.CANCELED.value,), timeout=self.timeout)
+        self.log.info("Job %s ended %s", self.job_id, state)
+        return state

@@ -1,0 +1,115 @@
+"""JobStatusSensor: wait for a flink-runtime job to reach a state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+
+from flink_runtime.airflow.exceptions import FlinkRuntimeException
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.links import FlinkRuntimeJobLink
+from flink_runtime.airflow.operators.flink_runtime import raise_job_failure
+from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["JobStatusSensor"]
+
+_FAILURES = ("FAILED", "CANCELED")
+
+
+class JobStatusSensor(BaseSensorOperator):
+    """Wait until a job is in ``target_status``; the reached state is the XCom.
+
+    Fails at once, with the job's root exception in the task log, when the job ends
+    FAILED or CANCELED (unless that is a target) or ends in any state that is not a
+    target: nothing can follow a terminal state, so waiting on would only wait for
+    the timeout. Works in poke and reschedule mode, and deferrable (JobStatusTrigger,
+    which follows the job's events instead of poking).
+
+    :param job_id: the job (templated).
+    :param target_status: a state or a list of states, e.g. "RUNNING" or
+        ["FINISHED", "CANCELED"] (templated).
+    :param flink_runtime_conn_id: the connection to the cluster.
+    :param deferrable: wait in the triggerer instead of poking.
+    :param poll_timeout: deferrable only: seconds one long poll may wait.
+    """
+
+    template_fields: Sequence[str] = ("job_id", "target_status")
+    operator_extra_links = (FlinkRuntimeJobLink(),)
+    ui_color = "#e3eef9"
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        target_status: str | Sequence[str] = "FINISHED",
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_timeout: float = 30.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_id = job_id
+        self.target_status = target_status
+        self.flink_runtime_conn_id = flink_runtime_conn_id
+        self.deferrable = deferrable
+        self.poll_timeout = poll_timeout
+
+    @cached_property
+    def hook(self) -> FlinkRuntimeHook:
+        return FlinkRuntimeHook(self.flink_runtime_conn_id)
+
+    @property
+    def target_statuses(self) -> list[str]:
+        if isinstance(self.target_status, str):
+            return [self.target_status]
+        return [str(state) for state in self.target_status]
+
+    def execute(self, context: Context) -> Any:
+        FlinkRuntimeJobLink.persist(context, self.hook.job_url(self.job_id))
+        if not self.deferrable:
+            return super().execute(context)
+        # One look first: a job already there needs no trip through the triggerer.
+        result = self.poke(context)
+        if result:
+            return result.xcom_value
+        self.defer(
+            trigger=JobStatusTrigger(
+                self.job_id,
+                self.flink_runtime_conn_id,
+                target_statuses=self.target_statuses,
+                failure_statuses=[state for state in _FAILURES if state not in self.target_statuses],
+                poll_timeout=self.poll_timeout,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        state = self.hook.get_job_status(self.job_id)
+        if state in self.target_statuses:
+            self.log.info("Job %s is %s", self.job_id, state)
+            return PokeReturnValue(is_done=True, xcom_value=state)
+        if is_globally_terminal(state):
+            self._fail(state)
+        self.log.info("Job %s is %s; waiting for %s", self.job_id, state, " or ".join(self.target_statuses))
+        return PokeReturnValue(is_done=False)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        if event["status"] == "success":
+            self.log.info("Job %s is %s", self.job_id, event["state"])
+            return str(event["state"])
+        if event["state"] is None:
+            raise FlinkRuntimeException(event["message"])
+        self._fail(str(event["state"]), event["message"])
+
+    def _fail(self, state: str, reason: str | None = None) -> NoReturn:
+        if reason is None and state not in _FAILURES:
+            reason = f"job {self.job_id} ended {state} without reaching {' or '.join(self.target_statuses)}"
+        raise_job_failure(self, self.hook, self.job_id, state, reason)

@@ -1,0 +1,106 @@
+"""JobStatusTrigger: waits in the triggerer for a job to reach a state, without polling."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from flink_runtime.airflow.exceptions import FlinkRuntimeException, FlinkRuntimeJobNotFound
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
+
+__all__ = ["JobStatusTrigger"]
+
+
+class JobStatusTrigger(BaseTrigger):
+    """Fires once the job reaches one of ``target_statuses`` or ``failure_statuses``.
+
+    It follows the JobManager's JobStatusChanged events with long polls
+    (``GET /jobs/:id/events``): a request costs nothing while the job is quiet, and
+    a change is seen at once rather than at the next polling period. The events are
+    replayed from the job's first, so a state the job passed before the trigger
+    started still counts. A globally terminal state that is neither a target nor a
+    failure (a job FINISHED while a sensor waited for RUNNING) fires an error too:
+    nothing can follow it.
+
+    Exactly one event is yielded::
+
+        {"status": "success" | "error", "job_id": ..., "state": <state or None>, "message": ...}
+
+    ``status`` is "success" only for a target state; "error" for a failure state, a
+    terminal non-target, or a JobManager that could not be asked (``state`` None).
+    The trigger cancels nothing: the job belongs to the task, which may retry and
+    re-attach to it.
+
+    :param job_id: the job to follow.
+    :param flink_runtime_conn_id: the connection to the cluster.
+    :param target_statuses: states that end the wait successfully.
+    :param failure_statuses: states that end it with an error.
+    :param poll_timeout: seconds one long poll may wait for an event (at most 60).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
+        target_statuses: Iterable[str] = ("FINISHED",),
+        failure_statuses: Iterable[str] = ("FAILED", "CANCELED"),
+        poll_timeout: float = 30.0,
+    ) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.flink_runtime_conn_id = flink_runtime_conn_id
+        # Lists, not tuples: the serialized kwargs come back as lists, and a trigger
+        # rebuilt from them must serialize exactly as this one did.
+        self.target_statuses = [str(state) for state in target_statuses]
+        self.failure_statuses = [str(state) for state in failure_statuses]
+        self.poll_timeout = float(poll_timeout)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            "flink_runtime.airflow.triggers.flink_runtime.JobStatusTrigger",
+            {
+                "job_id": self.job_id,
+                "flink_runtime_conn_id": self.flink_runtime_conn_id,
+                "target_statuses": self.target_statuses,
+                "failure_statuses": self.failure_statuses,
+                "poll_timeout": self.poll_timeout,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        watched = {*self.target_statuses, *self.failure_statuses}
+        async with FlinkRuntimeHook(self.flink_runtime_conn_id) as hook:
+            since = 0
+            try:
+                while True:
+                    try:
+                        page = await hook.a_poll_events(self.job_id, since, self.poll_timeout)
+                    except FlinkRuntimeJobNotFound:
+                        # Only live jobs have events; an archived one (ended) still answers GET /jobs/:id.
+                        state = await hook.a_get_job_status(self.job_id)
+                        decided = decisive_state([], state, watched) or state
+                    else:
+                        since = int(page["next"])
+                        for event in page["events"]:
+                            self.log.info("Job %s: %s -> %s", self.job_id, event["old-state"], event["new-state"])
+                        new_states = [str(event["new-state"]) for event in page["events"]]
+                        decided = decisive_state(new_states, str(page["state"]), watched)
+                    if decided is not None:
+                        yield self._event(decided)
+                        return
+            except FlinkRuntimeException as exc:
+                yield self._event(None, f"could not follow job {self.job_id}: {exc}")
+
+    def _event(self, state: str | None, message: str | None = None) -> TriggerEvent:
+        if state in self.target_statuses:
+            status = "success"
+            message = message or f"job {self.job_id} reached {state}"
+        else:
+            status = "error"
+            if message is None and state in self.failure_statuses:
+                message = f"job {self.job_id} is {state}"
+            elif message is None:
+                message = f"job {self.job_id} ended {state} without reaching {' or '.join(self.target_statuses)}"
+        return TriggerEvent({"status": status, "job_id": self.job_id, "state": state, "message": message})

@@ -1,0 +1,195 @@
+"""JobStatusTrigger: an exact serialize round trip, and its one event for real jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from airflow.triggers.base import TriggerEvent
+
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
+from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
+from flink_runtime.jobgraph import JobGraph, JobVertex
+
+JOB_ID = "0123456789abcdef0123456789abcdef"
+
+
+def rebuild(trigger: JobStatusTrigger) -> JobStatusTrigger:
+    """What the triggerer does: import the class by its path and call it with the kwargs."""
+    path, kwargs = trigger.serialize()
+    module, name = path.rsplit(".", 1)
+    return getattr(importlib.import_module(module), name)(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"job_id": JOB_ID},
+        {
+            "job_id": JOB_ID,
+            "flink_runtime_conn_id": "other",
+            "target_statuses": ("RUNNING", "FINISHED"),
+            "failure_statuses": ["FAILED"],
+            "poll_timeout": 5,
+        },
+    ],
+)
+def test_serialize_round_trip_is_exact(kwargs: dict[str, Any]) -> None:
+    trigger = JobStatusTrigger(**kwargs)
+    path, serialized = trigger.serialize()
+    assert path == "flink_runtime.airflow.triggers.flink_runtime.JobStatusTrigger"
+    assert set(serialized) == {"job_id", "flink_runtime_conn_id", "target_statuses", "failure_statuses", "poll_timeout"}
+    assert rebuild(trigger).serialize() == (path, serialized)
+    assert rebuild(rebuild(trigger)).serialize() == (path, serialized)
+
+
+def test_serialized_kwargs_survive_airflows_own_encoding() -> None:
+    from airflow.serialization.serialized_objects import BaseSerialization
+
+    path, serialized = JobStatusTrigger(JOB_ID, target_statuses=("RUNNING",)).serialize()
+    decoded = BaseSerialization.deserialize(BaseSerialization.serialize(serialized))
+    assert JobStatusTrigger(**decoded).serialize() == (path, serialized)
+
+
+# -- run() against a MiniCluster ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def submit(minicluster_conn_id: str) -> Iterator[Any]:
+    hook = FlinkRuntimeHook(minicluster_conn_id)
+
+    def submit(invokable: str, **config: Any) -> str:
+        vertex = JobVertex(id="v", name=invokable.title(), invokable=invokable, config=config)
+        return hook.submit_job(JobGraph(name=invokable, vertices=[vertex]))
+
+    submit.hook = hook  # type: ignore[attr-defined]
+    yield submit
+    hook.close()
+
+
+async def events_of(trigger: JobStatusTrigger, timeout: float = 60) -> list[TriggerEvent]:
+    async def collect() -> list[TriggerEvent]:
+        return [event async for event in trigger.run()]
+
+    return await asyncio.wait_for(collect(), timeout)
+
+
+@pytest.mark.integration
+async def test_a_finished_job_fires_one_success_event(submit: Any, minicluster_conn_id: str) -> None:
+    job_id = submit("sleep", seconds=0.5)
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id))
+    assert [event.payload for event in events] == [
+        {"status": "success", "job_id": job_id, "state": "FINISHED", "message": f"job {job_id} reached FINISHED"}
+    ]
+
+
+@pytest.mark.integration
+async def test_a_failed_job_fires_one_error_event(submit: Any, minicluster_conn_id: str) -> None:
+    job_id = submit("fail", message="kaboom", after_seconds=0.3)
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id))
+    assert [event.payload for event in events] == [
+        {"status": "error", "job_id": job_id, "state": "FAILED", "message": f"job {job_id} is FAILED"}
+    ]
+
+
+@pytest.mark.integration
+async def test_a_cancelled_job_fires_one_error_event_and_the_trigger_cancels_nothing(
+    submit: Any, minicluster_conn_id: str
+) -> None:
+    job_id = submit("sleep", seconds=30)
+    trigger = JobStatusTrigger(job_id, minicluster_conn_id)
+    waiting = asyncio.ensure_future(events_of(trigger))
+    await asyncio.sleep(0.5)
+    assert not waiting.done()
+    await asyncio.to_thread(submit.hook.cancel_job, job_id)
+    events = await waiting
+    assert [(event.payload["status"], event.payload["state"]) for event in events] == [("error", "CANCELED")]
+
+
+@pytest.mark.integration
+async def test_cancelling_the_trigger_leaves_the_job_running(submit: Any, minicluster_conn_id: str) -> None:
+    job_id = submit("sleep", seconds=30)
+    waiting = asyncio.ensure_future(events_of(JobStatusTrigger(job_id, minicluster_conn_id)))
+    await asyncio.sleep(0.5)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert submit.hook.get_job_status(job_id) == "RUNNING"
+    submit.hook.cancel_job(job_id)
+
+
+@pytest.mark.integration
+async def test_waiting_for_running_and_ending_without_it(submit: Any, minicluster_conn_id: str) -> None:
+    running = submit("sleep", seconds=5)
+    events = await events_of(JobStatusTrigger(running, minicluster_conn_id, target_statuses=["RUNNING"]))
+    assert [(event.payload["status"], event.payload["state"]) for event in events] == [("success", "RUNNING")]
+    submit.hook.cancel_job(running)
+
+    # A state passed before the trigger started still counts: the events are replayed.
+    finished = submit("noop")
+    submit.hook.wait_for_job(finished, ["FINISHED"], timeout=30)
+    events = await events_of(JobStatusTrigger(finished, minicluster_conn_id, target_statuses=["RUNNING"]))
+    assert [event.payload["state"] for event in events] == ["RUNNING"]
+
+    # Terminal, neither target nor failure: nothing can follow, so an error.
+    trigger = JobStatusTrigger(finished, minicluster_conn_id, target_statuses=["CANCELED"], failure_statuses=[])
+    events = await events_of(trigger)
+    assert [event.payload for event in events] == [
+        {
+            "status": "error",
+            "job_id": finished,
+            "state": "FINISHED",
+            "message": f"job {finished} ended FINISHED without reaching CANCELED",
+        }
+    ]
+
+
+@pytest.mark.integration
+async def test_it_long_polls_instead_of_polling_periodically(
+    submit: Any, minicluster_conn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    polls: list[tuple[int, float]] = []
+    original = FlinkRuntimeHook.a_poll_events
+
+    async def counting(self: FlinkRuntimeHook, job_id: str, since: int, timeout: float) -> dict[str, Any]:
+        polls.append((since, timeout))
+        return await original(self, job_id, since, timeout)
+
+    monkeypatch.setattr(FlinkRuntimeHook, "a_poll_events", counting)
+    job_id = submit("sleep", seconds=3)
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, poll_timeout=30))
+    assert events[0].payload["state"] == "FINISHED"
+    # Three seconds of RUNNING cost one waiting request, not one per polling period.
+    assert len(polls) <= 3, polls
+    assert all(timeout == 30.0 for _, timeout in polls)
+
+
+@pytest.mark.integration
+async def test_an_unknown_job_fires_an_error_without_a_state(minicluster_conn_id: str) -> None:
+    events = await events_of(JobStatusTrigger(JOB_ID, minicluster_conn_id))
+    assert len(events) == 1
+    payload = events[0].payload
+    assert (payload["status"], payload["state"]) == ("error", None)
+    assert payload["message"].startswith(f"could not follow job {JOB_ID}:")
+    assert "not found" in payload["message"]
+
+
+async def test_an_unreachable_cluster_fires_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_FLINK_RUNTIME_NOWHERE", '{"conn_type": "flink_runtime", "host": "127.0.0.1", "port": 9}'
+    )
+    monkeypatch.setattr(FlinkRuntimeHook, "__init__", _fast_retries(FlinkRuntimeHook.__init__))
+    events = await events_of(JobStatusTrigger(JOB_ID, "flink_runtime_nowhere"), timeout=30)
+    assert [(event.payload["status"], event.payload["state"]) for event in events] == [("error", None)]
+    assert "cannot reach" in events[0].payload["message"]
+
+
+def _fast_retries(init: Any) -> Any:
+    def fast(self: FlinkRuntimeHook, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.retry_delay = 0.0
+
+    return fast
