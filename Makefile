@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo demo-pipeline test test-fast lint format bench clean
 
 setup: $(STAMP) java
 
@@ -21,6 +21,9 @@ java:
 	@scripts/ensure-java.sh
 
 demo: setup
+	$(BIN)/python -m flink_runtime.airflow.demo
+
+demo-pipeline: setup
 	$(BIN)/python -m flink_runtime.demo
 
 test: setup
@@ -30,16 +33,20 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
 
 lint: setup
-	$(BIN)/ruff check flink_runtime tests benchmarks
-	$(BIN)/ruff format --check flink_runtime tests benchmarks
+	$(BIN)/ruff check flink_runtime tests benchmarks dags plugins
+	$(BIN)/ruff format --check flink_runtime tests benchmarks dags plugins
 
 format: setup
-	$(BIN)/ruff format flink_runtime tests benchmarks
-	$(BIN)/ruff check --fix flink_runtime tests benchmarks
+	$(BIN)/ruff format flink_runtime tests benchmarks dags plugins
+	$(BIN)/ruff check --fix flink_runtime tests benchmarks dags plugins
 
 bench: setup
 	$(BIN)/python benchmarks/bench_executiongraph.py
 	$(BIN)/python benchmarks/bench_deployment.py
+	$(BIN)/python benchmarks/bench_state_backend.py
+	$(BIN)/python benchmarks/bench_failover.py
+	$(BIN)/python benchmarks/bench_airflow_sensor.py
+	$(BIN)/python benchmarks/bench_spark.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -55,6 +55,12 @@ class ProgressTracker:
         check_matches(progress, vertex_ids, str(location), allow)
         self.restore = progress
         self.restore_location = str(location)
+        self.job.coordinator.restored = {
+            "id": progress.checkpoint_id,
+            "restore_timestamp": int(progress.timestamp * 1000),
+            "is_savepoint": progress.is_savepoint,
+            "external_path": str(location),
+        }
 
     def restored_vertex(self, vertex_id: str) -> VertexProgress | None:
         return self.restore.vertices.get(vertex_id) if self.restore is not None else None

@@ -258,7 +258,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         if callable(graph):
             graph = graph(context)
         try:
-            job_id = self.hook.submit_job(graph, job_id=job_id, savepoint_path=self.from_savepoint)
+            job_id = self.hook.submit_job(graph, job_id=job_id, savepoint_path=self.from_savepoint or None)
         except FlinkRuntimeApiError as exc:
             if exc.status_code != 409:
                 raise
@@ -267,7 +267,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
             if self.is_job_active(state) or state == FINISHED:
                 self.log.info("Job %s of this try already exists (%s); attaching to it", job_id, state)
                 return job_id
-            job_id = self.hook.submit_job(graph, job_id=new_job_id(), savepoint_path=self.from_savepoint)
+            job_id = self.hook.submit_job(graph, job_id=new_job_id(), savepoint_path=self.from_savepoint or None)
         self.log.info("Submitted job %s to %s", job_id, self.hook.rest_url)
         return job_id
 
