@@ -11,6 +11,9 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
 
 logging.getLogger("flink_runtime").setLevel(logging.INFO)
+# py4j's gateway objects log from __del__ at interpreter exit, after pytest closed the
+# streams; without this each prints a "Logging error" traceback after the summary.
+logging.raiseExceptions = False
 
 
 def fast_config(**overrides: object) -> Configuration:
