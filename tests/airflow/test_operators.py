@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import httpx
 import pytest
 from airflow.sdk.exceptions import TaskDeferralTimeout, TaskDeferred
 
@@ -415,3 +416,28 @@ def test_submit_job_operator_fails_with_the_real_root_exception(
     assert fixed.execute(task_context(try_number=2, run_id="real-run-2")) == deterministic_job_id(
         "dag", "task", "real-run-2", -1, 2
     )
+
+
+@pytest.mark.integration
+def test_a_retry_after_a_worker_crash_attaches_to_the_running_job(
+    task_context: Callable[..., Context], minicluster_conn_id: str
+) -> None:
+    """Try 1 submits and its worker dies (no store write survives); try 2 must find the
+    running job by its deterministic id and wait for it: exactly one job runs."""
+    slow = {
+        "name": "crash-then-retry",
+        "vertices": [{"id": "s", "name": "S", "invokable": "sleep", "config": {"seconds": 2}}],
+    }
+    crashed = SubmitJobOperator(
+        task_id="task", job_graph=slow, wait_for_completion=False, flink_runtime_conn_id=minicluster_conn_id
+    )
+    first = crashed.execute(task_context(run_id="crash-run", with_store=False))
+
+    retry = SubmitJobOperator(task_id="task", job_graph=slow, flink_runtime_conn_id=minicluster_conn_id)
+    second = retry.execute(task_context(try_number=2, run_id="crash-run", with_store=False))
+
+    assert second == first
+    with FlinkRuntimeHook(minicluster_conn_id) as hook:
+        assert hook.get_job_status(first) == "FINISHED"
+        names = [job["name"] for job in httpx.get(f"{hook.rest_url}/jobs/overview").json()["jobs"]]
+    assert names.count("crash-then-retry") == 1
