@@ -301,14 +301,8 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
 
 
-class TriggerSavepointOperator(_FlinkRuntimeOperator):
-    """Take a savepoint of a running job and return its location (XCom ``return_value``).
-
-    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``).
-    :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
-    :param cancel_job: cancel the job once the savepoint is written.
-    :param timeout: seconds to wait for the savepoint; it may still complete after them.
-    """
+class _SavepointOperator(_FlinkRuntimeOperator):
+    """What taking a savepoint and stopping with one share: the job, where, how long."""
 
     template_fields: Sequence[str] = ("job_id", "target_directory")
 
@@ -317,7 +311,6 @@ class TriggerSavepointOperator(_FlinkRuntimeOperator):
         *,
         job_id: str,
         target_directory: str | None = None,
-        cancel_job: bool = False,
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         timeout: float | None = None,
         **kwargs: Any,
@@ -325,8 +318,21 @@ class TriggerSavepointOperator(_FlinkRuntimeOperator):
         super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
         self.job_id = job_id
         self.target_directory = target_directory
-        self.cancel_job = cancel_job
         self.timeout = timeout
+
+
+class TriggerSavepointOperator(_SavepointOperator):
+    """Take a savepoint of a running job and return its location (XCom ``return_value``).
+
+    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``).
+    :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
+    :param cancel_job: cancel the job once the savepoint is written.
+    :param timeout: seconds to wait for the savepoint; it may still complete after them.
+    """
+
+    def __init__(self, *, cancel_job: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cancel_job = cancel_job
 
     def execute(self, context: Context) -> str:
         self._publish_link(context, self.job_id)
@@ -337,34 +343,23 @@ class TriggerSavepointOperator(_FlinkRuntimeOperator):
         return location
 
 
-class StopJobOperator(_FlinkRuntimeOperator):
+class StopJobOperator(_SavepointOperator):
     """Stop a job with a savepoint (it ends FINISHED) and return the savepoint's location.
 
-    Resume it later with ``SubmitJobOperator(from_savepoint=...)``.
+    The job hands out no more input splits, lets in-flight work finish, publishes its
+    output and writes the savepoint. Resume it later with
+    ``SubmitJobOperator(from_savepoint=...)``.
 
     :param job_id: the job (templated).
     :param target_directory: where to write the savepoint; None: state.savepoints.dir.
-    :param drain: let the sources run to the end of their input first.
+    :param drain: Flink's flag, passed on; batch pipelines have no windows or timers to
+        flush, so it changes nothing there.
     :param timeout: seconds to wait for the savepoint.
     """
 
-    template_fields: Sequence[str] = ("job_id", "target_directory")
-
-    def __init__(
-        self,
-        *,
-        job_id: str,
-        target_directory: str | None = None,
-        drain: bool = False,
-        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
-        self.job_id = job_id
-        self.target_directory = target_directory
+    def __init__(self, *, drain: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.drain = drain
-        self.timeout = timeout
 
     def execute(self, context: Context) -> str:
         self._publish_link(context, self.job_id)
