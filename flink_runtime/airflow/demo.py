@@ -29,6 +29,8 @@ def main() -> int:
         {
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            # The demo prints what matters itself; Airflow's own INFO lines would bury it.
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(
                 [
