@@ -41,7 +41,10 @@ _DEFAULTS: dict[str, str] = {
     # cost far more in scheduling than they save.
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+    # The JobManager has listed the input files already; without this, Spark starts a
+    # listing job (one task per file) for every split of more than 32 files.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
 }
 
 _lock = threading.Lock()
@@ -89,6 +92,9 @@ def is_connect(spark: Any) -> bool:
 
 
 def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
+    # py4j logs from finalizers at interpreter exit; at INFO that can block on the logging
+    # lock while threads are torn down (a process seen hanging for minutes at exit).
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     # Workers must run this interpreter (the venv's), and the host name may not resolve.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -121,8 +127,11 @@ def _slot_pools_file(slots: int) -> str:
         for index in range(slots)
     )
     path = os.path.join(tempfile.gettempdir(), f"flink-runtime-fairscheduler-{slots}.xml")
-    with open(path, "w") as file:
+    # Written aside and renamed: another process may be reading the same file.
+    staging = f"{path}.{os.getpid()}.tmp"
+    with open(staging, "w") as file:
         file.write(f'<?xml version="1.0"?>\n<allocations>\n{pools}</allocations>\n')
+    os.replace(staging, path)
     return path
 
 
