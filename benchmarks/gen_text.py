@@ -5,8 +5,8 @@
 writes, under DIR,
 
     text/part-00000.txt ...  lines of 4-20 words from a Zipf-like vocabulary of 50,000
-                             words (exponent 1.1: "the" and friends are frequent, most
-                             words rare), split by single spaces
+                             random words (exponent 1.1: a few short words are very
+                             frequent, most words rare), split by single spaces
     csv/part-00000.csv ...   category,region,amount  (1,000 categories, 20 regions,
                              amount in [0, 100000) with two decimals), with a header
     _GENERATED.json          the parameters and sizes, for idempotence
@@ -54,13 +54,6 @@ def parse_size(text: str | int) -> int:
     value = text.strip().lower().removesuffix("ib").removesuffix("b")
     unit = value[-1] if value and value[-1] in _UNITS else ""
     return int(float(value[: len(value) - len(unit)]) * _UNITS[unit])
-
-
-def format_size(size: int) -> str:
-    for unit, factor in (("g", 1024**3), ("m", 1024**2), ("k", 1024)):
-        if size >= factor and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
 
 
 # -- vocabulary --------------------------------------------------------------------------------
