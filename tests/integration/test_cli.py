@@ -11,8 +11,10 @@ import pytest
 
 from flink_runtime.client import JobClient, cli
 from flink_runtime.executiongraph.states import JobStatus
-from flink_runtime.jobgraph import JobGraph, JobVertex, Partitioner
+from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.minicluster import MiniCluster
+from tests.helpers.jobs import modulo_sum_job
+from tests.helpers.jobs import sleep_job as sleep_job_of
 
 pytestmark = pytest.mark.integration
 
@@ -34,30 +36,11 @@ def write(path: Path, graph: JobGraph) -> Path:
 
 
 def sum_job(out: Path) -> JobGraph:
-    graph = JobGraph(
-        name="cli sum",
-        vertices=[
-            JobVertex(
-                id="src",
-                name="Numbers",
-                invokable="number-source",
-                parallelism=2,
-                config={"count": 300, "modulo": 3},
-            ),
-            JobVertex(id="sum", name="Sum", invokable="modulo-sum", parallelism=2),
-            JobVertex(id="sink", name="Sink", invokable="collect-sink", config={"path": str(out)}),
-        ],
-    )
-    graph.connect("src", "sum", partitioner=Partitioner.HASH, keys=["key"])
-    graph.connect("sum", "sink", partitioner=Partitioner.REBALANCE)
-    return graph
+    return modulo_sum_job(out, count=300, name="cli sum")
 
 
 def sleep_job(seconds: float = 30.0) -> JobGraph:
-    return JobGraph(
-        name="cli sleeper",
-        vertices=[JobVertex(id="zzz", name="Sleep", invokable="sleep", config={"seconds": seconds})],
-    )
+    return sleep_job_of(seconds, name="cli sleeper")
 
 
 def assert_clean_error(err: str) -> None:

@@ -10,8 +10,10 @@ import pytest
 
 from flink_runtime.client import JobClient, JobNotFound, RestClientError
 from flink_runtime.executiongraph.states import JobStatus
-from flink_runtime.jobgraph import JobGraph, JobVertex, Partitioner
+from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.minicluster import MiniCluster
+from tests.helpers.jobs import modulo_sum_job
+from tests.helpers.jobs import sleep_job as sleep_job_of
 
 pytestmark = pytest.mark.integration
 
@@ -23,30 +25,11 @@ def client(minicluster: MiniCluster) -> Iterator[JobClient]:
 
 
 def sum_job(out: Path, count: int = 1000, modulo: int = 3) -> JobGraph:
-    graph = JobGraph(
-        name="modulo sum",
-        vertices=[
-            JobVertex(
-                id="src",
-                name="Numbers",
-                invokable="number-source",
-                parallelism=2,
-                config={"count": count, "splits": 5, "modulo": modulo},
-            ),
-            JobVertex(id="sum", name="Sum", invokable="modulo-sum", parallelism=2),
-            JobVertex(id="sink", name="Sink", invokable="collect-sink", config={"path": str(out)}),
-        ],
-    )
-    graph.connect("src", "sum", partitioner=Partitioner.HASH, keys=["key"])
-    graph.connect("sum", "sink", partitioner=Partitioner.REBALANCE)
-    return graph
+    return modulo_sum_job(out, count, modulo)
 
 
 def sleep_job(seconds: float = 30.0) -> JobGraph:
-    return JobGraph(
-        name="sleeper",
-        vertices=[JobVertex(id="zzz", name="Sleep", invokable="sleep", config={"seconds": seconds})],
-    )
+    return sleep_job_of(seconds)
 
 
 def test_multi_vertex_job_finishes_with_the_right_output(client: JobClient, tmp_path: Path) -> None:
