@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from flink_runtime.checkpoint.metadata import JobProgress, write_metadata
+from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, write_metadata
 from flink_runtime.configuration import Configuration, parse_duration_ms
 from flink_runtime.io import filesystem
 from flink_runtime.rpc.messages import TriggerCheckpoint
@@ -221,7 +221,7 @@ class CheckpointCoordinator:
         for execution_id, handle in pending.states.items():
             vertex_id, subtask = self.job.vertex_and_subtask(execution_id)
             if vertex_id is not None:
-                progress.vertices.setdefault(vertex_id, _empty_vertex()).operator_state[str(subtask)] = handle
+                progress.vertices.setdefault(vertex_id, VertexProgress()).operator_state[str(subtask)] = handle
         if pending.is_savepoint:
             assert pending.target_directory is not None
             directory = filesystem.join(
@@ -322,12 +322,6 @@ class CheckpointCoordinator:
             },
             "history": [s.to_json() for s in history],
         }
-
-
-def _empty_vertex() -> Any:
-    from flink_runtime.checkpoint.metadata import VertexProgress
-
-    return VertexProgress()
 
 
 def _copy_into(progress: JobProgress, directory: str) -> JobProgress:

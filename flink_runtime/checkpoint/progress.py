@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -172,8 +173,6 @@ class ProgressTracker:
                     vertex.sink_chunks = _sink_chunks(data)
                 if vertex.completed_files or vertex.operator_state or vertex.partition_chunks or vertex.sink_chunks:
                     vertices[vertex_id] = vertex
-            import time
-
             return JobProgress(
                 job_id=job.job_id,
                 job_name=job.name,

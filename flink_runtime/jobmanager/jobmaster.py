@@ -139,7 +139,6 @@ class JobMaster:
         self.graph: ExecutionGraph | None = None
         self.exceptions: list[ExceptionEntry] = []
         self._shared_slots = SharedSlotManager()
-        self._slot_keys: dict[str, SlotKey] = {}  # job vertex id -> key factory inputs are per vertex
         self._request_of_key: dict[SlotKey, str] = {}
         self._key_of_request: dict[str, SlotKey] = {}
         self._request_ids = itertools.count()

@@ -204,7 +204,6 @@ class RpcService:
         if socket is not None:
             if self._loop is not None:
                 self._loop.remove_reader(socket.getsockopt(zmq.FD))
-            socket.disable_monitor() if address in self._monitors else None
             socket.close(linger=0)
 
     # -- receiving ---------------------------------------------------------------------------

@@ -222,7 +222,8 @@ def publish_sink(sink: dict[str, Any], job_id: str) -> int:
     path = sink["path"]
     fs = filesystem.filesystem_for(path)
     root = sink_staging_root(sink, job_id)
-    check_sink_target(sink) if sink.get("mode", "error") == "error" else None
+    if sink.get("mode", "error") == "error":
+        check_sink_target(sink)  # nothing appeared at the path while the job ran
     if sink.get("mode") == "overwrite":
         for entry in _visible_entries(path):
             fs.delete(entry)
