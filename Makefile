@@ -45,6 +45,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_deployment.py
 	$(BIN)/python benchmarks/bench_state_backend.py
 	$(BIN)/python benchmarks/bench_failover.py
+	$(BIN)/python benchmarks/bench_rpc_churn.py
 	$(BIN)/python benchmarks/bench_airflow_sensor.py
 	$(BIN)/python benchmarks/bench_spark.py
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 from collections.abc import Callable
 
 import msgspec
@@ -35,6 +36,12 @@ from flink_runtime.rpc.messages import (
 log = logging.getLogger(__name__)
 
 TELL, ASK, REPLY = 0, 1, 2
+
+# Names for the inproc endpoints that socket monitors bind. pyzmq's default name is built
+# from the socket's file descriptor, which the OS hands out again as soon as a closed
+# socket's descriptor is freed, while that socket's monitor may still be bound to the old
+# name; a new connection's monitor then fails to bind. A counter never repeats.
+_monitor_endpoints = itertools.count(1)
 
 
 class RpcException(RuntimeError):
@@ -84,6 +91,7 @@ class RpcService:
         self._decoder = msgspec.msgpack.Decoder(Envelope)
         self._handler: InboundHandler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._drain_scheduled = False
         self.address = ""
         # Called with a peer's address when its TCP connection drops (a killed process).
@@ -95,6 +103,7 @@ class RpcService:
     async def start(self, handler: InboundHandler) -> str:
         self._handler = handler
         self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
         router = self._context.socket(zmq.ROUTER)
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.MAXMSGSIZE, self.framesize + 1024)
@@ -116,6 +125,7 @@ class RpcService:
         return self.address
 
     async def close(self) -> None:
+        self._require_loop_thread("close")
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(RpcException("RPC service closed"))
@@ -151,6 +161,7 @@ class RpcService:
         return answer
 
     def _send(self, address: str, envelope: Envelope) -> None:
+        self._require_loop_thread("tell/ask")
         payload = self._encoder.encode(envelope)
         if len(payload) > self.framesize:
             raise MessageTooLarge(
@@ -163,26 +174,56 @@ class RpcService:
             raise RpcException(f"cannot send {type(envelope.body).__name__} to {address}: queue full") from None
         self._schedule_drain()
 
+    @property
+    def connections(self) -> list[str]:
+        """The addresses this service holds an outgoing connection (a DEALER) to."""
+        return list(self._dealers)
+
     def _dealer(self, address: str) -> zmq.Socket:
         socket = self._dealers.get(address)
         if socket is None:
+            assert self._loop is not None
             socket = self._context.socket(zmq.DEALER)
             socket.setsockopt(zmq.LINGER, 0)
             socket.setsockopt(zmq.MAXMSGSIZE, self.framesize + 1024)
             socket.setsockopt(zmq.RECONNECT_IVL, 100)
             socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             socket.setsockopt(zmq.SNDHWM, 100_000)
+            if self.on_disconnect is not None:
+                # Before connect(), so that not even the first connection's end goes unseen.
+                self._watch_connection(address, socket)
             socket.connect(address)
             self._dealers[address] = socket
-            assert self._loop is not None
             self._loop.add_reader(socket.getsockopt(zmq.FD), self._schedule_drain)
-            if self.on_disconnect is not None:
-                monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-                self._monitors[address] = monitor
-                self._loop.add_reader(monitor.getsockopt(zmq.FD), self._read_monitor, address, monitor)
-                # Edge-triggered: consume what is pending now, or the descriptor never fires.
-                self._read_monitor(address, monitor)
         return socket
+
+    def _watch_connection(self, address: str, dealer: zmq.Socket) -> None:
+        """Report `address` to on_disconnect whenever the dealer's TCP connection closes.
+
+        A socket monitor is a PAIR socket that libzmq creates inside `dealer` and binds to
+        an inproc endpoint; `reader` is the PAIR connected to it. libzmq sends each event
+        from its I/O thread with a *blocking* zmq_msg_send (no ZMQ_DONTWAIT; so in 4.3.5
+        and still on libzmq's master), holding a mutex of `dealer` meanwhile. Whenever
+        that send cannot be delivered, the process's only I/O thread waits forever, and
+        every socket with it: no connection is accepted or completed, nothing moves. Two
+        ways it cannot be delivered, both closed off here:
+        - no reader: a PAIR with no peer blocks. disconnect() therefore stops the monitor
+          (disable_monitor) before it closes the reader, never the other way round;
+        - a full pipe: RCVHWM 0 on the reader makes the pipe unbounded (set before
+          connect, as HWMs are fixed when the pipe is made). Events are few (one per
+          closed connection) and read on every drain, so unbounded stays small.
+        """
+        assert self._loop is not None
+        endpoint = f"inproc://flink-rpc-monitor-{next(_monitor_endpoints)}"
+        reader = self._context.socket(zmq.PAIR)
+        reader.setsockopt(zmq.LINGER, 0)
+        reader.setsockopt(zmq.RCVHWM, 0)
+        dealer.monitor(endpoint, zmq.EVENT_DISCONNECTED)
+        reader.connect(endpoint)
+        self._monitors[address] = reader
+        self._loop.add_reader(reader.getsockopt(zmq.FD), self._read_monitor, address, reader)
+        # Edge-triggered: consume what is pending now, or the descriptor never fires.
+        self._read_monitor(address, reader)
 
     def _read_monitor(self, address: str, monitor: zmq.Socket) -> None:
         while True:
@@ -194,17 +235,38 @@ class RpcService:
                 self.on_disconnect(address)
 
     def disconnect(self, address: str) -> None:
-        """Drop the connection to a peer that is gone (its queued messages with it)."""
-        monitor = self._monitors.pop(address, None)
-        if monitor is not None:
-            if self._loop is not None:
-                self._loop.remove_reader(monitor.getsockopt(zmq.FD))
-            monitor.close(linger=0)
+        """Drop the connection to a peer that is gone (its queued messages with it).
+
+        A dropped peer is not reported to on_disconnect afterwards. A later tell or ask
+        to the same address opens a new connection.
+        """
+        self._require_loop_thread("disconnect")
         socket = self._dealers.pop(address, None)
+        reader = self._monitors.pop(address, None)
+        if reader is not None:
+            if self._loop is not None:
+                self._loop.remove_reader(reader.getsockopt(zmq.FD))
+            if socket is not None:
+                # Stops the monitor under the mutex the I/O thread holds while it sends an
+                # event: once this returns no event of `socket` is in flight or will ever
+                # be sent, so closing the reader cannot strand a send (_watch_connection).
+                # It cannot wait long: the reader is still connected, its pipe unbounded.
+                socket.disable_monitor()
+            reader.close(linger=0)  # unread events go with it: the peer is dropped on purpose
         if socket is not None:
             if self._loop is not None:
                 self._loop.remove_reader(socket.getsockopt(zmq.FD))
             socket.close(linger=0)
+
+    def _require_loop_thread(self, operation: str) -> None:
+        # ZeroMQ sockets are not thread-safe: closing or sending on one while the loop's
+        # thread reads it corrupts libzmq's state (crashes, or an I/O thread that hangs).
+        if self._loop_thread is not None and threading.get_ident() != self._loop_thread:
+            raise RpcException(
+                f"RpcService.{operation} called from thread {threading.current_thread().name!r}, not the "
+                f"thread running the service's event loop; hand it over with loop.call_soon_threadsafe "
+                f"or asyncio.run_coroutine_threadsafe"
+            )
 
     # -- receiving ---------------------------------------------------------------------------
 

@@ -253,6 +253,75 @@ async def test_fixed_port(client: RpcService) -> None:
         await service.close()
 
 
+# -- connections and their loss (the stress version is in test_rpc_stress.py) ---------------------
+
+
+@pytest.fixture
+async def watcher() -> AsyncIterator[tuple[RpcService, list[str]]]:
+    """A service that watches its connections, as the JobManager does; with the lost addresses."""
+    lost: list[str] = []
+    service = RpcService("127.0.0.1", 0)
+    service.on_disconnect = lost.append
+    await service.start(lambda message, reply: None)
+    yield service, lost
+    await service.close()
+
+
+async def test_closed_connection_is_reported_until_dropped(watcher: tuple[RpcService, list[str]]) -> None:
+    service, lost = watcher
+    peer = Probe(RpcService("127.0.0.1", 0))
+    await peer.start()
+    address = peer.address
+    await service.ask(address, Heartbeat(jobmanager_id="x"), timeout=2)
+    assert service.connections == [address]
+    await peer.stop()
+    await wait_until(lambda: address in lost)
+    service.disconnect(address)
+    assert service.connections == []
+
+
+async def test_dropped_peer_is_never_reported_and_a_new_connection_is_watched_again(
+    watcher: tuple[RpcService, list[str]],
+) -> None:
+    service, lost = watcher
+    peer = Probe(RpcService("127.0.0.1", 0))
+    await peer.start()
+    try:
+        await service.ask(peer.address, Heartbeat(jobmanager_id="x"), timeout=2)
+        service.disconnect(peer.address)
+        service.disconnect(peer.address)  # twice is harmless
+        assert service.connections == []
+        # Asking again reconnects, and that connection is watched like the first.
+        await service.ask(peer.address, Heartbeat(jobmanager_id="y"), timeout=2)
+        assert lost == []
+    finally:
+        await peer.stop()
+    await wait_until(lambda: lost == [peer.address])
+
+
+async def test_sockets_are_refused_to_other_threads(watcher: tuple[RpcService, list[str]], probe: Probe) -> None:
+    service, _ = watcher
+    await service.ask(probe.address, Heartbeat(jobmanager_id="x"), timeout=2)
+
+    def from_a_thread(operation: typing.Callable[[], object]) -> BaseException | None:
+        try:
+            operation()
+        except BaseException as exc:
+            return exc
+        return None
+
+    for operation in (
+        lambda: service.disconnect(probe.address),
+        lambda: service.tell(probe.address, Heartbeat(jobmanager_id="y")),
+    ):
+        error = await asyncio.to_thread(from_a_thread, operation)
+        assert isinstance(error, RpcException)
+        assert "not the thread running the service's event loop" in str(error)
+    # Nothing was closed or sent from the other thread.
+    assert service.connections == [probe.address]
+    assert await service.ask(probe.address, Heartbeat(jobmanager_id="z"), timeout=2)
+
+
 # -- failures in handlers -----------------------------------------------------------------------
 
 
@@ -492,6 +561,7 @@ def one_of_each_wire_message() -> list[Message]:
         job_id=JOB_ID,
         job_name="job",
         execution_id="exec-1",
+        jobmanager_id="jm-1",
         allocation_id="alloc-1",
         slot_index=0,
         data_namespace="ns",
@@ -547,14 +617,20 @@ def one_of_each_wire_message() -> list[Message]:
         SubmitTask(descriptor=descriptor),
         CancelTask(execution_id="exec-1"),
         TaskOperationResult(execution_id="exec-1", success=False, reason="no slot"),
-        UpdateTaskExecutionState(job_id=JOB_ID, execution_id="exec-1", state="FAILED", error="Traceback ..."),
-        RequestNextInputSplit(job_id=JOB_ID, execution_id="exec-1", host="host-a"),
+        UpdateTaskExecutionState(
+            job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", state="FAILED", error="Traceback ..."
+        ),
+        RequestNextInputSplit(job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", host="host-a"),
         NextInputSplit(split=InputSplit(split_number=3, hosts=["host-a"], payload=[0, 5])),
-        ScheduleOrUpdateConsumers(job_id=JOB_ID, partition_id="p-1", location="/data/job/r-1/0"),
+        ScheduleOrUpdateConsumers(
+            job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", partition_id="p-1", location="/data/r-1/0"
+        ),
         ReleasePartitions(job_id=JOB_ID),
         TriggerCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, timestamp=1.5),
-        AcknowledgeCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, state_handle={"path": "/s"}),
-        DeclineCheckpoint(job_id=JOB_ID, execution_id="e-1", checkpoint_id=3, reason="busy"),
+        AcknowledgeCheckpoint(
+            job_id=JOB_ID, execution_id="e-1", jobmanager_id="jm-1", checkpoint_id=3, state_handle={"path": "/s"}
+        ),
+        DeclineCheckpoint(job_id=JOB_ID, execution_id="e-1", jobmanager_id="jm-1", checkpoint_id=3, reason="busy"),
     ]
 
 
