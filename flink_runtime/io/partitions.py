@@ -20,7 +20,7 @@ import shutil
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import Partitioner
@@ -102,10 +102,9 @@ class ResultPartitionWriter:
         self.staging_dir = Path(staging)
         shutil.rmtree(self.staging_dir, ignore_errors=True)
         self.staging_dir.mkdir(parents=True)
-        self._files = [
-            open(self.staging_dir / f"{index}.jsonl", "w", encoding="utf-8")  # noqa: SIM115
-            for index in range(number_of_subpartitions)
-        ]
+        # Opened on first write: an ALL_TO_ALL exchange of N x N subtasks would otherwise
+        # create N^2 files, nearly all empty. A subpartition with no file is empty.
+        self._files: dict[int, IO[str]] = {}
         self._round_robin = itertools.cycle(range(number_of_subpartitions))
         self.records_written = 0
 
@@ -113,8 +112,8 @@ class ResultPartitionWriter:
         line = json.dumps(record) + "\n"
         self.records_written += 1
         if self.partitioner is Partitioner.BROADCAST:
-            for file in self._files:
-                file.write(line)
+            for index in range(self.number_of_subpartitions):
+                self._file(index).write(line)
             return
         if self.number_of_subpartitions == 1 or self.partitioner is Partitioner.FORWARD:
             index = 0
@@ -123,7 +122,13 @@ class ResultPartitionWriter:
         else:
             key = record if not self.keys else [record[k] for k in self.keys]
             index = stable_hash(key) % self.number_of_subpartitions
-        self._files[index].write(line)
+        self._file(index).write(line)
+
+    def _file(self, index: int) -> IO[str]:
+        file = self._files.get(index)
+        if file is None:
+            file = self._files[index] = open(self.staging_dir / f"{index}.jsonl", "w", encoding="utf-8")  # noqa: SIM115
+        return file
 
     def emit_all(self, records: Iterable[Any]) -> None:
         for record in records:
@@ -135,7 +140,7 @@ class ResultPartitionWriter:
         return commit_partition_dir(str(self.staging_dir), str(self.final_dir))
 
     def close(self) -> None:
-        for file in self._files:
+        for file in self._files.values():
             if not file.closed:
                 file.close()
 
@@ -157,7 +162,17 @@ class InputGate:
 
     def records(self) -> Iterator[Any]:
         for path in self.files():
-            with open(path, encoding="utf-8") as file:
+            try:
+                file = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+            except FileNotFoundError:
+                if not path.parent.is_dir():
+                    raise FileNotFoundError(
+                        f"result partition {path.parent} of result {self.result_id} is missing: its producer "
+                        "committed it, but this TaskManager cannot see it. io.tmp.dirs must be a directory "
+                        "all TaskManagers share (or a Hadoop URI)."
+                    ) from None
+                continue  # nothing was written to this subpartition (files open on first write)
+            with file:
                 for line in file:
                     yield json.loads(line)
 

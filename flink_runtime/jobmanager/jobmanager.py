@@ -34,7 +34,7 @@ from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
-from flink_runtime.jobmanager.jobmaster import JobMaster
+from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
 from flink_runtime.operators.spark.session import acquire_session, release_session
@@ -51,6 +51,7 @@ from flink_runtime.rpc.messages import (
     CancellationSuccess,
     DeclineCheckpoint,
     DisconnectTaskManager,
+    FencedMessage,
     Heartbeat,
     HeartbeatResponse,
     JobStatusChanged,
@@ -61,6 +62,7 @@ from flink_runtime.rpc.messages import (
     RegisterTaskManager,
     ReleasePartitions,
     RequestNextInputSplit,
+    RpcError,
     ScheduleOrUpdateConsumers,
     SubmitJob,
     UpdateTaskExecutionState,
@@ -102,7 +104,9 @@ class JobManager(RpcEndpoint):
         )
         super().__init__("JobManager", rpc)
         self.config = config
+        # Fencing token of this run: tasks it deploys carry it back in every message.
         self.jobmanager_id = uuid.uuid4().hex
+        self._stale_jobmanagers: set[str] = set()  # logged once each
         rpc.on_disconnect = self._on_connection_lost
         self.started_at = time.time()
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
@@ -313,12 +317,7 @@ class JobManager(RpcEndpoint):
         for request_id in self.slot_pool.expire_requests(now, self.slot_request_timeout):
             job = self._job_of_request.pop(request_id, None)
             if job is not None:
-                job.on_slot_request_timeout(
-                    request_id,
-                    self.slot_pool.total_slots,
-                    self.slot_pool.free_slots,
-                    self.slot_request_timeout,
-                )
+                job.on_slot_request_timeout(request_id, self.slot_request_timeout)
         self._expire_finished_jobs()
 
     # -- the JobMasterGateway -------------------------------------------------------------------------
@@ -429,8 +428,30 @@ class JobManager(RpcEndpoint):
             return CancellationFailure(job_id=message.job_id, reason=reason)
         return CancellationSuccess(job_id=message.job_id)
 
+    # -- messages from tasks: fenced by the JobManager that deployed them ------------------------
+
+    def _stale_sender(self, message: FencedMessage) -> str | None:
+        """Why a task's message is refused: the task was deployed by another JobManager
+        (one that ran before this one, and whose job this one may have recovered)."""
+        if message.jobmanager_id == self.jobmanager_id:
+            return None
+        if message.jobmanager_id not in self._stale_jobmanagers:
+            self._stale_jobmanagers.add(message.jobmanager_id)
+            log.warning(
+                "Refusing messages of tasks deployed by JobManager %s (this is %s); their TaskManagers cancel them.",
+                message.jobmanager_id or "<none>",
+                self.jobmanager_id,
+            )
+        return (
+            f"FencingTokenException: execution {getattr(message, 'execution_id', '?')} was deployed by "
+            f"JobManager {message.jobmanager_id or '<none>'}, not by this JobManager ({self.jobmanager_id})"
+        )
+
     @handles(UpdateTaskExecutionState)
     def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
+        stale = self._stale_sender(message)
+        if stale is not None:
+            return Acknowledge(ok=False, reason=stale)
         job = self.jobs.get(message.job_id)
         if job is None:
             return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
@@ -443,21 +464,30 @@ class JobManager(RpcEndpoint):
         )
 
     @handles(RequestNextInputSplit)
-    def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit:
+    def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit | RpcError:
+        # An error, not "no split left": a task told it is done would commit partial output.
+        refused = self._stale_sender(message)
         job = self.jobs.get(message.job_id)
-        split = (
-            job.request_next_input_split(message.execution_id, message.host, message.completed_split)
-            if job is not None
-            else None
-        )
-        return NextInputSplit(split=split)
+        if refused is None and job is None:
+            refused = f"unknown job {message.job_id}"
+        if refused is None:
+            try:
+                return NextInputSplit(
+                    split=job.request_next_input_split(message.execution_id, message.host, message.completed_split)
+                )
+            except UnknownExecution as exc:
+                refused = str(exc)
+        return RpcError(error=refused)
 
     @handles(ScheduleOrUpdateConsumers)
     def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
+        stale = self._stale_sender(message)
+        if stale is not None:
+            return Acknowledge(ok=False, reason=stale)
         job = self.jobs.get(message.job_id)
         if job is None:
             return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
-        problem = job.schedule_or_update_consumers(message.partition_id, message.location)
+        problem = job.schedule_or_update_consumers(message.partition_id, message.location, message.execution_id)
         return Acknowledge(ok=problem is None, reason=problem or "")
 
     # -- savepoints and checkpoints (REST entry points) -------------------------------------------
@@ -513,13 +543,13 @@ class JobManager(RpcEndpoint):
     @handles(AcknowledgeCheckpoint)
     def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:
         job = self.jobs.get(message.job_id)
-        if job is not None:
+        if job is not None and self._stale_sender(message) is None:
             job.coordinator.acknowledge(message.execution_id, message.checkpoint_id, message.state_handle)
 
     @handles(DeclineCheckpoint)
     def on_decline_checkpoint(self, message: DeclineCheckpoint) -> None:
         job = self.jobs.get(message.job_id)
-        if job is not None:
+        if job is not None and self._stale_sender(message) is None:
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def tell_task_manager(self, address: str, message: Message) -> None:

@@ -12,8 +12,9 @@ Scheduling is lazy from the sources, as Flink's batch scheduling:
      it reads is finished (blocking exchanges);
   3. when every subtask has FINISHED the job is FINISHED.
 
-Any subtask failure fails the job (restart strategy "none"): the other subtasks are
-cancelled, and the job is FAILED when all of them have stopped.
+A failed subtask is restarted alone (region failover) or with the whole job, as the
+restart strategy allows; otherwise the other subtasks are cancelled and the job is
+FAILED when all of them have stopped.
 """
 
 from __future__ import annotations
@@ -75,11 +76,16 @@ class VertexPreparationError(RuntimeError):
     """A vertex could not be prepared at submit (bad input path, unknown column, ...)."""
 
 
+class UnknownExecution(LookupError):
+    """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
+
+
 class JobMasterGateway(Protocol):
     """What a JobMaster needs from the JobManager that hosts it."""
 
     ask_timeout: float
     blob_dir: str  # where uploaded libraries live on the JobManager
+    jobmanager_id: str  # the fencing token deployed tasks carry back
 
     def spark(self) -> Any: ...
     def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
@@ -159,7 +165,10 @@ class JobMaster:
         # Per source vertex: which splits are completed (their output committed) and how
         # often splits were handed out; a split completed is never handed out again.
         self.split_progress: dict[str, SplitProgress] = {}
-        self._inflight_splits: dict[str, InputSplit] = {}
+        # Per attempt: the splits handed to it that it has not reported completed. A failed
+        # attempt's go back to the assigner, all of them: an invokable that commits its
+        # output only when it finishes (not per split) loses every split it was given.
+        self._inflight_splits: dict[str, list[InputSplit]] = {}
         self.coordinator = CheckpointCoordinator(self, self.config)
         self.tracker = ProgressTracker(self)
         # request id -> Flink's AsynchronousOperationResult for savepoint and stop requests
@@ -577,11 +586,21 @@ class JobMaster:
         return {self._slot_key(vertex) for vertex in self.graph.all_execution_vertices()}
 
     def _declare_slot_usage(self) -> None:
-        """Tell the slot sharing manager how many subtasks will use each shared slot,
-        so a shared slot survives between a producer finishing and its consumer starting."""
+        """Keep co-located slots alive between a producer finishing and its consumer starting.
+
+        Exchanges are blocking, so a consumer never runs beside its producer: sharing a slot
+        only matters for co-location, where the i-th subtasks must meet in one slot. For
+        those keys the slot sharing manager is told how many subtasks will still come.
+        Every other shared slot goes back to the pool as soon as its subtasks finished, as
+        in Flink's pipelined-region scheduling of batch jobs: holding it for a consumer
+        that waits on producers still queued for slots deadlocks a job with more subtasks
+        than slots, and a failed subtask's retry could not use the finished one's slot.
+        """
         assert self.graph is not None
         counts: dict[SlotKey, int] = {}
         for vertex in self.graph.all_execution_vertices():
+            if vertex.job_vertex.job_vertex.co_location_group is None:
+                continue
             key = self._slot_key(vertex)
             counts[key] = counts.get(key, 0) + 1
         for key, count in counts.items():
@@ -615,15 +634,15 @@ class JobMaster:
             if execution is not None and execution.state is _E.SCHEDULED:
                 self._deploy(execution, slot.allocation_id)
 
-    def on_slot_request_timeout(self, request_id: str, total_slots: int, free_slots: int, timeout: float) -> None:
+    def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
         key = self._key_of_request.pop(request_id, None)
         if key is None:
             return
         self._request_of_key.pop(key, None)
         reason = (
-            f"NoResourceAvailableException: could not acquire a slot within slot.request.timeout "
-            f"({timeout:g} s). The cluster offers {total_slots} slots ({free_slots} free). "
-            f"Start more TaskManagers, raise taskmanager.numberOfTaskSlots, or lower the parallelism."
+            f"NoResourceAvailableException: no TaskManager offered a slot within slot.request.timeout "
+            f"({timeout:g} s). Start TaskManagers (flink-runtime taskmanager) and check that they "
+            f"reach the JobManager at jobmanager.rpc.address:jobmanager.rpc.port."
         )
         assert self.graph is not None
         for attempt_id in self._shared_slots.members_of(key):
@@ -714,6 +733,7 @@ class JobMaster:
             job_id=self.job_id,
             job_name=self.name,
             execution_id=execution.attempt_id,
+            jobmanager_id=self.gateway.jobmanager_id,
             allocation_id=allocation_id,
             slot_index=slot_index,
             data_namespace=self.data_namespace,
@@ -753,14 +773,19 @@ class JobMaster:
         self, execution_id: str, host: str | None, completed_split: int | None = None
     ) -> InputSplit | None:
         execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is None or execution.is_terminal or self.status is not JobStatus.RUNNING:
-            return None
+        if execution is None or execution.is_terminal:
+            # Told "no split left", such a task would commit what it has as if complete.
+            state = "unknown" if execution is None else execution.state.value
+            raise UnknownExecution(f"execution {execution_id} of job {self.job_id} is {state}: it must stop")
+        if self.status is not JobStatus.RUNNING or execution.state is _E.CANCELING:
+            return None  # being cancelled: the task stops, and its partitions are never used
         vertex_id = execution.vertex.job_vertex.id
         stopping = self._stop_request is not None
         progress = self.split_progress.setdefault(vertex_id, SplitProgress())
+        inflight = self._inflight_splits.setdefault(execution_id, [])
         if completed_split is not None:
             progress.completed[completed_split] = execution.vertex.subtask_index
-            self._inflight_splits.pop(execution_id, None)
+            inflight[:] = [split for split in inflight if split.split_number != completed_split]
         assigner = self._split_assigners.get(vertex_id)
         # Stopping (stop-with-savepoint): in-flight splits finish, no new ones start.
         split = (
@@ -768,21 +793,27 @@ class JobMaster:
         )
         if split is not None:
             progress.assignments += 1
-            self._inflight_splits[execution_id] = split
+            inflight.append(split)
         return split
 
-    def _return_inflight_split(self, execution: Execution) -> None:
-        """A source attempt stopped before completing its split: hand the split out again."""
-        split = self._inflight_splits.pop(execution.attempt_id, None)
+    def _return_inflight_splits(self, execution: Execution) -> None:
+        """A source attempt stopped before completing its splits: hand them out again."""
+        splits = self._inflight_splits.pop(execution.attempt_id, None)
         assigner = self._split_assigners.get(execution.vertex.job_vertex.id)
-        if split is not None and assigner is not None:
-            assigner.return_input_splits([split], execution.vertex.subtask_index)
+        if splits and assigner is not None:
+            assigner.return_input_splits(splits, execution.vertex.subtask_index)
 
-    def schedule_or_update_consumers(self, partition_id: str, location: str) -> str | None:
+    def schedule_or_update_consumers(self, partition_id: str, location: str, execution_id: str) -> str | None:
         """A producer committed a partition; deploy consumers whose inputs are now complete."""
         partition = self.graph.partition(partition_id) if self.graph is not None else None
         if partition is None:
             return f"unknown partition {partition_id}"
+        producer = partition.producer.current_execution
+        if producer.attempt_id != execution_id or producer.state not in _DEPLOYED:
+            return (
+                f"partition {partition_id} reported by execution {execution_id}, which is not the running "
+                f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
+            )
         self._partition_locations[partition_id] = location
         if not partition.mark_finished() or self.status is not JobStatus.RUNNING:
             return None
@@ -817,8 +848,9 @@ class JobMaster:
             self.coordinator.execution_stopped(execution.attempt_id)
             if state is _E.FINISHED:
                 self._finished_executions += 1
+                self._inflight_splits.pop(execution.attempt_id, None)  # all in its output
             else:
-                self._return_inflight_split(execution)
+                self._return_inflight_splits(execution)
             if state is _E.FAILED:
                 self._record_failure(execution, error or "unknown failure")
                 self._handle_task_failure(execution)

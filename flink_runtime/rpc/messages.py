@@ -32,11 +32,24 @@ from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartiti
 from flink_runtime.scheduler.split_assigner import InputSplit
 
 # Bumped on any incompatible change to a message below.
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
     """Base of every protocol message; the tag is the class name."""
+
+
+class FencedMessage(Message):
+    """A message from a task, fenced by the JobManager that deployed it (Flink's
+    FencedRpcEndpoint with the JobMasterId as token).
+
+    A task keeps running after its JobManager died until its TaskManager notices; a
+    JobManager started since then (recovering the same job from the job store) refuses
+    whatever such a task reports, so work computed for the old run never completes the
+    new one.
+    """
+
+    jobmanager_id: str  # the `jobmanager_id` of the JobManager that deployed the task
 
 
 # -- registration and liveness --------------------------------------------------------------
@@ -164,6 +177,9 @@ class TaskDeploymentDescriptor(Message):
     job_id: str
     job_name: str
     execution_id: str
+    # The deploying JobManager's id: the task's messages carry it (FencedMessage), and a
+    # TaskManager accepts tasks only from the JobManager it is registered with.
+    jobmanager_id: str
     allocation_id: str
     slot_index: int
     # Where the job's data lives under the data directory and sink staging: the job id,
@@ -197,7 +213,7 @@ class TaskOperationResult(Message):
     reason: str = ""
 
 
-class UpdateTaskExecutionState(Message):
+class UpdateTaskExecutionState(FencedMessage):
     job_id: str
     execution_id: str
     state: str  # an ExecutionState name
@@ -213,7 +229,7 @@ class TriggerCheckpoint(Message):
     timestamp: float
 
 
-class AcknowledgeCheckpoint(Message):
+class AcknowledgeCheckpoint(FencedMessage):
     job_id: str
     execution_id: str
     checkpoint_id: int
@@ -221,14 +237,14 @@ class AcknowledgeCheckpoint(Message):
     state_handle: dict[str, Any] | None = None
 
 
-class DeclineCheckpoint(Message):
+class DeclineCheckpoint(FencedMessage):
     job_id: str
     execution_id: str
     checkpoint_id: int
     reason: str
 
 
-class RequestNextInputSplit(Message):
+class RequestNextInputSplit(FencedMessage):
     job_id: str
     execution_id: str
     host: str | None = None
@@ -241,8 +257,11 @@ class NextInputSplit(Message):
     split: InputSplit | None = None
 
 
-class ScheduleOrUpdateConsumers(Message):
+class ScheduleOrUpdateConsumers(FencedMessage):
     job_id: str
+    # The producing attempt: only the current attempt of the partition's producer may
+    # declare it finished.
+    execution_id: str
     partition_id: str
     location: str  # where the committed partition can be read
 

@@ -11,8 +11,12 @@ from the scheduler:
   were produced) and preferred hosts (where its input split lives); with no
   preference met, the slot comes from the TaskManager with most free slots, so
   load spreads over the cluster instead of filling one machine first;
-* a request that waits longer than ``slot.request.timeout`` is expired, and the
-  scheduler fails the execution (Flink's ``NoResourceAvailableException``);
+* a request expires once the pool could not serve *any* request for
+  ``slot.request.timeout``, because no TaskManager offers a slot at all; the scheduler
+  then fails the execution (Flink's ``NoResourceAvailableException``). A request that
+  only waits for a busy slot never expires: batch subtasks finish and free their slots,
+  so a job with more subtasks than slots runs in waves (Flink's batch slot requests
+  fail only when unfulfillable, not while slots are occupied);
 * when a TaskManager is lost its slots vanish and the allocations on it are
   reported back so the scheduler can fail those executions.
 
@@ -103,6 +107,9 @@ class SlotPool:
         self._pending: dict[str, _PendingRequest] = {}
         self._queue: deque[_PendingRequest] = deque()
         self._stale = 0
+        # When the pool was first seen without any slot by ``expire_requests`` (None
+        # while it has slots): requests expire only after that long without slots.
+        self._slotless_since: float | None = None
 
     # ------------------------------------------------------------------ queries
 
@@ -170,6 +177,8 @@ class SlotPool:
         self._task_managers_by_host.setdefault(host, {})[tm_id] = None
         self._total_slots += num_slots
         self._free_slots += num_slots
+        if num_slots:
+            self._slotless_since = None
         self._move_free_count(tm_id, 0, num_slots)
         return self._serve_pending()
 
@@ -239,12 +248,23 @@ class SlotPool:
         return True
 
     def expire_requests(self, now: float, timeout: float) -> list[str]:
-        """Drop and return queued requests that have waited ``timeout`` or longer.
+        """Drop and return queued requests that could not be served for ``timeout``.
 
-        Assumes ``now`` never goes backwards between calls (a monotonic clock), so
-        the FIFO queue is also ordered by request time and only its head is
-        inspected.
+        A request cannot be served while the pool has no slot at all; then it expires
+        once it has waited ``timeout`` since both its own request time and the moment
+        the pool was first seen without slots (so a TaskManager that restarts within
+        ``timeout`` finds the queue intact). While any slot exists nothing expires: the
+        slot will free up when the subtask in it ends.
+
+        Call it periodically; assumes ``now`` never goes backwards between calls (a
+        monotonic clock), so the FIFO queue is also ordered by request time and only its
+        head is inspected.
         """
+        if self._total_slots > 0:
+            self._slotless_since = None
+            return []
+        if self._slotless_since is None:
+            self._slotless_since = now
         expired: list[str] = []
         queue = self._queue
         while queue:
@@ -253,7 +273,7 @@ class SlotPool:
                 queue.popleft()
                 self._stale -= 1
                 continue
-            if now - head.requested_at < timeout:
+            if now - max(head.requested_at, self._slotless_since) < timeout:
                 break
             queue.popleft()
             del self._pending[head.request_id]

@@ -130,7 +130,7 @@ class Task:
                 else [
                     ResultPartitionWriter(
                         self.data_dir,
-                        descriptor.job_id,
+                        descriptor.data_namespace or descriptor.job_id,
                         partition.result_id,
                         partition.partition_number,
                         partition.number_of_subpartitions,

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,7 @@ from flink_runtime.rpc.messages import (
     RequestNextInputSplit,
     ScheduleOrUpdateConsumers,
     SubmitTask,
+    TaskDeploymentDescriptor,
     TaskOperationResult,
     TriggerCheckpoint,
     UpdateTaskExecutionState,
@@ -164,6 +166,18 @@ class TaskExecutor(RpcEndpoint):
 
     def _on_registered(self, answer: AcknowledgeRegistration | AlreadyRegistered) -> None:
         self.jobmanager_id = answer.jobmanager_id
+        # Tasks of a JobManager that is gone: the new one refuses whatever they report and
+        # may already run their job again from its latest checkpoint.
+        for task in self.tasks.values():
+            if task.descriptor.jobmanager_id != answer.jobmanager_id:
+                log.warning(
+                    "%s: cancelling %s, deployed by JobManager %s (now registered with %s)",
+                    self.resource_id,
+                    task.descriptor.task_name,
+                    task.descriptor.jobmanager_id,
+                    answer.jobmanager_id,
+                )
+                task.cancel()
         self.jobmanager_rest_url = answer.rest_url or self._configured_rest_url()
         self.last_jobmanager_heartbeat = time.monotonic()
         self.registered.set()
@@ -216,6 +230,13 @@ class TaskExecutor(RpcEndpoint):
                 success=False,
                 reason=f"TaskManager {self.resource_id} is not registered with a JobManager",
             )
+        if descriptor.jobmanager_id != self.jobmanager_id:
+            return TaskOperationResult(
+                execution_id=descriptor.execution_id,
+                success=False,
+                reason=f"TaskManager {self.resource_id} is registered with JobManager {self.jobmanager_id}, "
+                f"not with {descriptor.jobmanager_id or '<none>'}",
+            )
         if descriptor.execution_id in self.tasks:
             return TaskOperationResult(
                 execution_id=descriptor.execution_id, success=False, reason="execution already deployed here"
@@ -224,8 +245,8 @@ class TaskExecutor(RpcEndpoint):
             descriptor,
             self.data_dir,
             report=self._report_from_task_thread,
-            request_split=self._split_requester(descriptor.job_id, descriptor.execution_id),
-            notify_partition_ready=self._partition_notifier(descriptor.job_id),
+            request_split=self._split_requester(descriptor),
+            notify_partition_ready=self._partition_notifier(descriptor),
             spark=self.spark,
             blob_server_url=self.jobmanager_rest_url,
         )
@@ -262,10 +283,14 @@ class TaskExecutor(RpcEndpoint):
         # Tasks commit their output as they go (split chunks) and report keyed state when
         # they finish, so a running task has nothing more to snapshot: acknowledge at once.
         # A task that already ended acknowledges too; its FINISHED report carries its output.
+        task = self.tasks.get(message.execution_id)
         self.rpc.tell(
             self.jobmanager_address,
             AcknowledgeCheckpoint(
-                job_id=message.job_id, execution_id=message.execution_id, checkpoint_id=message.checkpoint_id
+                job_id=message.job_id,
+                execution_id=message.execution_id,
+                checkpoint_id=message.checkpoint_id,
+                jobmanager_id=task.descriptor.jobmanager_id if task is not None else self.jobmanager_id or "",
             ),
         )
 
@@ -287,6 +312,7 @@ class TaskExecutor(RpcEndpoint):
         update = UpdateTaskExecutionState(
             job_id=task.job_id,
             execution_id=task.execution_id,
+            jobmanager_id=task.descriptor.jobmanager_id,
             state=change.state.value,
             error=change.error,
             state_handle=getattr(task.invokable, "final_state_handle", None)
@@ -295,39 +321,54 @@ class TaskExecutor(RpcEndpoint):
         )
         # Updates leave in mailbox order over one connection, so the JobManager sees
         # them in the order they happened; a terminal state is retried until answered.
-        self.run_async(self._send_update(update, retry=change.state.is_terminal))
+        self.run_async(self._send_update(task, update, retry=change.state.is_terminal))
 
-    async def _send_update(self, update: UpdateTaskExecutionState, retry: bool) -> None:
+    async def _send_update(self, task: Task, update: UpdateTaskExecutionState, retry: bool) -> None:
         attempts = 5 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                await self.rpc.ask(self.jobmanager_address, update, self.ask_timeout)
-                return
+                answer = await self.rpc.ask(self.jobmanager_address, update, self.ask_timeout)
             except RpcException as exc:
                 if attempt == attempts:
                     log.warning("state update %s %s not delivered: %s", update.execution_id, update.state, exc)
+                continue
+            if isinstance(answer, Acknowledge) and not answer.ok and not retry:
+                # The JobManager does not run this attempt (any more): nobody would use its output.
+                log.warning("%s: cancelling %s: %s", self.resource_id, task.descriptor.task_name, answer.reason)
+                task.cancel()
+            return
 
-    def _split_requester(self, job_id: str, execution_id: str):
+    def _split_requester(self, descriptor: TaskDeploymentDescriptor) -> Callable[[int | None], InputSplit | None]:
         loop = asyncio.get_running_loop()
 
         def next_split(completed_split: int | None = None) -> InputSplit | None:
             request = RequestNextInputSplit(
-                job_id=job_id, execution_id=execution_id, host=self.host, completed_split=completed_split
+                job_id=descriptor.job_id,
+                execution_id=descriptor.execution_id,
+                jobmanager_id=descriptor.jobmanager_id,
+                host=self.host,
+                completed_split=completed_split,
             )
             future = asyncio.run_coroutine_threadsafe(
                 self.rpc.ask(self.jobmanager_address, request, self.ask_timeout), loop
             )
-            answer = future.result()
+            answer = future.result()  # an RpcException if the JobManager refuses: the task fails
             assert isinstance(answer, NextInputSplit)
             return answer.split
 
         return next_split
 
-    def _partition_notifier(self, job_id: str):
+    def _partition_notifier(self, descriptor: TaskDeploymentDescriptor) -> Callable[[str, str], None]:
         loop = asyncio.get_running_loop()
 
         def notify(partition_id: str, location: str) -> None:
-            message = ScheduleOrUpdateConsumers(job_id=job_id, partition_id=partition_id, location=location)
+            message = ScheduleOrUpdateConsumers(
+                job_id=descriptor.job_id,
+                execution_id=descriptor.execution_id,
+                jobmanager_id=descriptor.jobmanager_id,
+                partition_id=partition_id,
+                location=location,
+            )
             answer = asyncio.run_coroutine_threadsafe(
                 self.rpc.ask(self.jobmanager_address, message, self.ask_timeout), loop
             ).result()

@@ -7,6 +7,7 @@ registered again, and runs only what that checkpoint had not completed.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
+from tests.helpers.jobs import modulo_sum_job
 from tests.integration.test_savepoints import counts_in, input_splits, word_count, write_corpus
 
 pytestmark = pytest.mark.integration
@@ -70,3 +72,40 @@ def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: P
     assert counts_in(tmp_path / "out") == dict(expected)
     assert completed_before >= 1
     assert splits["total"] < 16  # the recovered run skipped what the checkpoint had completed
+
+
+def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path: Path) -> None:
+    """The tasks the dead JobManager deployed run on until their TaskManager misses its
+    heartbeats; whatever they report reaches the new JobManager, which must refuse it
+    (fencing): told "no split left" they would commit partial partitions as complete."""
+    count = 200_000
+    graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="fenced")
+    graph.vertices[0].config.update({"splits": 40, "seconds_per_split": 0.5})
+    graph.config.update(
+        {
+            "execution.checkpointing.interval": "1 s",
+            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "20",
+            "restart-strategy.fixed-delay.delay": "200 ms",
+        }
+    )
+    # The JobManager is back long before the TaskManager gives it up (heartbeat.timeout).
+    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "8 s", "slot.request.timeout": "60 s"}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
+        cluster.start(taskmanagers=1, slots=2)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            job_id = client.submit(graph)
+            time.sleep(6)
+        cluster.jobmanager.kill()
+        time.sleep(1)
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            status = client.wait(job_id, timeout=120)
+            assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        jobmanager_log = cluster.jobmanager.log()
+
+    records = [r for part in (tmp_path / "out").glob("part-*.json") for r in json.loads(part.read_text())]
+    assert sum(r["count"] for r in records) == count
+    assert sum(r["sum"] for r in records) == count * (count - 1) // 2
+    assert "Refusing messages of tasks deployed by JobManager" in jobmanager_log

@@ -223,17 +223,27 @@ def test_unknown_job_is_404(cluster: StandaloneCluster) -> None:
     assert response.json()["errors"]
 
 
-def test_slots_that_never_arrive_fail_the_job(cluster: StandaloneCluster) -> None:
-    # 6 subtasks that each hold their slot for 60 s, but only 4 slots: two requests time out.
+def test_more_subtasks_than_slots_run_in_waves(cluster: StandaloneCluster) -> None:
+    # 6 subtasks of 4 s on 4 slots: two wait for a slot, well past slot.request.timeout (3 s).
     graph = JobGraph(
-        name="too wide",
-        vertices=[JobVertex(id="sleep", name="Sleep", invokable="sleep", parallelism=6, config={"seconds": 60})],
+        name="wider than the cluster",
+        vertices=[JobVertex(id="sleep", name="Sleep", invokable="sleep", parallelism=6, config={"seconds": 4})],
     )
     job_id = submit(cluster.rest_url, graph)
-    details = wait_for_state(cluster.rest_url, job_id, {"FAILED", "FINISHED", "CANCELED"}, timeout=15)
+    details = wait_for_state(cluster.rest_url, job_id, {"FAILED", "FINISHED", "CANCELED"}, timeout=60)
+    assert details["state"] == "FINISHED"
+
+
+def test_slots_that_never_arrive_fail_the_job(tmp_path: Path) -> None:
+    with StandaloneCluster(tmp_path, properties=dict(FAST)) as no_taskmanagers:
+        no_taskmanagers.start_jobmanager()
+        graph = JobGraph(name="nowhere to run", vertices=[JobVertex(id="noop", name="NoOp", invokable="noop")])
+        response = httpx.post(f"{no_taskmanagers.rest_url}/jobs", content=graph.to_json(), timeout=30)
+        job_id = response.json()["jobid"]
+        details = wait_for_state(no_taskmanagers.rest_url, job_id, {"FAILED", "FINISHED", "CANCELED"}, timeout=20)
+        root = httpx.get(f"{no_taskmanagers.rest_url}/jobs/{job_id}/exceptions").json()["root-exception"]
     assert details["state"] == "FAILED"
-    root = httpx.get(f"{cluster.rest_url}/jobs/{job_id}/exceptions").json()["root-exception"]
-    assert "slot.request.timeout" in root
+    assert "NoResourceAvailableException" in root and "slot.request.timeout (3 s)" in root
 
 
 def test_killed_taskmanager_is_detected_and_fails_the_job(cluster: StandaloneCluster) -> None:

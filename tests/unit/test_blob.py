@@ -522,6 +522,7 @@ def run_task(tmp_path: Path, invokable: str, libraries: list[str], blob_server_u
         job_id="0123456789abcdef0123456789abcdef",
         job_name="job",
         execution_id="exec-1",
+        jobmanager_id="jm-1",
         allocation_id="alloc-1",
         slot_index=0,
         data_namespace="",

@@ -212,20 +212,48 @@ def test_request_cancel_churn_does_not_grow_the_queue() -> None:
     assert len(pool._queue) <= 200
 
 
-def test_expire_requests() -> None:
+def test_requests_waiting_for_a_busy_slot_never_expire() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("tm1", "h", 1)
+    pool.request_slot("held", 0.0)
+    pool.request_slot("r1", 1.0)
+    assert pool.expire_requests(now=1_000.0, timeout=10.0) == []
+    assert pool.release_slot("held") == [("r1", pool.slot_of("r1"))]
+    check_invariants(pool)
+
+
+def test_requests_expire_after_the_timeout_without_any_slot() -> None:
     pool = SlotPool()
     pool.add_task_manager("tm1", "h", 1)
     pool.request_slot("held", 0.0)
     pool.request_slot("r1", 1.0)
     pool.request_slot("r2", 2.0)
-    pool.request_slot("r3", 5.0)
+    pool.request_slot("r3", 50.0)
     pool.cancel_request("r2")
-    assert pool.expire_requests(now=3.0, timeout=10.0) == []
-    assert pool.expire_requests(now=12.0, timeout=10.0) == ["r1"]
+    assert pool.remove_task_manager("tm1") == ["held"]
+    # The slots vanished at ~40: r1 waited long, but the clock starts when no slot is left.
+    assert pool.expire_requests(now=40.0, timeout=10.0) == []
+    assert pool.expire_requests(now=49.0, timeout=10.0) == []
+    assert pool.expire_requests(now=50.0, timeout=10.0) == ["r1"]
     assert pool.pending_requests == 1
-    assert pool.expire_requests(now=100.0, timeout=10.0) == ["r3"]
+    assert pool.expire_requests(now=59.0, timeout=10.0) == []  # r3 came at 50
+    assert pool.expire_requests(now=60.0, timeout=10.0) == ["r3"]
     assert pool.pending_requests == 0
-    assert pool.release_slot("held") == []
+    check_invariants(pool)
+
+
+def test_a_taskmanager_back_within_the_timeout_serves_the_queue() -> None:
+    pool = SlotPool()
+    pool.request_slot("r1", 0.0)
+    assert pool.expire_requests(now=1.0, timeout=10.0) == []
+    fulfilled = pool.add_task_manager("tm1", "h", 1)
+    assert [request_id for request_id, _ in fulfilled] == ["r1"]
+    pool.request_slot("r2", 5.0)
+    assert pool.remove_task_manager("tm1") == ["r1"]
+    # A new slotless period starts at 20, not at the first one (1.0).
+    assert pool.expire_requests(now=20.0, timeout=10.0) == []
+    assert pool.expire_requests(now=29.0, timeout=10.0) == []
+    assert pool.expire_requests(now=30.0, timeout=10.0) == ["r2"]
     check_invariants(pool)
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.partitions import stable_hash
+from flink_runtime.io.partitions import InputGate, stable_hash
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.operators.builtin import NumberSource
 from flink_runtime.rpc.messages import (
@@ -31,6 +31,7 @@ def descriptor(invokable: str, config: dict[str, Any] | None = None, **fields: A
         "job_id": JOB,
         "job_name": "test job",
         "execution_id": "exec-1",
+        "jobmanager_id": "jm-1",
         "allocation_id": "alloc-1",
         "slot_index": 0,
         "data_namespace": "",
@@ -107,10 +108,8 @@ class Harness:
 
 
 def read_partition(location: str, subpartitions: int) -> list[list[Any]]:
-    return [
-        [json.loads(line) for line in (Path(location) / f"{i}.jsonl").read_text().splitlines()]
-        for i in range(subpartitions)
-    ]
+    """Every subpartition of one committed partition, read as a consumer reads it."""
+    return [list(InputGate("result", i, [str(location)]).records()) for i in range(subpartitions)]
 
 
 def leftover_files(root: Path) -> list[Path]:
