@@ -275,10 +275,24 @@ class JobManager(RpcEndpoint):
             self._send_heartbeat(registration)
 
     def _send_heartbeat(self, registration: RegisteredTaskManager) -> None:
+        def answered(answer: Any, error: BaseException | None) -> None:
+            self._on_heartbeat_answer(answer)
+            self._drop_connection_if_unregistered(registration.address)
+
         self.run_async(
             self.rpc.ask(registration.address, Heartbeat(jobmanager_id=self.jobmanager_id), self.heartbeat_timeout),
-            lambda answer, error: self._on_heartbeat_answer(answer),
+            answered,
         )
+
+    def _drop_connection_if_unregistered(self, address: str) -> None:
+        """Close a connection an ask opened to a TaskManager removed meanwhile.
+
+        An ask leaves the mailbox before it is sent, so one queued just before a removal
+        opens a new connection to the removed TaskManager's address; ZeroMQ would keep
+        reconnecting to it for the JobManager's lifetime (issue 8's churn test saw the
+        descriptors pile up)."""
+        if all(registration.address != address for registration in self.task_managers.values()):
+            self.rpc.disconnect(address)
 
     def _on_heartbeat_answer(self, answer: Any) -> None:
         if isinstance(answer, HeartbeatResponse):
@@ -302,6 +316,7 @@ class JobManager(RpcEndpoint):
                 )
             else:
                 self._on_heartbeat_answer(answer)
+            self._drop_connection_if_unregistered(address)
 
         self.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.jobmanager_id), probe_timeout), answered)
 
@@ -357,7 +372,11 @@ class JobManager(RpcEndpoint):
     def ask_task_manager(
         self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
     ) -> None:
-        self.run_async(self.rpc.ask(address, message, self.ask_timeout), on_done)
+        def answered(answer: Any, error: BaseException | None) -> None:
+            self._drop_connection_if_unregistered(address)
+            on_done(answer, error)
+
+        self.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
 
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
         self.events.publish(event)
@@ -553,7 +572,10 @@ class JobManager(RpcEndpoint):
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def tell_task_manager(self, address: str, message: Message) -> None:
-        self.rpc.tell(address, message)
+        if any(registration.address == address for registration in self.task_managers.values()):
+            self.rpc.tell(address, message)
+        else:  # gone: a tell would only open a connection nobody ever closes
+            log.debug("Not sending %s to %s: no TaskManager is registered there", type(message).__name__, address)
 
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
         for registration in self.task_managers.values():
