@@ -199,7 +199,7 @@ def _committed_chunks(
                 fs = filesystem.filesystem_for(location)
                 for status in fs.glob(filesystem.join(location, "*")) if fs.exists(location) else []:
                     name = status.path.rstrip("/").rsplit("/", 1)[-1]
-                    if name.startswith("."):
+                    if name.startswith((".", "_")):  # in progress, or the partition's manifest
                         continue
                     if partition in data["finished"] or (
                         name.startswith("split-")

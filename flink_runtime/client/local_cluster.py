@@ -92,7 +92,9 @@ class StandaloneCluster:
     def rest_url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
 
-    def _spawn(self, name: str, args: list[str], extra: dict[str, Any], timeout: float) -> ClusterProcess:
+    def _spawn(
+        self, name: str, args: list[str], extra: dict[str, Any], timeout: float, cwd: Path | None = None
+    ) -> ClusterProcess:
         properties = {**self.properties, **extra}
         command = [*_cli(), *args]
         for key, value in properties.items():
@@ -100,7 +102,7 @@ class StandaloneCluster:
         log_path = self.work_dir / f"{name}.log"
         log_file: IO[str] = open(log_path, "w")  # noqa: SIM115 - owned by the child's lifetime
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env)
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd)
         log_file.close()
         started = ClusterProcess(name, process, log_path)
         deadline = time.monotonic() + timeout
@@ -120,10 +122,13 @@ class StandaloneCluster:
         self.jobmanager = self._spawn("jobmanager", ["jobmanager"], extra, timeout)
         return self.jobmanager
 
-    def start_taskmanager(self, resource_id: str | None = None, wait: bool = True, **extra: Any) -> ClusterProcess:
+    def start_taskmanager(
+        self, resource_id: str | None = None, wait: bool = True, cwd: Path | None = None, **extra: Any
+    ) -> ClusterProcess:
+        """`cwd`: the process's working directory (relative paths in its settings resolve there)."""
         resource_id = resource_id or f"tm-{len(self.taskmanagers)}"
         extra = {"taskmanager.resource-id": resource_id, **extra}
-        taskmanager = self._spawn(f"taskmanager-{resource_id}", ["taskmanager"], extra, 30.0)
+        taskmanager = self._spawn(f"taskmanager-{resource_id}", ["taskmanager"], extra, 30.0, cwd)
         self.taskmanagers.append(taskmanager)
         if wait:
             self.wait_for_taskmanagers(lambda ids: resource_id in ids)

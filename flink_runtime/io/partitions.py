@@ -9,6 +9,13 @@ sees half a partition and a retried attempt never mixes with an earlier one.
 
 This record format (JSON lines) serves the runtime's own invokables; PySpark tasks
 write Parquet through the same layout and commit protocol.
+
+A committed partition says what it holds: `_COMMITTED.json` inside it, written before
+the rename (record counts per subpartition; for Spark, the chunks), and every Spark
+chunk lists its files and their sizes in `_chunk.json`. A consumer reads exactly what
+the manifests name and fails with PartitionNotFoundError when anything is missing: a
+partition it cannot see (a TaskManager whose io.tmp.dirs is not shared) is never read
+as empty.
 """
 
 from __future__ import annotations
@@ -24,6 +31,21 @@ from typing import IO, Any
 
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import Partitioner
+
+PARTITION_MANIFEST = "_COMMITTED.json"
+CHUNK_MANIFEST = "_chunk.json"
+
+
+class PartitionNotFoundError(FileNotFoundError):
+    """A committed partition (or part of one) is not where its producer committed it
+    (Flink's PartitionNotFoundException)."""
+
+    def __init__(self, result_id: str, location: str, what: str) -> None:
+        super().__init__(
+            f"result partition {location} of result {result_id} is incomplete: {what}. Its producer "
+            "committed it, but this TaskManager cannot see it: io.tmp.dirs must be a directory every "
+            "TaskManager shares (or a Hadoop URI)."
+        )
 
 
 def job_data_dir(data_dir: str | os.PathLike[str], job_id: str) -> Path:
@@ -77,6 +99,72 @@ def commit_partition_dir(staging_dir: str, final_dir: str) -> str:
     return final_dir
 
 
+def write_chunk_manifest(chunk_dir: str) -> None:
+    """Record every data file of a chunk being written, with its size (before the commit).
+
+    Files sit one folder deep (`__sub=<i>/part-*.parquet`): the subpartition folders
+    start with `_`, which the file systems' listings skip as hidden, so each is listed
+    on its own."""
+    fs = filesystem.filesystem_for(chunk_dir)
+    files: dict[str, int] = {}
+    for entry in fs.glob(filesystem.join(chunk_dir, "*")):
+        folder = entry.path.rstrip("/")
+        for status in fs.list_files(folder) if entry.is_dir else []:
+            # Both paths come from the same file system, so they share scheme and form.
+            files[f"{folder.rsplit('/', 1)[-1]}/{status.path[len(folder) + 1 :]}"] = status.size
+    fs.write_text(filesystem.join(chunk_dir, CHUNK_MANIFEST), json.dumps({"files": files}))
+
+
+def write_partition_manifest(partition: str, result_id: str, chunks: list[str]) -> None:
+    """Seal a partition of chunks once its producer is done: the chunks it holds.
+
+    Chunks committed by earlier attempts of the producer must be visible here too;
+    one that is not fails the producer rather than leaving its data out."""
+    fs = filesystem.filesystem_for(partition)
+    for chunk in chunks:
+        if not fs.exists(filesystem.join(partition, chunk, CHUNK_MANIFEST)):
+            raise PartitionNotFoundError(result_id, partition, f"chunk {chunk} committed earlier is missing")
+    fs.write_text(filesystem.join(partition, PARTITION_MANIFEST), json.dumps({"chunks": sorted(chunks)}))
+
+
+def committed_chunk_files(location: str, result_id: str, subdirectory: str) -> list[str]:
+    """The data files under `subdirectory` of every chunk a sealed partition holds,
+    each checked to exist with the size its producer recorded."""
+    fs = filesystem.filesystem_for(location)
+    chunks = _read_manifest(fs, filesystem.join(location, PARTITION_MANIFEST), result_id, location)["chunks"]
+    found: list[str] = []
+    for chunk in chunks:
+        chunk_dir = filesystem.join(location, chunk)
+        found.extend(chunk_files(chunk_dir, result_id, subdirectory))
+    return found
+
+
+def chunk_files(chunk_dir: str, result_id: str, subdirectory: str) -> list[str]:
+    """The data files under `subdirectory` of one committed chunk, checked against its manifest."""
+    fs = filesystem.filesystem_for(chunk_dir)
+    manifest = _read_manifest(fs, filesystem.join(chunk_dir, CHUNK_MANIFEST), result_id, chunk_dir)
+    folder = filesystem.join(chunk_dir, subdirectory)
+    listed = fs.list_files(folder) if fs.exists(folder) else []
+    actual = {status.path.rstrip("/").rsplit("/", 1)[-1]: status.size for status in listed}
+    wanted = []
+    for relative, size in manifest["files"].items():
+        folder, _, name = relative.rpartition("/")
+        if folder != subdirectory:
+            continue
+        if actual.get(name) != size:
+            what = "missing" if name not in actual else f"{actual[name]} bytes, not the {size} committed"
+            raise PartitionNotFoundError(result_id, chunk_dir, f"data file {relative} is {what}")
+        wanted.append(filesystem.join(chunk_dir, relative))
+    return wanted
+
+
+def _read_manifest(fs: filesystem.FileSystem, path: str, result_id: str, location: str) -> dict[str, Any]:
+    if not fs.exists(path):
+        what = "it does not exist" if not fs.exists(location) else f"its manifest {path.rsplit('/', 1)[-1]} is missing"
+        raise PartitionNotFoundError(result_id, location, what)
+    return json.loads(fs.read_text(path))
+
+
 def stable_hash(value: Any) -> int:
     """A hash that is the same in every process (Python's str hash is salted)."""
     return zlib.crc32(json.dumps(value, sort_keys=True, default=str).encode())
@@ -107,13 +195,14 @@ class ResultPartitionWriter:
         self._files: dict[int, IO[str]] = {}
         self._round_robin = itertools.cycle(range(number_of_subpartitions))
         self.records_written = 0
+        self._records_per_subpartition = [0] * number_of_subpartitions
 
     def emit(self, record: Any) -> None:
         line = json.dumps(record) + "\n"
         self.records_written += 1
         if self.partitioner is Partitioner.BROADCAST:
             for index in range(self.number_of_subpartitions):
-                self._file(index).write(line)
+                self._write(index, line)
             return
         if self.number_of_subpartitions == 1 or self.partitioner is Partitioner.FORWARD:
             index = 0
@@ -122,7 +211,11 @@ class ResultPartitionWriter:
         else:
             key = record if not self.keys else [record[k] for k in self.keys]
             index = stable_hash(key) % self.number_of_subpartitions
+        self._write(index, line)
+
+    def _write(self, index: int, line: str) -> None:
         self._file(index).write(line)
+        self._records_per_subpartition[index] += 1
 
     def _file(self, index: int) -> IO[str]:
         file = self._files.get(index)
@@ -137,6 +230,8 @@ class ResultPartitionWriter:
     def commit(self) -> str:
         """Publish the partition atomically; returns its location."""
         self.close()
+        manifest = {"records": self._records_per_subpartition}
+        (self.staging_dir / PARTITION_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
         return commit_partition_dir(str(self.staging_dir), str(self.final_dir))
 
     def close(self) -> None:
@@ -161,20 +256,29 @@ class InputGate:
         return [Path(location) / f"{self.subpartition_index}.jsonl" for location in self.partition_locations]
 
     def records(self) -> Iterator[Any]:
+        """Every record of this subpartition, partition by partition; raises
+        PartitionNotFoundError for a partition that is missing or holds fewer (or more)
+        records than its producer committed."""
         for path in self.files():
+            location = path.parent
+            manifest = location / PARTITION_MANIFEST
             try:
-                file = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+                committed = json.loads(manifest.read_text(encoding="utf-8"))["records"][self.subpartition_index]
             except FileNotFoundError:
-                if not path.parent.is_dir():
-                    raise FileNotFoundError(
-                        f"result partition {path.parent} of result {self.result_id} is missing: its producer "
-                        "committed it, but this TaskManager cannot see it. io.tmp.dirs must be a directory "
-                        "all TaskManagers share (or a Hadoop URI)."
-                    ) from None
-                continue  # nothing was written to this subpartition (files open on first write)
-            with file:
-                for line in file:
-                    yield json.loads(line)
+                what = "it does not exist" if not location.is_dir() else f"{PARTITION_MANIFEST} is missing"
+                raise PartitionNotFoundError(self.result_id, str(location), what) from None
+            read = 0
+            if committed:  # a subpartition nothing was written to has no file (opened on first write)
+                if not path.exists():
+                    raise PartitionNotFoundError(self.result_id, str(location), f"{path.name} is missing")
+                with open(path, encoding="utf-8") as file:
+                    for line in file:
+                        read += 1
+                        yield json.loads(line)
+            if read != committed:
+                raise PartitionNotFoundError(
+                    self.result_id, str(location), f"{path.name} holds {read} records, not the {committed} committed"
+                )
 
 
 def release_job_partitions(data_dir: str | os.PathLike[str], job_id: str) -> None:

@@ -14,7 +14,12 @@ from flink_runtime.io.partitions import (
     ResultPartitionWriter,
     job_data_dir,
     release_job_partitions,
+    PartitionNotFoundError,
+    chunk_files,
+    committed_chunk_files,
     stable_hash,
+    write_chunk_manifest,
+    write_partition_manifest,
 )
 from flink_runtime.jobgraph.jobgraph import Partitioner
 
@@ -146,7 +151,7 @@ def test_forward_writes_in_order_to_one_subpartition(tmp_path: Path) -> None:
     w.emit_all(records(30))
     location = w.commit()
     assert read_subpartitions(location, 1) == [records(30)]
-    assert sorted(p.name for p in Path(location).iterdir()) == ["0.jsonl"]
+    assert sorted(p.name for p in Path(location).iterdir()) == ["0.jsonl", "_COMMITTED.json"]
 
 
 def test_rebalance_is_round_robin(tmp_path: Path) -> None:
@@ -189,7 +194,10 @@ def test_commit_is_atomic(tmp_path: Path) -> None:
     assert location == str(final_dir)
     assert final_dir.is_dir()
     assert not w.staging_dir.exists()
-    assert sorted(p.name for p in final_dir.iterdir()) == ["0.jsonl", "1.jsonl"]
+    assert sorted(p.name for p in final_dir.iterdir()) == ["0.jsonl", "1.jsonl", "_COMMITTED.json"]
+    assert json.loads((final_dir / "_COMMITTED.json").read_text())["records"] == [
+        len((final_dir / name).read_text().splitlines()) for name in ("0.jsonl", "1.jsonl")
+    ]
     # Only the committed partition is in the result dir: no staging leftovers.
     assert [p.name for p in final_dir.parent.iterdir()] == ["3"]
 
@@ -271,8 +279,72 @@ def test_input_gate_with_no_locations_is_empty() -> None:
 
 def test_input_gate_on_missing_partition_raises(tmp_path: Path) -> None:
     gate = InputGate("r", 0, [str(tmp_path / "nowhere")])
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(PartitionNotFoundError, match=r"nowhere of result r is incomplete: it does not exist"):
         list(gate.records())
+
+
+def test_input_gate_refuses_a_partition_without_its_manifest(tmp_path: Path) -> None:
+    """A folder that exists but was never committed (or only partly copied) is not empty input."""
+    (tmp_path / "partition").mkdir()
+    with pytest.raises(PartitionNotFoundError, match="_COMMITTED.json is missing.*io.tmp.dirs"):
+        list(InputGate("r", 0, [str(tmp_path / "partition")]).records())
+
+
+def test_input_gate_refuses_a_missing_or_short_subpartition(tmp_path: Path) -> None:
+    w = writer(tmp_path, Partitioner.REBALANCE, 2)
+    w.emit_all(records(10))
+    location = Path(w.commit())
+    lines = (location / "1.jsonl").read_text().splitlines(keepends=True)
+    (location / "1.jsonl").write_text("".join(lines[:-1]))
+    with pytest.raises(PartitionNotFoundError, match="1.jsonl holds 4 records, not the 5 committed"):
+        list(InputGate("result-1", 1, [str(location)]).records())
+    (location / "0.jsonl").unlink()
+    with pytest.raises(PartitionNotFoundError, match="0.jsonl is missing"):
+        list(InputGate("result-1", 0, [str(location)]).records())
+
+
+# -- partitions of chunks (Spark tasks) ------------------------------------------------------------
+
+
+def write_chunk(partition: Path, chunk: str, files: dict[str, str]) -> None:
+    """A chunk as a Spark task commits it: data files in subpartition folders, then the manifest."""
+    for relative, text in files.items():
+        (partition / chunk / relative).parent.mkdir(parents=True, exist_ok=True)
+        (partition / chunk / relative).write_text(text)
+    write_chunk_manifest(str(partition / chunk))
+
+
+def test_a_sealed_partition_of_chunks_names_exactly_its_files(tmp_path: Path) -> None:
+    partition = tmp_path / "p"
+    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": "aa", "__sub=1/part-b.parquet": "bbb"})
+    write_chunk(partition, "split-2", {"__sub=1/part-c.parquet": "c"})
+    write_chunk(partition, "split-9", {"__sub=1/part-d.parquet": "dd"})  # an orphan nobody sealed
+    write_partition_manifest(str(partition), "r", ["split-0", "split-2"])
+    assert committed_chunk_files(str(partition), "r", "__sub=1") == [
+        str(partition / "split-0" / "__sub=1" / "part-b.parquet"),
+        str(partition / "split-2" / "__sub=1" / "part-c.parquet"),
+    ]
+    assert committed_chunk_files(str(partition), "r", "__sub=3") == []
+    assert chunk_files(str(partition / "split-9"), "r", "__sub=1") == [str(partition / "split-9/__sub=1/part-d.parquet")]
+
+
+def test_missing_pieces_of_a_partition_of_chunks_are_errors(tmp_path: Path) -> None:
+    partition = tmp_path / "p"
+    with pytest.raises(PartitionNotFoundError, match="it does not exist"):
+        committed_chunk_files(str(partition), "r", "__sub=0")
+    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": "aa"})
+    with pytest.raises(PartitionNotFoundError, match="_COMMITTED.json is missing"):
+        committed_chunk_files(str(partition), "r", "__sub=0")
+    # A producer whose earlier attempt's chunk it cannot see fails instead of sealing without it.
+    with pytest.raises(PartitionNotFoundError, match="chunk split-1 committed earlier is missing"):
+        write_partition_manifest(str(partition), "r", ["split-0", "split-1"])
+    write_partition_manifest(str(partition), "r", ["split-0"])
+    (partition / "split-0" / "__sub=0" / "part-a.parquet").write_text("a")
+    with pytest.raises(PartitionNotFoundError, match="part-a.parquet is 1 bytes, not the 2 committed"):
+        committed_chunk_files(str(partition), "r", "__sub=0")
+    (partition / "split-0" / "__sub=0" / "part-a.parquet").unlink()
+    with pytest.raises(PartitionNotFoundError, match="part-a.parquet is missing"):
+        committed_chunk_files(str(partition), "r", "__sub=0")
 
 
 # -- release ----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import filesystem
+from flink_runtime.io.partitions import chunk_files, committed_chunk_files
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.scheduler.split_assigner import InputSplit
 
@@ -152,24 +153,21 @@ def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescripto
 
 
 def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> DataFrame:
-    """The subpartition this consumer reads from every committed chunk of every partition of one input."""
+    """The subpartition this consumer reads from every committed chunk of every partition
+    of one input: exactly the files the producers' manifests name (PartitionNotFoundError
+    when one is missing, never an empty read)."""
     sub = BROADCAST_SUBPARTITION if gate.partitioner is Partitioner.BROADCAST else str(gate.consumed_subpartition_index)
-    directories = []
-    for location in gate.partition_locations:
-        fs = filesystem.filesystem_for(location)
-        for chunk in fs.glob(filesystem.join(location, "*")) if fs.exists(location) else []:
-            if chunk.path.rstrip("/").rsplit("/", 1)[-1].startswith("."):
-                continue  # in progress, never read
-            directory = filesystem.join(chunk.path, f"{SUBPARTITION_COLUMN}={sub}")
-            if fs.exists(directory):
-                directories.append(directory)
+    subdirectory = f"{SUBPARTITION_COLUMN}={sub}"
+    files = [
+        path
+        for location in gate.partition_locations
+        for path in committed_chunk_files(location, gate.result_id, subdirectory)
+    ]
     for chunk_location in gate.chunk_locations:
-        directory = filesystem.join(chunk_location, f"{SUBPARTITION_COLUMN}={sub}")
-        if filesystem.filesystem_for(directory).exists(directory):
-            directories.append(directory)
-    if not directories:
+        files.extend(chunk_files(chunk_location, gate.result_id, subdirectory))
+    if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*directories)
+    return spark.read.schema(schema).parquet(*files)
 
 
 def schema_to_json(schema: StructType) -> str:

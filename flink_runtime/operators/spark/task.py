@@ -25,7 +25,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.io.filesystem import filesystem_for, join
-from flink_runtime.io.partitions import chunk_dirs, commit_partition_dir, partition_dir
+from flink_runtime.io.partitions import (
+    chunk_dirs,
+    commit_partition_dir,
+    partition_dir,
+    write_chunk_manifest,
+    write_partition_manifest,
+)
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
@@ -104,11 +110,14 @@ class SparkTask(AbstractInvokable):
             if "source" in config:
                 # Each split's output is committed on its own (a chunk), before the next
                 # split is asked for: a restarted subtask never redoes a committed split.
-                self._remove_unreported_chunks(set(config.get(COMPLETED_SPLITS_KEY, [])))
+                completed = set(config.get(COMPLETED_SPLITS_KEY, []))
+                self._remove_unreported_chunks(completed)
+                chunks = [f"split-{number}" for number in sorted(completed)]
                 schema = io.schema_from_json(resolved["source_schema"])
                 for split in env.input_splits(commits_per_split=True):
                     df = io.read_source(spark, config["source"], split.payload["files"], schema)
-                    self._emit(apply_operators(spark, df, operators), f"split-{split.split_number}")
+                    chunks.append(f"split-{split.split_number}")
+                    self._emit(apply_operators(spark, df, operators), chunks[-1])
                     env.check_cancelled()
             else:
                 inputs = [
@@ -120,7 +129,9 @@ class SparkTask(AbstractInvokable):
                 stateful = state and state.get("enabled") and rest and rest[0].get("op") == "aggregate"
                 if stateful and rest[0].get("phase") == "final":
                     df, rest = self._stateful_final_aggregate(spark, df, rest[0], state), rest[1:]
-                self._emit(apply_operators(spark, df, rest), f"subtask-{env.subtask_index}")
+                chunks = [f"subtask-{env.subtask_index}"]
+                self._emit(apply_operators(spark, df, rest), chunks[0])
+            self._seal_partitions(chunks)
 
     def _stateful_final_aggregate(
         self, spark: SparkSession, partials: DataFrame, spec: dict[str, Any], state: dict[str, Any]
@@ -179,6 +190,7 @@ class SparkTask(AbstractInvokable):
         for directory, partition in targets:
             in_progress, _ = chunk_dirs(directory, chunk, env.execution_id)
             io.write_partition(df, partition, in_progress)
+            write_chunk_manifest(in_progress)
         sink = env.config.get("sink")
         if sink is not None:
             in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
@@ -188,6 +200,14 @@ class SparkTask(AbstractInvokable):
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
         if sink is not None:
             commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id))
+
+    def _seal_partitions(self, chunks: list[str]) -> None:
+        """Every produced partition names the chunks it holds, earlier attempts' included:
+        consumers read exactly those (io/partitions.py)."""
+        env = self.environment
+        for partition in env.produced_partitions:
+            directory = partition_dir(env.data_dir, env.data_namespace, partition.result_id, partition.partition_number)
+            write_partition_manifest(directory, partition.result_id, chunks)
 
     def cancel(self) -> None:
         scope = getattr(self, "_scope", None)
