@@ -95,6 +95,8 @@ class TaskExecutor(RpcEndpoint):
         self.last_jobmanager_heartbeat = 0.0
         self.registered = asyncio.Event()
         self._registration: asyncio.Task[None] | None = None
+        self._probe: asyncio.Task[None] | None = None
+        rpc.on_disconnect = self._on_connection_lost
         self._spark_lock = threading.Lock()
         self._spark_session: Any = None
 
@@ -137,14 +139,7 @@ class TaskExecutor(RpcEndpoint):
         initial = self.config.get_seconds(cfg.REGISTRATION_INITIAL_TIMEOUT)
         maximum = self.config.get_seconds(cfg.REGISTRATION_MAX_TIMEOUT)
         refused_delay = self.config.get_seconds(cfg.REGISTRATION_REFUSED_DELAY)
-        request = RegisterTaskManager(
-            task_manager_id=self.resource_id,
-            address=self.address,
-            host=self.host,
-            slots=self.slots,
-            resources={"cpu_cores": float(self.slots), "memory_mb": psutil.virtual_memory().total / 2**20},
-            secret=str(self.config.get(cfg.CLUSTER_SECRET)),
-        )
+        request = self._registration_request()
         timeout = initial
         attempt = 0
         while True:
@@ -163,6 +158,16 @@ class TaskExecutor(RpcEndpoint):
             if isinstance(answer, RefuseRegistration):
                 log.error("JobManager refused registration of %s: %s", self.resource_id, answer.reason)
                 await asyncio.sleep(refused_delay)
+
+    def _registration_request(self) -> RegisterTaskManager:
+        return RegisterTaskManager(
+            task_manager_id=self.resource_id,
+            address=self.address,
+            host=self.host,
+            slots=self.slots,
+            resources={"cpu_cores": float(self.slots), "memory_mb": psutil.virtual_memory().total / 2**20},
+            secret=str(self.config.get(cfg.CLUSTER_SECRET)),
+        )
 
     def _on_registered(self, answer: AcknowledgeRegistration | AlreadyRegistered) -> None:
         self.jobmanager_id = answer.jobmanager_id
@@ -187,6 +192,37 @@ class TaskExecutor(RpcEndpoint):
             answer.jobmanager_id,
             type(answer).__name__,
         )
+
+    def _on_connection_lost(self, address: str) -> None:
+        """The connection to the JobManager dropped: ask it at once whether it still knows
+        this TaskManager instead of waiting out heartbeat.timeout.
+
+        A JobManager restarted on the same address (killed, then recovered from the job
+        store) answers the registration with its new id, and _on_registered cancels the
+        dead one's tasks: recovery starts within a second of the successor being up,
+        not after heartbeat.timeout. The one that was only disconnected answers
+        AlreadyRegistered and nothing changes."""
+        if address != self.jobmanager_address or self.jobmanager_id is None:
+            return
+        if self._probe is None or self._probe.done():
+            self._probe = self.run_async(self._probe_jobmanager())
+
+    async def _probe_jobmanager(self) -> None:
+        timeout = self.config.get_seconds(cfg.REGISTRATION_INITIAL_TIMEOUT)
+        maximum = self.config.get_seconds(cfg.REGISTRATION_MAX_TIMEOUT)
+        known = self.jobmanager_id
+        # Until an answer, or until the heartbeat check gives the JobManager up and the
+        # regular registration takes over (it resets jobmanager_id).
+        while self.jobmanager_id is not None and self.jobmanager_id == known:
+            try:
+                answer = await self.rpc.ask(self.jobmanager_address, self._registration_request(), timeout)
+            except RpcException:
+                await asyncio.sleep(timeout)
+                timeout = min(timeout * 2, maximum)
+                continue
+            if isinstance(answer, AcknowledgeRegistration | AlreadyRegistered) and self.jobmanager_id == known:
+                self.run_in_mailbox(self._on_registered, answer)
+            return
 
     def _configured_rest_url(self) -> str:
         """For a JobManager that answered without its REST URL (it registered us before its
