@@ -1,0 +1,133 @@
+"""Chaos: TaskManagers killed several times and the JobManager once, mid-job.
+
+Real processes: a JobManager with a SQLite job store and TaskManagers with their own
+SparkSessions, started through the CLI. A three-stage PySpark job (CSV source -> keyed
+aggregation -> join with a JSON dimension table -> Parquet sink) runs while TaskManagers
+are killed with SIGKILL (replacements join) and the JobManager is killed with SIGKILL
+and started again within heartbeat.timeout, so the tasks it deployed are still running
+when its successor recovers the job. The published output must equal a reference
+computed in plain Python, row by row: nothing lost, nothing counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from flink_runtime.client import JobClient
+from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.pipeline import Pipeline
+
+pytestmark = pytest.mark.integration
+
+PROPERTIES = {
+    "heartbeat.interval": "300 ms",
+    "heartbeat.timeout": "5 s",
+    "slot.request.timeout": "120 s",
+    "taskmanager.numberOfTaskSlots": 1,
+    "spark.master": "local[1]",
+}
+JOB_CONFIG = {
+    "execution.checkpointing.interval": "500 ms",
+    "restart-strategy.type": "fixed-delay",
+    "restart-strategy.fixed-delay.attempts": "100",
+    "restart-strategy.fixed-delay.delay": "200 ms",
+}
+REGIONS = [f"r{i}" for i in range(12)]
+
+Row = tuple[str, int, int, str]
+
+
+def write_inputs(directory: Path, files: int = 36, rows: int = 120) -> list[Row]:
+    """Orders as CSV files (one split each) and a regions table; returns the reference
+    result of the job: per region with a manager, (region, orders, total, manager)."""
+    rng = random.Random(8)
+    (directory / "orders").mkdir(parents=True)
+    orders: dict[str, list[int]] = {region: [] for region in REGIONS}
+    order_id = 0
+    for index in range(files):
+        lines = ["id,region,amount"]  # read_csv's default header=True
+        for _ in range(rows):
+            region, amount = rng.choice(REGIONS), rng.randint(1, 1000)
+            orders[region].append(amount)
+            lines.append(f"{order_id},{region},{amount}")
+            order_id += 1
+        (directory / "orders" / f"{index:03d}.csv").write_text("\n".join(lines) + "\n")
+    managers = {region: f"manager-{region}" for region in REGIONS[:-2]}  # two regions without one
+    (directory / "regions.json").write_text(
+        "\n".join(json.dumps({"region": r, "manager": m}) for r, m in managers.items()) + "\n"
+    )
+    return sorted((r, len(orders[r]), sum(orders[r]), managers[r]) for r in managers)
+
+
+def regional_totals(directory: Path, output: Path, slow: bool = True) -> Pipeline:
+    pipeline = Pipeline("regional totals", parallelism=3, config=dict(JOB_CONFIG))
+    orders = pipeline.read_csv(
+        str(directory / "orders" / "*.csv"), schema="id BIGINT, region STRING, amount BIGINT", split_size=1
+    )
+    if slow:
+        orders = orders.transform("tests.helpers.transforms:slow")
+    regions = pipeline.read_json(str(directory / "regions.json"), schema="region STRING, manager STRING")
+    (
+        orders.key_by("region")
+        .agg("count(*) AS orders", "sum(amount) AS total")
+        .join(regions, on="region", how="inner")
+        .select("region", "orders", "total", "manager")
+        .write_parquet(str(output), mode="overwrite")
+    )
+    return pipeline
+
+
+def published_rows(output: Path) -> list[Row]:
+    table = pq.read_table(output)
+    columns = [table.column(name).to_pylist() for name in ("region", "orders", "total", "manager")]
+    return sorted(zip(*columns, strict=True))
+
+
+def test_tm_kills_and_a_jobmanager_kill_leave_the_output_exact(tmp_path: Path) -> None:
+    expected = write_inputs(tmp_path / "in")
+    rng = random.Random(11)
+    with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
+        cluster.start(taskmanagers=3, slots=1)
+        with JobClient(cluster.rest_url, timeout=60) as client:
+            # Start every TaskManager's SparkSession (and the JobManager's) first.
+            warm = regional_totals(tmp_path / "in", tmp_path / "warm", slow=False).job_graph()
+            assert client.wait(client.submit(warm), timeout=240).value == "FINISHED"
+            assert published_rows(tmp_path / "warm") == expected  # the reference holds without chaos
+            job_id = client.submit(regional_totals(tmp_path / "in", tmp_path / "out").job_graph())
+
+        def kill_a_taskmanager() -> None:
+            victim = rng.choice([tm for tm in cluster.taskmanagers if tm.process.poll() is None])
+            victim.kill()
+            cluster.start_taskmanager(f"replacement-{len(cluster.taskmanagers)}", wait=False)
+
+        def kill_the_jobmanager() -> None:
+            cluster.jobmanager.kill()
+            time.sleep(1.0)
+            cluster.start_jobmanager()  # same ports; the job store brings the job back
+
+        chaos: list[tuple[float, Callable[[], None]]] = [
+            (2.0, kill_a_taskmanager),
+            (3.0, kill_the_jobmanager),
+            (8.0, kill_a_taskmanager),
+            (4.0, kill_a_taskmanager),
+        ]
+        for delay, act in chaos:
+            time.sleep(delay)
+            with JobClient(cluster.rest_url, timeout=30) as client:
+                state = client.status(job_id).value
+            assert state in ("RUNNING", "RESTARTING", "INITIALIZING", "CREATED"), f"job ended ({state}) too early"
+            act()
+
+        with JobClient(cluster.rest_url, timeout=60) as client:
+            status = client.wait(job_id, timeout=300)
+            assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        assert "Recovering job" in cluster.jobmanager.log()
+
+    assert published_rows(tmp_path / "out") == expected
