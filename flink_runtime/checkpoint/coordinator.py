@@ -260,9 +260,10 @@ class CheckpointCoordinator:
             self.job.job_id,
             location,
         )
-        self.job.checkpoint_completed(pending.checkpoint_id, location, pending.is_savepoint, size)
-        if not pending.is_savepoint:
-            self._retain(location)
+        subsumed = [] if pending.is_savepoint else self._retain(location)
+        # Recorded (and the subsumed forgotten) first; the subsumed folders are deleted
+        # only after that, so the store never points at a deleted checkpoint.
+        self.job.checkpoint_completed(pending.checkpoint_id, location, pending.is_savepoint, size, subsumed)
         if pending.on_complete is not None:
             pending.on_complete(location, None)
 
@@ -284,11 +285,21 @@ class CheckpointCoordinator:
         for pending in list(self.pending.values()):
             self._fail(pending, CheckpointFailure(reason))
 
-    def _retain(self, location: str) -> None:
+    def _retain(self, location: str) -> list[str]:
+        """Keep `location` among the retained checkpoints; returns the ones it subsumes."""
         self._completed_locations.append(location)
+        subsumed = []
         while len(self._completed_locations) > self.num_retained:
-            old = self._completed_locations.popleft()
-            self.job.gateway.run_async(asyncio.to_thread(filesystem.filesystem_for(old).delete, old))
+            subsumed.append(self._completed_locations.popleft())
+        return subsumed
+
+    def resume_after(self, checkpoint_ids: list[int], retained_locations: list[str]) -> None:
+        """A recovered job continues its checkpoint ids after every id an earlier run
+        stored (chk-N folders and store rows are never reused) and subsumes the
+        checkpoints that run retained (oldest first)."""
+        if checkpoint_ids:
+            self._next_id = max(self._next_id, max(checkpoint_ids) + 1)
+        self._completed_locations.extend(retained_locations)
 
     def _stats(self, checkpoint_id: int, update: Callable[[CheckpointStats], None]) -> None:
         for stats in self.history:

@@ -31,6 +31,7 @@ from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
+from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
@@ -160,8 +161,9 @@ class JobManager(RpcEndpoint):
 
     # -- the job store: jobs survive a JobManager restart ------------------------------------------
 
-    def _store(self, method: str, *args: Any) -> None:
-        """Call a JobStore method off the mailbox, in call order (one writer thread)."""
+    def _store(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
+        """Call a JobStore method off the mailbox, in call order (one writer thread);
+        `then` runs on that thread once the call has committed."""
         if self.job_store is None:
             return
         store_call = getattr(self.job_store, method)
@@ -171,6 +173,9 @@ class JobManager(RpcEndpoint):
                 store_call(*args)
             except JobStoreError as exc:
                 log.warning("job store: %s", exc)
+                return
+            if then is not None:
+                then()
 
         self.run_async(asyncio.get_running_loop().run_in_executor(self._store_writer, write))
 
@@ -178,6 +183,9 @@ class JobManager(RpcEndpoint):
         """Start again every job the store says was running, from its latest checkpoint;
         its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable."""
         assert self.job_store is not None
+        pruned = self.job_store.prune(*self._retention())
+        if pruned:
+            log.info("Pruned %d finished jobs from the job store (jobstore.max-capacity/.expiration-time).", pruned)
         for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
             if record.details is not None:
                 self.archived[record.job_id] = record
@@ -188,6 +196,11 @@ class JobManager(RpcEndpoint):
                 job_graph.config[IGNORE_UNCLAIMED_KEY] = "true"
             job = JobMaster(job_graph, self, self.config)
             job.data_namespace = f"{record.job_id}/run-{uuid.uuid4().hex[:8]}"
+            stored = self.job_store.checkpoints(record.job_id)
+            job.coordinator.resume_after(
+                [checkpoint.checkpoint_id for checkpoint in stored],
+                [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
+            )
             self.jobs[record.job_id] = job
             log.info(
                 "Recovering job %s (%s) from %s.",
@@ -388,6 +401,12 @@ class JobManager(RpcEndpoint):
             self.release_partitions(job.job_id)
             if job.status.is_globally_terminal and self.job_store is not None:
                 self._store("archive", job.job_id, views.job_details(job), views.job_exceptions(job))
+                self._store("prune", *self._retention())
+
+    def _retention(self) -> tuple[int, float]:
+        """(jobstore.max-capacity, the end time before which a finished job expires)."""
+        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
+        return self.config.get(cfg.JOBSTORE_MAX_CAPACITY), time.time() - expiration
 
     def _expire_finished_jobs(self) -> None:
         expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
@@ -399,6 +418,13 @@ class JobManager(RpcEndpoint):
                 break
             del self._finished_at[job_id]
             self.jobs.pop(job_id, None)
+        # Finished jobs of earlier JobManager runs (the store prunes its own rows likewise).
+        capacity, ended_before = self._retention()
+        for job_id in [j for j, r in self.archived.items() if r.ended_at is not None and r.ended_at < ended_before]:
+            del self.archived[job_id]
+        while len(self.archived) + len(self._finished_at) > capacity and self.archived:
+            oldest = min(self.archived.values(), key=lambda record: record.ended_at or 0.0)
+            del self.archived[oldest.job_id]
 
     # -- jobs ------------------------------------------------------------------------------------------
 
@@ -582,11 +608,32 @@ class JobManager(RpcEndpoint):
             self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))
 
     def checkpoint_completed(
-        self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int
+        self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
     ) -> None:
-        """A checkpoint or savepoint of `job` completed (recorded in the job store)."""
-        if self.job_store is not None:
-            self._store("add_checkpoint", job.job_id, checkpoint_id, location, is_savepoint, time.time(), size)
+        """A checkpoint or savepoint of `job` completed: recorded in the job store, where the
+        checkpoints it subsumes are forgotten in the same transaction; their folders are
+        deleted after that commit (by the same writer thread), never before."""
+
+        def delete_subsumed() -> None:
+            for old in subsumed:
+                filesystem.filesystem_for(old).delete(old)
+
+        if self.job_store is None:
+            if subsumed:
+                self.run_async(asyncio.to_thread(delete_subsumed))
+            return
+        self._store(
+            "add_checkpoint",
+            job.job_id,
+            checkpoint_id,
+            location,
+            is_savepoint,
+            time.time(),
+            size,
+            None,
+            subsumed,
+            then=delete_subsumed,
+        )
 
     # -- views for the REST API (read on the same event loop, never mutated there) -----------------
 

@@ -944,9 +944,12 @@ class JobMaster:
     def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], Any]:
         return self.tracker.view(checkpoint_id, is_savepoint, terminal)
 
-    def checkpoint_completed(self, checkpoint_id: int, location: str, is_savepoint: bool, size: int) -> None:
-        """Hook for the job store (recovery from the latest checkpoint)."""
-        self.gateway.checkpoint_completed(self, checkpoint_id, location, is_savepoint, size)
+    def checkpoint_completed(
+        self, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
+    ) -> None:
+        """Record it in the job store (recovery from the latest checkpoint), then delete the
+        folders of the checkpoints it subsumes."""
+        self.gateway.checkpoint_completed(self, checkpoint_id, location, is_savepoint, size, subsumed)
 
     def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
         prepared = self._prepared.get(vertex_id)

@@ -308,17 +308,19 @@ class JobStore:
             latest = self._latest_checkpoints(conn, [row.job_id for row in rows])
         return [_job_record(row, latest.get(row.job_id)) for row in rows]
 
-    def expire(self, finished_before: float) -> int:
-        """Deletes globally terminal jobs that ended before the time, with their checkpoint rows."""
-        expired = select(_jobs.c.job_id).where(
-            _jobs.c.status.in_(TERMINAL_STATUSES), _jobs.c.ended_at < finished_before
-        )
+    def prune(self, max_capacity: int, finished_before: float) -> int:
+        """Deletes the globally terminal jobs beyond the `max_capacity` most recently ended
+        ones, and those that ended before the time (jobstore.max-capacity and
+        .expiration-time), with their checkpoint rows; returns how many."""
+        newest_first = _jobs.c.ended_at.desc(), _jobs.c.submitted_at.desc()
+        terminal = _jobs.c.status.in_(TERMINAL_STATUSES)
         with self._transaction(write=True) as conn:
-            job_ids = list(conn.execute(expired).scalars())
-            if not job_ids:
-                return 0
-            conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
-            conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
+            beyond = conn.execute(select(_jobs.c.job_id).where(terminal).order_by(*newest_first).offset(max_capacity))
+            old = conn.execute(select(_jobs.c.job_id).where(terminal, _jobs.c.ended_at < finished_before))
+            job_ids = sorted(set(beyond.scalars()) | set(old.scalars()))
+            if job_ids:
+                conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
+                conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
         return len(job_ids)
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -332,7 +334,13 @@ class JobStore:
         completed_at: float,
         size_bytes: int,
         metadata: dict[str, Any] | None = None,
+        subsumed: list[str] | None = None,
     ) -> None:
+        """Record a completed checkpoint and, in the same transaction, forget the ones it
+        subsumes (by location; savepoints are never forgotten).
+
+        The caller deletes the subsumed folders only after this returns: a crash in
+        between leaves a folder nobody refers to, never a row pointing at nothing."""
         try:
             with self._transaction(write=True) as conn:
                 if conn.execute(select(_jobs.c.job_id).where(_jobs.c.job_id == job_id)).first() is None:
@@ -348,6 +356,14 @@ class JobStore:
                         metadata_json=None if metadata is None else _dumps(metadata),
                     )
                 )
+                if subsumed:
+                    conn.execute(
+                        delete(_checkpoints).where(
+                            _checkpoints.c.job_id == job_id,
+                            _checkpoints.c.is_savepoint.is_(False),
+                            _checkpoints.c.location.in_(subsumed),
+                        )
+                    )
         except IntegrityError as exc:
             raise JobStoreError(
                 f"checkpoint {checkpoint_id} of job {job_id} is already in the job store {self._display_url}"

@@ -67,7 +67,8 @@ def write_inputs(directory: Path, files: int = 36, rows: int = 120) -> list[Row]
 
 
 def regional_totals(directory: Path, output: Path, slow: bool = True) -> Pipeline:
-    pipeline = Pipeline("regional totals", parallelism=3, config=dict(JOB_CONFIG))
+    config = {**JOB_CONFIG, "state.checkpoints.dir": str(output.parent / f"{output.name}-checkpoints")}
+    pipeline = Pipeline("regional totals", parallelism=3, config=config)
     orders = pipeline.read_csv(
         str(directory / "orders" / "*.csv"), schema="id BIGINT, region STRING, amount BIGINT", split_size=1
     )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
+from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
 
@@ -28,3 +32,40 @@ def test_taskmanagers_register_again_after_the_jobmanager_comes_back(tmp_path) -
         assert {tm["id"] for tm in registered} == {"tm-0", "tm-1"}
         assert took < 10
         assert "registering again" in cluster.taskmanagers[0].log()
+
+
+def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
+    """Issue 8: the store kept every finished job (1,210 rows at jobstore.max-capacity
+    100), so jobs pruned or expired in memory came back with the next JobManager."""
+    properties = {"jobstore.max-capacity": "3", "jobstore.expiration-time": "10 s"}
+    database = tmp_path / "cluster" / "jobstore.db"
+
+    def stored_jobs() -> int:
+        with sqlite3.connect(database) as connection:
+            return connection.execute("SELECT count(*) FROM jobs").fetchone()[0]
+
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
+        cluster.start(taskmanagers=1, slots=1)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            for index in range(6):
+                job_id = client.submit(sleep_job(0.05, name=f"short {index}"))
+                assert client.wait(job_id, timeout=30).value == "FINISHED"
+        ended = time.monotonic()
+        deadline = time.monotonic() + 5
+        while stored_jobs() > 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stored_jobs() == 3
+
+        cluster.jobmanager.kill()
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            names = sorted(job["name"] for job in client.list_jobs())
+        assert names == ["short 3", "short 4", "short 5"]
+
+        # Past jobstore.expiration-time they are gone from the store, and stay gone.
+        time.sleep(max(0.0, 10.5 - (time.monotonic() - ended)))
+        cluster.jobmanager.kill()
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert client.list_jobs() == []
+        assert stored_jobs() == 0

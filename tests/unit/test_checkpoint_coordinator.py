@@ -7,6 +7,7 @@ timers are captured and fired by hand.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class StubJob:
         self.gateway = StubGateway()
         self.running = running
         self.completed: list[tuple[int, str, bool]] = []
+        self.subsumed: list[str] = []
 
     def running_task_addresses(self) -> dict[str, str]:
         return dict(self.running)
@@ -73,8 +75,14 @@ class StubJob:
     def vertex_and_subtask(self, execution_id: str) -> tuple[str, int]:
         return "v", int(execution_id[-1])
 
-    def checkpoint_completed(self, checkpoint_id: int, location: str, is_savepoint: bool, size: int) -> None:
+    def checkpoint_completed(
+        self, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
+    ) -> None:
+        """As the JobManager: record first, then delete what the new checkpoint subsumes."""
         self.completed.append((checkpoint_id, location, is_savepoint))
+        self.subsumed.extend(subsumed)
+        for old in subsumed:
+            shutil.rmtree(old)
 
 
 def coordinator(tmp_path: Path, **config: str) -> tuple[CheckpointCoordinator, StubJob]:
@@ -144,6 +152,34 @@ async def test_only_the_retained_checkpoints_stay(tmp_path: Path) -> None:
     await settle(job)
     remaining = sorted(p.name for p in (tmp_path / "chk" / job.job_id).iterdir())
     assert remaining == ["chk-3"]
+
+
+async def test_subsumed_checkpoints_are_handed_to_the_job_not_deleted_by_the_coordinator(tmp_path: Path) -> None:
+    """The job records the new checkpoint before deleting the old one (the store must never
+    point at a deleted folder), so the coordinator only says which ones are subsumed."""
+    coord, job = coordinator(tmp_path)
+    job.checkpoint_completed = lambda *args: job.completed.append(args[:3])  # type: ignore[method-assign]
+    for _ in range(2):
+        checkpoint_id = coord.trigger(is_savepoint=False)
+        coord.acknowledge("e-0", checkpoint_id, None)
+        coord.acknowledge("e-1", checkpoint_id, None)
+        await settle(job)
+    remaining = sorted(p.name for p in (tmp_path / "chk" / job.job_id).iterdir())
+    assert remaining == ["chk-1", "chk-2"]
+
+
+async def test_a_recovered_job_continues_the_checkpoint_ids_and_subsumes_the_earlier_run(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    earlier = tmp_path / "chk" / job.job_id / "chk-7"
+    earlier.mkdir(parents=True)
+    coord.resume_after([5, 7, 6], [str(earlier)])
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    assert checkpoint_id == 8
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    assert job.subsumed == [str(earlier)]
+    assert sorted(p.name for p in (tmp_path / "chk" / job.job_id).iterdir()) == ["chk-8"]
 
 
 def test_a_savepoint_needs_a_directory(tmp_path: Path) -> None:

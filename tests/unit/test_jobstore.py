@@ -156,6 +156,19 @@ def test_remove_checkpoints_keeps_latest_n_and_all_savepoints(store: JobStore) -
         store.remove_checkpoints("j1", keep_latest=-1)
 
 
+def test_adding_a_checkpoint_forgets_the_ones_it_subsumes_in_one_transaction(store: JobStore) -> None:
+    store.add_job("j1", "a", GRAPH, 1.0)
+    store.add_checkpoint("j1", 1, "/cp/1", False, 1.0, 1)
+    store.add_checkpoint("j1", 2, "/sp/2", True, 2.0, 1)
+    store.add_checkpoint("j1", 3, "/cp/3", False, 3.0, 1, None, ["/cp/1", "/sp/2"])
+    # The subsumed checkpoint is gone, the savepoint never is.
+    assert [(c.checkpoint_id, c.location) for c in store.checkpoints("j1")] == [(2, "/sp/2"), (3, "/cp/3")]
+    # A failed insert (a duplicate id) forgets nothing: the old row stays with its folder.
+    with pytest.raises(JobStoreError, match="already in the job store"):
+        store.add_checkpoint("j1", 3, "/cp/3b", False, 4.0, 1, None, ["/cp/3"])
+    assert [c.checkpoint_id for c in store.checkpoints("j1")] == [2, 3]
+
+
 def test_recoverable_and_archived_jobs_are_separate(store: JobStore) -> None:
     statuses = {
         "running": "RUNNING",
@@ -190,19 +203,30 @@ def test_recoverable_and_archived_jobs_are_separate(store: JobStore) -> None:
     assert [r.job_id for r in store.archived_jobs(limit=1)] == ["canceled"]
 
 
-def test_expire_deletes_old_terminal_jobs_and_their_checkpoints(store: JobStore) -> None:
+def test_prune_deletes_old_terminal_jobs_and_their_checkpoints(store: JobStore) -> None:
     for job_id, status, ended in [("old", "FINISHED", 10.0), ("new", "FAILED", 50.0), ("live", "RUNNING", 5.0)]:
         store.add_job(job_id, job_id, GRAPH, 1.0)
         store.add_checkpoint(job_id, 1, f"/cp/{job_id}", False, 2.0, 1)
         store.update_status(job_id, status, ended)
-    assert store.expire(finished_before=20.0) == 1
+    assert store.prune(max_capacity=100, finished_before=20.0) == 1
     assert store.job("old") is None
     assert store.checkpoints("old") == []
     assert store.job("new") is not None and store.job("live") is not None
     assert len(store.checkpoints("live")) == 1
-    assert store.expire(finished_before=20.0) == 0
+    assert store.prune(max_capacity=100, finished_before=20.0) == 0
     # The id is free again.
     store.add_job("old", "again", GRAPH, 60.0)
+
+
+def test_prune_keeps_the_most_recently_ended_jobs_up_to_capacity(store: JobStore) -> None:
+    for index in range(12):
+        store.add_job(f"done-{index}", "done", GRAPH, 1.0)
+        store.update_status(f"done-{index}", "FINISHED", 100.0 + index)
+    store.add_job("live", "live", GRAPH, 1.0)
+    store.update_status("live", "RUNNING", 2.0)
+    assert store.prune(max_capacity=5, finished_before=0.0) == 7
+    assert sorted(r.job_id for r in store.archived_jobs()) == sorted(f"done-{i}" for i in range(7, 12))
+    assert [r.job_id for r in store.recoverable_jobs()] == ["live"]  # running jobs never count
 
 
 def test_reopened_store_sees_everything(db_url: str) -> None:

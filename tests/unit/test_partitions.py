@@ -325,7 +325,9 @@ def test_a_sealed_partition_of_chunks_names_exactly_its_files(tmp_path: Path) ->
         str(partition / "split-2" / "__sub=1" / "part-c.parquet"),
     ]
     assert committed_chunk_files(str(partition), "r", "__sub=3") == []
-    assert chunk_files(str(partition / "split-9"), "r", "__sub=1") == [str(partition / "split-9/__sub=1/part-d.parquet")]
+    assert chunk_files(str(partition / "split-9"), "r", "__sub=1") == [
+        str(partition / "split-9/__sub=1/part-d.parquet")
+    ]
 
 
 def test_missing_pieces_of_a_partition_of_chunks_are_errors(tmp_path: Path) -> None:
