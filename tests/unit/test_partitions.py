@@ -11,12 +11,12 @@ import pytest
 
 from flink_runtime.io.partitions import (
     InputGate,
-    ResultPartitionWriter,
-    job_data_dir,
-    release_job_partitions,
     PartitionNotFoundError,
+    ResultPartitionWriter,
     chunk_files,
     committed_chunk_files,
+    job_data_dir,
+    release_job_partitions,
     stable_hash,
     write_chunk_manifest,
     write_partition_manifest,
