@@ -22,6 +22,7 @@ from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check
 from flink_runtime.io import filesystem
 
 if TYPE_CHECKING:
+    from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.jobmanager.jobmaster import JobMaster
 
 SAVEPOINT_PATH_KEY = "execution.savepoint.path"
@@ -158,6 +159,7 @@ class ProgressTracker:
             result: {p: list(chunks) for p, chunks in partitions.items()}
             for result, partitions in self.restored_chunks.items()
         }
+        kept_for_joins = _inputs_joins_need_again(job.job_graph) if terminal else set()
 
         def materialize() -> JobProgress:
             vertices = {}
@@ -171,6 +173,10 @@ class ProgressTracker:
                     vertex.finished_subtasks = data["finished"]
                     vertex.partition_chunks = _committed_chunks(data, restored)
                     vertex.sink_chunks = _sink_chunks(data)
+                elif vertex_id in kept_for_joins:
+                    # The resumed job skips what this vertex read, but its join needs all of
+                    # it again: its output so far is kept and read beside the new output.
+                    vertex.partition_chunks = _committed_chunks(data, restored)
                 if vertex.completed_files or vertex.operator_state or vertex.partition_chunks or vertex.sink_chunks:
                     vertices[vertex_id] = vertex
             return JobProgress(
@@ -184,6 +190,28 @@ class ProgressTracker:
             )
 
         return materialize
+
+
+def _inputs_joins_need_again(job_graph: JobGraph) -> set[str]:
+    """Vertices whose whole output a join must see again after a stop: every producer
+    feeding a join, unless it re-emits everything itself (a keyed final aggregate, whose
+    state carries what it read before the stop)."""
+    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
+    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
+    needed: set[str] = set()
+    for edge in job_graph.edges:
+        operators = vertices[edge.target].config.get("operators") or [{}]
+        if operators[0].get("op") != "join":
+            continue
+        producer = producer_of.get(edge.source)
+        if producer is not None and not _reemits_everything(vertices[producer].config.get("operators") or []):
+            needed.add(producer)
+    return needed
+
+
+def _reemits_everything(operators: list[dict[str, Any]]) -> bool:
+    rest = operators[1:] if operators and operators[0].get("op") in ("join", "union") else operators
+    return bool(rest) and rest[0].get("op") == "aggregate" and rest[0].get("phase") == "final"
 
 
 def _committed_chunks(

@@ -80,6 +80,45 @@ def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
     assert second["assignments"] == second["total"] == 12 - first["completed"]
 
 
+def test_stop_then_resume_keeps_the_static_side_of_a_join(minicluster: MiniCluster, tmp_path: Path) -> None:
+    """Issue 8: the small side of a join (one file, read at once) was recorded as read by
+    the stop's savepoint, so the resumed join saw an empty table and published 0 rows."""
+    expected = write_corpus(tmp_path / "in", files=12)
+    (tmp_path / "lengths.json").write_text(
+        "\n".join(json.dumps({"word": word, "length": len(word)}) for word in expected) + "\n"
+    )
+
+    def counts_with_lengths() -> Pipeline:
+        pipeline = Pipeline("word count joined with lengths", parallelism=2)
+        words = (
+            pipeline.read_text(str(tmp_path / "in" / "*.txt"), split_size=1)
+            .transform("tests.helpers.transforms:slow")
+            .select("explode(split(value, ' ')) AS word")
+        )
+        lengths = pipeline.read_json(str(tmp_path / "lengths.json"), schema="word STRING, length INT")
+        (
+            words.key_by("word")
+            .agg("count(*) AS n")
+            .join(lengths, on="word", how="inner")
+            .write_parquet(str(tmp_path / "out"), mode="overwrite")
+        )
+        return pipeline
+
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(counts_with_lengths().job_graph())
+        deadline = time.monotonic() + 60
+        while client.status(job_id).value != "RUNNING" and time.monotonic() < deadline:
+            time.sleep(0.1)  # plan resolution starts a SparkSession the first time
+        time.sleep(2.0)  # a few splits in; the one-file side is read by now
+        location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
+        assert 0 < input_splits(minicluster.rest_url, job_id)["completed"] < 12, "the stop should come mid-job"
+        resumed = client.submit(counts_with_lengths().job_graph(), savepoint_path=location)
+        assert client.wait(resumed, timeout=120).value == "FINISHED"
+    table = pq.read_table(tmp_path / "out")
+    rows = zip(*(table.column(c).to_pylist() for c in ("word", "n", "length")), strict=True)
+    assert {word: (n, length) for word, n, length in rows} == {w: (n, len(w)) for w, n in expected.items()}
+
+
 def test_savepoint_of_a_running_job_and_resume(minicluster: MiniCluster, tmp_path: Path) -> None:
     expected = write_corpus(tmp_path / "in", files=10)
     with JobClient(minicluster.rest_url) as client:
