@@ -124,7 +124,11 @@ class TaskExecutor(RpcEndpoint):
         """The process's SparkSession, started by the first task that needs it (any thread)."""
         with self._spark_lock:
             if self._spark_session is None:
-                self._spark_session = acquire_session(self.config.to_dict(), default_cores=self.slots)
+                self._spark_session = acquire_session(
+                    self.config.to_dict(),
+                    default_cores=self.slots,
+                    resource_wait_timeout=self.config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
+                )
             return self._spark_session
 
     # -- registration ---------------------------------------------------------------------------

@@ -35,3 +35,8 @@ def slow(df):
 
     time.sleep(0.5)
     return df
+
+
+def endless(df):
+    """A Spark job of hours (10^12 rows summed): only cancelling its Spark job ends it."""
+    return df.crossJoin(df.sparkSession.range(10**12).selectExpr("sum(id * 7 % 13) AS total"))

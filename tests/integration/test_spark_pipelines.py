@@ -269,3 +269,26 @@ def test_partitions_are_released_when_the_job_ends(minicluster, spark, text_dir,
         time.sleep(0.05)
     assert not (data_dir / job_id).exists()
     assert os.path.isdir(data_dir)
+
+
+def test_cancel_interrupts_the_running_spark_job(minicluster, spark, text_dir, tmp_path) -> None:
+    """A cancelled task cancels its Spark jobs at once. Before, SparkSession.interruptTag
+    found nothing to interrupt on a classic session: the task was given up after
+    task.cancellation.timeout and its Spark job ran on, holding the executors."""
+    pipeline = Pipeline("endless", parallelism=1)
+    pipeline.read_text(str(text_dir / "*.txt")).transform("tests.helpers.transforms:endless").write_json(
+        str(tmp_path / "out")
+    )
+    tracker = spark.sparkContext.statusTracker()
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        deadline = time.monotonic() + 60
+        while not tracker.getActiveJobsIds():
+            assert time.monotonic() < deadline, "the endless Spark job never started"
+            time.sleep(0.2)
+        cancelled_at = time.monotonic()
+        client.cancel(job_id)
+        assert client.wait(job_id, timeout=30).value == "CANCELED"
+        while tracker.getActiveJobsIds():
+            assert time.monotonic() - cancelled_at < 15, "the cancelled task's Spark job is still running"
+            time.sleep(0.2)

@@ -9,7 +9,10 @@ What it connects to comes from the configuration:
 - `spark.remote` = `sc://host:port`: a Spark Connect server (the data work then
   scales past this host; nothing but a gRPC client runs here);
 - otherwise a classic session on `spark.master` (default `local[N]`, N = the slots
-  of the TaskManagers in this process);
+  of the TaskManagers in this process). On a standalone cluster (`spark://`) each
+  TaskManager's application asks for its slots' worth of cores (`spark.cores.max`),
+  or the first one would take every core and the others would wait for ever; the
+  JobManager's plan checks run on `local[1]` and take no cluster cores at all;
 - every other `spark.*` key is passed to the builder as is.
 
 Each slot gets its own FAIR scheduler pool, so two tasks in two slots share the
@@ -23,6 +26,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +54,12 @@ _DEFAULTS: dict[str, str] = {
 _lock = threading.Lock()
 _session: SparkSession | None = None
 _users = 0
+# Seconds a task waits while its application has no executor (0: for ever).
+_resource_wait_timeout = 0.0
+
+
+class SparkResourcesUnavailable(RuntimeError):
+    """The task's Spark application got no executor in time: the cluster is full."""
 
 
 def spark_properties(config: Mapping[str, Any]) -> dict[str, str]:
@@ -60,12 +70,29 @@ def spark_properties(config: Mapping[str, Any]) -> dict[str, str]:
     return properties
 
 
-def acquire_session(config: Mapping[str, Any], default_cores: int) -> SparkSession:
-    """The process's SparkSession, created on first call; pair with release_session()."""
-    global _session, _users
+def acquire_session(
+    config: Mapping[str, Any],
+    default_cores: int,
+    planning_only: bool = False,
+    resource_wait_timeout: float = 0.0,
+) -> SparkSession:
+    """The process's SparkSession, created on first call; pair with release_session().
+
+    planning_only: the session only resolves plans on empty DataFrames (the
+    JobManager's), so it never needs a cluster's executors.
+    resource_wait_timeout: seconds a task may run while the application has no
+    executor before it fails (TaskScope); 0 waits for ever."""
+    global _session, _users, _resource_wait_timeout
     with _lock:
+        if resource_wait_timeout:
+            _resource_wait_timeout = resource_wait_timeout
         if _session is None:
-            _session = _create(spark_properties(config), default_cores)
+            properties = spark_properties(config)
+            master = properties.get("spark.master", "")
+            if planning_only and "spark.remote" not in properties and master and not master.startswith("local"):
+                log.info("Plan checks run on local[1], not on %s: they need no executors", master)
+                properties["spark.master"] = "local[1]"
+            _session = _create(properties, default_cores)
         _users += 1
         return _session
 
@@ -111,6 +138,8 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         log.info("Connecting to Spark Connect at %s", remote)
     else:
         properties.setdefault("spark.master", f"local[{max(1, default_cores)}]")
+        if properties["spark.master"].startswith("spark://"):
+            properties.setdefault("spark.cores.max", str(max(1, default_cores)))
         properties.setdefault("spark.scheduler.allocation.file", _slot_pools_file(max(default_cores, 16)))
         for key, value in properties.items():
             builder = builder.config(key, value)
@@ -135,29 +164,92 @@ def _slot_pools_file(slots: int) -> str:
     return path
 
 
+def executor_count(spark: SparkSession) -> int | None:
+    """Executors the application has now, the driver not counted; None when there is no
+    cluster to wait for (a local master, where the driver runs the tasks, or Spark
+    Connect, whose server owns its executors)."""
+    if is_connect(spark):
+        return None
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        return None
+    # One entry per block manager: the executors and the driver.
+    return max(0, context._jsc.sc().getExecutorMemoryStatus().size() - 1)
+
+
 class TaskScope:
-    """Marks the Spark work of one task: its scheduler pool and a tag to cancel it by."""
+    """Marks the Spark work of one task: its scheduler pool and a tag to cancel it by.
+
+    On a Spark cluster it also watches that the application has executors: Spark waits
+    for ever (logging `Initial job has not accepted any resources`) when the cluster
+    has no free cores or memory for it; after `taskmanager.spark.resource-wait-timeout`
+    without one, the task's Spark jobs are cancelled and it fails with that reason."""
 
     def __init__(self, spark: SparkSession, tag: str, pool: str | None) -> None:
         self.spark = spark
         self.tag = tag
         self.pool = pool
+        self.starved: str | None = None
+        self._done = threading.Event()
 
     def __enter__(self) -> TaskScope:
-        self.spark.addTag(self.tag)
-        if self.pool is not None and not is_connect(self.spark):
-            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        # Classic sessions tag jobs on the SparkContext: SparkSession.interruptTag finds no
+        # job there (it answers [] and the job runs on), cancelJobsWithTag cancels it.
+        if is_connect(self.spark):
+            self.spark.addTag(self.tag)
+        else:
+            self.spark.sparkContext.addJobTag(self.tag)
+            if self.pool is not None:
+                self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+        if _resource_wait_timeout > 0 and executor_count(self.spark) is not None:
+            threading.Thread(
+                target=self._watch, args=(_resource_wait_timeout,), name=f"watch-{self.tag}", daemon=True
+            ).start()
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, traceback: Any) -> None:
+        self._done.set()
         try:
-            self.spark.removeTag(self.tag)
+            if is_connect(self.spark):
+                self.spark.removeTag(self.tag)
+            else:
+                self.spark.sparkContext.removeJobTag(self.tag)
         except Exception:
-            log.debug("removeTag failed", exc_info=True)
+            log.debug("removing the job tag failed", exc_info=True)
+        if self.starved is not None and exc is not None:
+            raise SparkResourcesUnavailable(self.starved) from exc
+
+    def _watch(self, timeout: float) -> None:
+        """Cancel the task's Spark jobs once the application has had jobs waiting and no
+        executor for `timeout` seconds in a row (an idle application may have none)."""
+        without_since = time.monotonic()
+        while not self._done.wait(0.5):
+            try:
+                executors = executor_count(self.spark)
+                waiting = bool(self.spark.sparkContext.statusTracker().getActiveJobsIds())
+            except Exception:  # a stopping session: the task ends anyway
+                return
+            if executors or not waiting:
+                without_since = time.monotonic()
+            elif time.monotonic() - without_since >= timeout:
+                conf = self.spark.sparkContext.getConf()
+                self.starved = (
+                    f"The Spark application of this TaskManager has had no executor for {timeout:.0f} s "
+                    f"on {self.spark.sparkContext.master}: the Spark cluster has no free cores or memory "
+                    f"for it (spark.cores.max={conf.get('spark.cores.max', 'unset')}, "
+                    f"spark.executor.memory={conf.get('spark.executor.memory', '1g')}). Free resources "
+                    "on the cluster or ask for less; taskmanager.spark.resource-wait-timeout sets this limit."
+                )
+                log.error("%s Cancelling task %s.", self.starved, self.tag)
+                self.cancel()
+                return
 
     def cancel(self) -> None:
         """Called from another thread: interrupt the task's running Spark jobs."""
         try:
-            self.spark.interruptTag(self.tag)
+            if is_connect(self.spark):
+                self.spark.interruptTag(self.tag)
+            else:
+                self.spark.sparkContext.cancelJobsWithTag(self.tag)
         except Exception:
-            log.debug("interruptTag failed", exc_info=True)
+            log.debug("cancelling the task's Spark jobs failed", exc_info=True)

@@ -1,0 +1,71 @@
+"""A real Spark standalone cluster (one master, one worker) from the pyspark wheel's
+SPARK_HOME, for tests that need `spark://` rather than `local[N]`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pyspark.find_spark_home import _find_spark_home
+
+from flink_runtime.client.local_cluster import free_port
+
+
+class SparkStandalone:
+    def __init__(self, master_url: str, web_url: str) -> None:
+        self.master_url = master_url
+        self.web_url = web_url
+
+    def state(self) -> dict[str, Any]:
+        """The master's JSON status: workers, active applications and their cores."""
+        return httpx.get(f"{self.web_url}/json/", timeout=10).json()
+
+
+@contextmanager
+def spark_standalone(work: Path, cores: int, memory: str) -> Iterator[SparkStandalone]:
+    """Start a master and a worker with `cores` and `memory`; stop both at exit."""
+    home = _find_spark_home()
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    port, web, worker_web = free_port(), free_port(), free_port()
+    master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
+    work.mkdir(parents=True, exist_ok=True)
+    spark_class = os.path.join(home, "bin", "spark-class")
+    commands = {
+        "master": [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1"]
+        + ["--port", str(port), "--webui-port", str(web)],
+        "worker": [spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--cores", str(cores)]
+        + ["--memory", memory, "--webui-port", str(worker_web), "--work-dir", str(work / "worker")],
+    }
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, command in commands.items():
+            with open(work / f"{name}.log", "wb") as log:
+                processes.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+        cluster = SparkStandalone(master_url, web_url)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if cluster.state().get("aliveworkers") == 1:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+                logs = "\n".join((work / f"{n}.log").read_text()[-2000:] for n in commands)
+                raise RuntimeError(f"the Spark standalone master and worker did not start:\n{logs}")
+            time.sleep(0.5)
+        yield cluster
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -1,0 +1,87 @@
+"""TaskManagers on a real Spark standalone cluster (`spark.master: spark://...`).
+
+Issue 8: without `spark.cores.max` the first TaskManager's Spark application took every
+core of the cluster, the second waited with `Initial job has not accepted any
+resources`, and the job hung for over ten minutes. Each TaskManager now asks for its
+slots' worth of cores, the JobManager's plan checks take none, and a task whose
+application gets no executor within `taskmanager.spark.resource-wait-timeout` fails
+with that reason.
+
+One test in two phases, because a Spark cluster and three Spark drivers cost a minute
+to start on two cores: the second phase needs the first one's applications holding
+every core anyway.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from flink_runtime.client import JobClient
+from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.pipeline import Pipeline
+from tests.helpers.spark_standalone import spark_standalone
+
+pytestmark = pytest.mark.integration
+
+PROPERTIES = {
+    "heartbeat.interval": "1 s",
+    "heartbeat.timeout": "30 s",
+    "restart-strategy.type": "none",
+    "spark.executor.memory": "512m",
+    "spark.ui.enabled": "false",
+}
+
+
+def word_count(corpus: Path, output: Path, parallelism: int) -> Pipeline:
+    pipeline = Pipeline("word count on Spark standalone", parallelism=parallelism)
+    (
+        pipeline.read_csv(str(corpus / "*.csv"), schema="word STRING", split_size=1)
+        .key_by("word")
+        .agg("count(*) AS n")
+        .write_parquet(str(output), mode="overwrite")
+    )
+    return pipeline
+
+
+def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fails(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for index in range(4):
+        (corpus / f"{index}.csv").write_text("word\n" + "".join(f"w{n % 7}\n" for n in range(700)))
+    with (
+        spark_standalone(tmp_path / "spark", cores=2, memory="2g") as spark,
+        StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster,
+        JobClient(cluster.rest_url, timeout=60) as client,
+    ):
+        cluster.properties["spark.master"] = spark.master_url
+        cluster.start_jobmanager()
+        for name in ("tm-a", "tm-b"):
+            cluster.start_taskmanager(name, wait=False, **{"taskmanager.numberOfTaskSlots": 1})
+        cluster.wait_for_taskmanagers(lambda ids: {"tm-a", "tm-b"} <= ids)
+
+        # Two one-slot TaskManagers on a two-core cluster: one core each, the job runs.
+        job_id = client.submit(word_count(corpus, tmp_path / "out", parallelism=2).job_graph())
+        status = client.wait(job_id, timeout=300)
+        assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        table = pq.read_table(tmp_path / "out")
+        counts = dict(zip(table.column("word").to_pylist(), table.column("n").to_pylist(), strict=True))
+        assert counts == {f"w{n}": 400 for n in range(7)}
+        # One application per TaskManager, each with its slot's core; none for the JobManager.
+        applications = spark.state()["activeapps"]
+        assert sorted(app["cores"] for app in applications) == [1, 1], applications
+
+        # A third TaskManager finds every core taken (the others keep their sessions warm):
+        # its task fails with the reason instead of waiting for ever.
+        cluster.start_taskmanager(
+            "tm-c", **{"taskmanager.numberOfTaskSlots": 1, "taskmanager.spark.resource-wait-timeout": "15 s"}
+        )
+        job_id = client.submit(word_count(corpus, tmp_path / "out-3", parallelism=3).job_graph())
+        status = client.wait(job_id, timeout=300)
+        root = client.exceptions(job_id)["root-exception"] or ""
+    assert status.value == "FAILED", "a job with a task on a Spark application without executors finished"
+    assert "SparkResourcesUnavailable" in root and "no executor for 15 s" in root, root
+    assert "taskmanager.spark.resource-wait-timeout" in root
+    assert not list((tmp_path / "out-3").rglob("*.parquet")), "a failed job published output"
