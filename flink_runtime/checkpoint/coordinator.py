@@ -15,10 +15,12 @@ completed checkpoints are kept.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import secrets
 import tempfile
+import threading
 import time
 import traceback
 from collections import deque
@@ -110,6 +112,9 @@ class CheckpointCoordinator:
         self.pending: dict[int, PendingCheckpoint] = {}
         self.history: deque[CheckpointStats] = deque(maxlen=50)
         self._completed_locations: deque[str] = deque()
+        # Savepoint folders being written (worker threads), so none removes another's.
+        self._writing: set[str] = set()
+        self._writing_lock = threading.Lock()
         self.restored: dict[str, Any] | None = None
 
     # -- triggering ------------------------------------------------------------------------
@@ -124,6 +129,25 @@ class CheckpointCoordinator:
         if self.job.accepts_checkpoints() and not any(not p.is_savepoint for p in self.pending.values()):
             self.trigger(is_savepoint=False)
         self.job.gateway.schedule_once(self.interval, self._periodic)
+
+    def check_savepoint_target(self, target_directory: str | None) -> str:
+        """The directory a savepoint would go to, checked now: a request that could not be
+        written is refused before it changes anything (a stop would otherwise end sources
+        for a savepoint that then fails)."""
+        target = target_directory or self.savepoints_dir
+        if not target:
+            raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
+        if ".." in target.replace("\\", "/").split("/"):
+            raise CheckpointFailure(f"savepoint directory {target!r} has a '..' segment: give a path without one")
+        probe = filesystem.join(target, f".probe-{secrets.token_hex(4)}")
+        fs = filesystem.filesystem_for(target)
+        try:
+            fs.makedirs(target)
+            fs.write_text(probe, "")
+            fs.delete(probe)
+        except OSError as exc:
+            raise CheckpointFailure(f"cannot write a savepoint to {target}: {exc}") from None
+        return target
 
     def trigger(
         self,
@@ -224,14 +248,46 @@ class CheckpointCoordinator:
                 progress.vertices.setdefault(vertex_id, VertexProgress()).operator_state[str(subtask)] = handle
         if pending.is_savepoint:
             assert pending.target_directory is not None
-            directory = filesystem.join(
-                pending.target_directory, f"savepoint-{self.job.job_id[:6]}-{secrets.token_hex(6)}"
-            )
-            progress = _copy_into(progress, directory)
-        else:
-            directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
+            return self._write_savepoint(pending.target_directory, progress)
+        directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
         write_metadata(directory, progress)
         return directory, len(msgspec.json.encode(progress))
+
+    def _write_savepoint(self, target_directory: str, progress: JobProgress) -> tuple[str, int]:
+        """Write a savepoint aside (a hidden `.savepoint-...inprogress` folder) and rename it
+        into place last: a savepoint folder is complete or absent, never half-written.
+
+        In-progress folders of this job that no write of this coordinator owns were left
+        by a JobManager that died while writing; they are removed here."""
+        name = f"savepoint-{self.job.job_id[:6]}-{secrets.token_hex(6)}"
+        staging = filesystem.join(target_directory, f".{name}.inprogress")
+        fs = filesystem.filesystem_for(target_directory)
+        with self._writing_lock:
+            self._writing.add(staging)
+        try:
+            self.remove_stale_savepoints(target_directory)
+            progress = _copy_into(progress, staging)
+            write_metadata(staging, progress)
+            directory = filesystem.join(target_directory, name)
+            fs.rename(staging, directory)
+        except BaseException:
+            fs.delete(staging)
+            raise
+        finally:
+            with self._writing_lock:
+                self._writing.discard(staging)
+        return directory, len(msgspec.json.encode(progress))
+
+    def remove_stale_savepoints(self, target_directory: str) -> None:
+        """Delete this job's in-progress savepoint folders in `target_directory` that no
+        write of this coordinator owns (a dead JobManager's half-written savepoints)."""
+        fs = filesystem.filesystem_for(target_directory)
+        with self._writing_lock:
+            owned = {path.rstrip("/").rsplit("/", 1)[-1] for path in self._writing}
+        for stale in fs.glob(filesystem.join(target_directory, f".savepoint-{self.job.job_id[:6]}-*.inprogress")):
+            if stale.path.rstrip("/").rsplit("/", 1)[-1] not in owned:
+                log.info("Removing the half-written savepoint %s", stale.path)
+                fs.delete(stale.path)
 
     def _on_written(
         self, pending: PendingCheckpoint, result: tuple[str, int] | None, error: BaseException | None
@@ -296,10 +352,29 @@ class CheckpointCoordinator:
     def resume_after(self, checkpoint_ids: list[int], retained_locations: list[str]) -> None:
         """A recovered job continues its checkpoint ids after every id an earlier run
         stored (chk-N folders and store rows are never reused) and subsumes the
-        checkpoints that run retained (oldest first)."""
-        if checkpoint_ids:
-            self._next_id = max(self._next_id, max(checkpoint_ids) + 1)
-        self._completed_locations.extend(retained_locations)
+        checkpoints that run retained (oldest first). A `chk-N` folder the store does not
+        know (written, then the JobManager died before recording it) counts too, so it is
+        never overwritten; it is subsumed first, as the oldest."""
+        job_dir = filesystem.join(self.checkpoints_dir, self.job.job_id)
+        try:
+            folders = filesystem.filesystem_for(job_dir).glob(filesystem.join(job_dir, "chk-*"))
+        except OSError:
+            folders = []
+        written = {}
+        for folder in folders:
+            number = folder.path.rstrip("/").rsplit("chk-", 1)[-1]
+            if number.isdigit():
+                written[int(number)] = folder.path
+        unrecorded = [written[n] for n in sorted(written) if n not in set(checkpoint_ids)]
+        known = [*checkpoint_ids, *written]
+        if known:
+            self._next_id = max(self._next_id, max(known) + 1)
+        self._completed_locations.extend([*unrecorded, *retained_locations])
+        if self.savepoints_dir:
+            try:
+                self.remove_stale_savepoints(self.savepoints_dir)
+            except OSError:  # an unreachable savepoint folder must not stop a recovery
+                log.warning("Could not clean %s of half-written savepoints", self.savepoints_dir, exc_info=True)
 
     def _stats(self, checkpoint_id: int, update: Callable[[CheckpointStats], None]) -> None:
         for stats in self.history:
@@ -335,31 +410,33 @@ class CheckpointCoordinator:
         }
 
 
-def _copy_into(progress: JobProgress, directory: str) -> JobProgress:
-    """Copy everything a savepoint refers to into its directory; paths become relative."""
+def _copy_into(live: JobProgress, directory: str) -> JobProgress:
+    """Copy everything a savepoint refers to into its directory; the returned progress
+    names the copies by relative paths. `live` is left as it is: it still describes the
+    running job, whose next checkpoint or savepoint copies from the same places."""
+    progress = copy.deepcopy(live)
     fs = filesystem.filesystem_for(directory)
     fs.makedirs(directory)
 
-    def copy(source: str, relative: str) -> str:
+    def copy_tree(source: str, relative: str) -> str:
         fs.copy_tree(source, filesystem.join(directory, relative))
         return relative
+
+    def name(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
 
     for vertex_id, vertex in progress.vertices.items():
         vertex.partition_chunks = {
             result: {
-                partition: [
-                    copy(chunk, f"data/{result}/{partition}/{chunk.rstrip('/').rsplit('/', 1)[-1]}") for chunk in chunks
-                ]
+                partition: [copy_tree(chunk, f"data/{result}/{partition}/{name(chunk)}") for chunk in chunks]
                 for partition, chunks in partitions.items()
             }
             for result, partitions in vertex.partition_chunks.items()
         }
-        vertex.sink_chunks = [
-            copy(chunk, f"sinks/{vertex_id}/{chunk.rstrip('/').rsplit('/', 1)[-1]}") for chunk in vertex.sink_chunks
-        ]
+        vertex.sink_chunks = [copy_tree(chunk, f"sinks/{vertex_id}/{name(chunk)}") for chunk in vertex.sink_chunks]
         for subtask, handle in vertex.operator_state.items():
             if "path" in handle:
-                handle["path"] = copy(handle["path"], f"state/{vertex_id}/{subtask}")
+                handle["path"] = copy_tree(handle["path"], f"state/{vertex_id}/{subtask}")
     return progress
 
 

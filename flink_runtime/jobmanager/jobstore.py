@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 CONFIG_KEY = "jobstore.url"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: savepoint_requests (created on an older store, which then says 2)
 #: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
 TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 _SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -154,6 +154,17 @@ _checkpoints = Table(
     Column("completed_at", Double, nullable=False),
     Column("size_bytes", BigInteger, nullable=False),
     Column("metadata_json", Text, nullable=True),
+)
+
+
+# Savepoint and stop requests by trigger id, so GET /jobs/:id/savepoints/:triggerid still
+# answers after a JobManager failover (with the outcome, or why there is none).
+_savepoint_requests = Table(
+    "savepoint_requests",
+    _metadata,
+    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
+    Column("request_id", String(64), primary_key=True),
+    Column("status_json", Text, nullable=False),
 )
 
 
@@ -319,9 +330,27 @@ class JobStore:
             old = conn.execute(select(_jobs.c.job_id).where(terminal, _jobs.c.ended_at < finished_before))
             job_ids = sorted(set(beyond.scalars()) | set(old.scalars()))
             if job_ids:
+                conn.execute(delete(_savepoint_requests).where(_savepoint_requests.c.job_id.in_(job_ids)))
                 conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
                 conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
         return len(job_ids)
+
+    # -- savepoint requests ----------------------------------------------------------------
+
+    def put_savepoint_request(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
+        """Record a savepoint/stop request's status (REST's `{status: {id}, operation}`)."""
+        key = (_savepoint_requests.c.job_id == job_id, _savepoint_requests.c.request_id == request_id)
+        with self._transaction(write=True) as conn:
+            updated = conn.execute(update(_savepoint_requests).where(*key).values(status_json=_dumps(status)))
+            if updated.rowcount == 0:
+                conn.execute(
+                    insert(_savepoint_requests).values(job_id=job_id, request_id=request_id, status_json=_dumps(status))
+                )
+
+    def savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]]:
+        query = select(_savepoint_requests).where(_savepoint_requests.c.job_id == job_id)
+        with self._transaction() as conn:
+            return {row.request_id: _loads(row.status_json) for row in conn.execute(query)}
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -472,6 +501,8 @@ class JobStore:
             version = conn.execute(select(func.max(_schema_version.c.version))).scalar()
             if version is None:
                 conn.execute(insert(_schema_version).values(version=SCHEMA_VERSION))
+            elif version < SCHEMA_VERSION:  # create_all() added the newer tables
+                conn.execute(update(_schema_version).values(version=SCHEMA_VERSION))
             elif version > SCHEMA_VERSION:
                 raise JobStoreError(
                     f"the job store {self._display_url} has schema version {version}, newer than this "

@@ -82,7 +82,9 @@ class NumberSource(AbstractInvokable):
 
 
 class ModuloSum(AbstractInvokable):
-    """Sums "n" per "key" over all inputs; emits {"key", "sum", "count"}."""
+    """Sums "n" per "key" over all inputs; emits {"key", "sum", "count"}.
+
+    pause (optional, seconds): wait before emitting, to make the stage slow."""
 
     def invoke(self) -> None:
         sums: dict[Any, int] = defaultdict(int)
@@ -91,6 +93,10 @@ class ModuloSum(AbstractInvokable):
             for record in gate.records():
                 sums[record["key"]] += record["n"]
                 counts[record["key"]] += 1
+        deadline = time.monotonic() + float(self.environment.config.get("pause", 0))
+        while time.monotonic() < deadline:
+            self.environment.check_cancelled()
+            time.sleep(0.05)
         self.environment.check_cancelled()
         for output in self.environment.outputs:
             output.emit_all({"key": k, "sum": sums[k], "count": counts[k]} for k in sorted(sums))

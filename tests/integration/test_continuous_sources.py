@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from flink_runtime.client import JobClient
+from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.integration.test_savepoints import counts_in, input_splits, write_corpus
@@ -15,11 +15,13 @@ from tests.integration.test_savepoints import counts_in, input_splits, write_cor
 pytestmark = pytest.mark.integration
 
 
-def continuous_count(input_dir: Path, output: Path) -> Pipeline:
+def continuous_count(input_dir: Path, output: Path, slow: bool = False) -> Pipeline:
     pipeline = Pipeline("continuous word count", parallelism=2)
+    source = pipeline.read_text(str(input_dir / "*.txt"), split_size=1, monitor_interval=0.3)
+    if slow:
+        source = source.transform("tests.helpers.transforms:slow")
     (
-        pipeline.read_text(str(input_dir / "*.txt"), split_size=1, monitor_interval=0.3)
-        .select("explode(split(value, ' ')) AS word")
+        source.select("explode(split(value, ' ')) AS word")
         .key_by("word")
         .agg("count(*) AS n")
         .write_parquet(str(output), mode="overwrite")
@@ -63,3 +65,63 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
         assert client.wait(resumed, timeout=30).value == "CANCELED"
     # The resumed job read only the files that arrived after the savepoint.
     assert splits["total"] == splits["completed"] == 2
+
+
+def test_three_savepoints_then_a_stop_of_a_stateful_continuous_job(minicluster: MiniCluster, tmp_path: Path) -> None:
+    """Issue 9: the first savepoint's copy rewrote the live keyed-state path to a relative
+    one, so every later savepoint failed (FileNotFoundError 'state/...') and a stop after
+    it ended FINISHED with no savepoint: the state was gone."""
+    corpus = write_corpus(tmp_path / "in", files=2, seed=1)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
+        wait_for_counts(tmp_path / "out", dict(corpus))
+        locations = []
+        for round_number in range(3):
+            locations.append(client.savepoint(job_id, str(tmp_path / "savepoints"), timeout=60))
+            corpus += write_corpus(tmp_path / "in", files=1, seed=10 + round_number, first=2 + round_number)
+            wait_for_counts(tmp_path / "out", dict(corpus))  # the job runs on between savepoints
+        locations.append(client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60))
+        assert client.status(job_id).value == "FINISHED"
+        assert len(set(locations)) == 4 and all(Path(p, "_metadata").is_file() for p in locations)
+
+        corpus += write_corpus(tmp_path / "in", files=1, seed=20, first=5)
+        resumed = client.submit(
+            continuous_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=locations[-1]
+        )
+        wait_for_counts(tmp_path / "out", dict(corpus))  # exactly once: totals continue from the state
+        splits = input_splits(minicluster.rest_url, resumed)
+        client.cancel(resumed)
+        assert client.wait(resumed, timeout=30).value == "CANCELED"
+    assert splits["total"] == splits["completed"] == 1
+
+
+def test_a_stop_whose_savepoint_fails_leaves_the_continuous_job_running(
+    minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    """Issue 9: as in Flink, a stop whose savepoint fails leaves the job RUNNING and says
+    why; a target that cannot be written is refused before the stop changes anything."""
+    corpus = write_corpus(tmp_path / "in", files=8, seed=1)
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_text("a file where the savepoint folder would go")
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out", slow=True).job_graph())
+        with pytest.raises(RestClientError) as refused:
+            client.stop_with_savepoint(job_id, str(blocked / "savepoints"))
+        assert refused.value.status_code == 400 and "cannot write a savepoint" in str(refused.value)
+
+        target = tmp_path / "savepoints"
+        trigger = client.stop_with_savepoint(job_id, str(target))
+        # Accepted (the target was writable then); now it cannot be written any more.
+        target.rmdir()
+        target.write_text("the savepoint will fail")
+        deadline = time.monotonic() + 60
+        while (answer := client.savepoint_status(job_id, trigger))["status"]["id"] != "COMPLETED":
+            assert time.monotonic() < deadline, "the stop never ended"
+            time.sleep(0.1)
+        assert "failure-cause" in answer["operation"], answer
+        assert client.status(job_id).value == "RUNNING"
+        # It goes on reading: the files the stopped round left, and new ones.
+        corpus += write_corpus(tmp_path / "in", files=1, seed=2, first=8)
+        wait_for_counts(tmp_path / "out", dict(corpus))
+        client.cancel(job_id)
+        assert client.wait(job_id, timeout=30).value == "CANCELED"

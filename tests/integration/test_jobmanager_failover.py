@@ -168,3 +168,61 @@ def test_checkpoint_ids_continue_across_two_jobmanager_recoveries(tmp_path: Path
     recovered_from = [int(n) for n in re.findall(r"Recovering job .* from .*/chk-(\d+)\.", every_log)]
     assert len(recovered_from) == 2 and recovered_from[0] < recovered_from[1], recovered_from
     assert recovered_from[1] >= max(runs[1]) - 1, (recovered_from, runs)  # at most the one in flight
+
+
+def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_its_input(tmp_path: Path) -> None:
+    """Issue 8: sources that ended because of a stop-with-savepoint were checkpointed as
+    finished; the JobManager died before the savepoint, and the recovered job ended
+    FINISHED with 16 of 45 splits processed. A stop that did not complete must leave the
+    job as it was: recovered, it reads every split it had not completed."""
+    count = 120_000
+    graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="stopped mid-way")
+    graph.vertices[0].config.update({"splits": 30, "seconds_per_split": 0.5})
+    graph.vertices[1].config["pause"] = 4.0  # the stop's window: sources done, savepoint not yet
+    graph.config.update(
+        {
+            "execution.checkpointing.interval": "300 ms",
+            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
+            "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": "20",
+            "restart-strategy.fixed-delay.delay": "200 ms",
+        }
+    )
+    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "30 s", "slot.request.timeout": "60 s"}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
+        cluster.start(taskmanagers=1, slots=2)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            job_id = client.submit(graph)
+            time.sleep(3)
+            trigger = client.stop_with_savepoint(job_id, str(tmp_path / "savepoints"), False)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                source = next(v for v in client.details(job_id)["vertices"] if v["id"] == "src")
+                if source["tasks"].get("FINISHED") == 2:
+                    break
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the stopped sources did not finish")
+            time.sleep(1.0)  # periodic checkpoints would record them as finished now
+            assert client.status(job_id).value == "RUNNING", "the stop completed before the kill"
+        cluster.jobmanager.kill()
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            # The stop's trigger id still answers (it was a 404): the stop did not complete.
+            answer = client.savepoint_status(job_id, trigger)
+            assert answer["status"]["id"] == "COMPLETED" and "location" not in answer["operation"]
+            assert (
+                "JobManager failed before this savepoint completed"
+                in answer["operation"]["failure-cause"]["stack-trace"]
+            )
+            status = client.wait(job_id, timeout=120)
+            assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        cluster.jobmanager.terminate()
+        cluster.start_jobmanager()  # the job ended in an earlier run: its trigger ids still answer
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert client.savepoint_status(job_id, trigger) == answer
+
+    records = [r for part in (tmp_path / "out").glob("part-*.json") for r in json.loads(part.read_text())]
+    assert sum(r["count"] for r in records) == count
+    assert sum(r["sum"] for r in records) == count * (count - 1) // 2
+    assert not list((tmp_path / "savepoints").glob("*")), "a half-written savepoint was left behind"

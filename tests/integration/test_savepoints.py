@@ -55,6 +55,14 @@ def input_splits(rest_url: str, job_id: str, vertex_prefix: str = "Read text") -
     return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{source['id']}").json()["input-splits"]
 
 
+def wait_running(client: JobClient, job_id: str, timeout: float = 60) -> None:
+    """Plan resolution starts a SparkSession the first time, so RUNNING can take a while."""
+    deadline = time.monotonic() + timeout
+    while client.status(job_id).value != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job_id} not RUNNING after {timeout} s"
+        time.sleep(0.1)
+
+
 @pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
 def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
     minicluster: MiniCluster, tmp_path: Path, backend: str
@@ -64,6 +72,7 @@ def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
         graph = word_count(tmp_path / "in", tmp_path / "out").job_graph()
         graph.config["state.backend.type"] = backend
         job_id = client.submit(graph)
+        wait_running(client, job_id)
         time.sleep(2.0)  # a few splits in
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
         assert client.status(job_id).value == "FINISHED"
@@ -106,9 +115,7 @@ def test_stop_then_resume_keeps_the_static_side_of_a_join(minicluster: MiniClust
 
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(counts_with_lengths().job_graph())
-        deadline = time.monotonic() + 60
-        while client.status(job_id).value != "RUNNING" and time.monotonic() < deadline:
-            time.sleep(0.1)  # plan resolution starts a SparkSession the first time
+        wait_running(client, job_id)
         time.sleep(2.0)  # a few splits in; the one-file side is read by now
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
         assert 0 < input_splits(minicluster.rest_url, job_id)["completed"] < 12, "the stop should come mid-job"
@@ -123,6 +130,7 @@ def test_savepoint_of_a_running_job_and_resume(minicluster: MiniCluster, tmp_pat
     expected = write_corpus(tmp_path / "in", files=10)
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
+        wait_running(client, job_id)
         time.sleep(2.0)
         location = client.savepoint(job_id, str(tmp_path / "savepoints"), cancel_job=True, timeout=120)
         assert client.wait(job_id, timeout=60).value == "CANCELED"

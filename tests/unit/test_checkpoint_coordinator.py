@@ -182,7 +182,62 @@ async def test_a_recovered_job_continues_the_checkpoint_ids_and_subsumes_the_ear
     assert sorted(p.name for p in (tmp_path / "chk" / job.job_id).iterdir()) == ["chk-8"]
 
 
+async def test_a_checkpoint_folder_the_store_never_recorded_is_not_overwritten(tmp_path: Path) -> None:
+    """The JobManager died between writing chk-8 and recording it: ids continue after 8,
+    and chk-8 is subsumed before the recorded chk-7."""
+    coord, job = coordinator(tmp_path)
+    recorded, unrecorded = (tmp_path / "chk" / job.job_id / name for name in ("chk-7", "chk-8"))
+    for folder in (recorded, unrecorded):
+        folder.mkdir(parents=True)
+    coord.resume_after([7], [str(recorded)])
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    assert checkpoint_id == 9
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    assert job.subsumed == [str(unrecorded), str(recorded)]
+
+
 def test_a_savepoint_needs_a_directory(tmp_path: Path) -> None:
     coord, _ = coordinator(tmp_path)
     with pytest.raises(Exception, match="state.savepoints.dir"):
         coord.trigger(is_savepoint=True)
+
+
+async def test_a_savepoint_is_written_aside_and_renamed_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    coord, job = coordinator(tmp_path)
+    target = tmp_path / "savepoints"
+    stale = target / f".savepoint-{job.job_id[:6]}-dead.inprogress"  # a JobManager died writing it
+    stale.mkdir(parents=True)
+    outcomes: list[tuple[Any, Any]] = []
+    checkpoint_id = coord.trigger(True, str(target), on_complete=lambda loc, err: outcomes.append((loc, err)))
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    location = Path(outcomes[0][0])
+    assert [p.name for p in target.iterdir()] == [location.name]
+    assert (location / "_metadata").is_file()
+
+    def broken(directory: str, progress: Any) -> None:
+        (Path(directory) / "_metadata").write_text("{half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("flink_runtime.checkpoint.coordinator.write_metadata", broken)
+    checkpoint_id = coord.trigger(True, str(target), on_complete=lambda loc, err: outcomes.append((loc, err)))
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    assert outcomes[1][0] is None and "disk full" in str(outcomes[1][1])
+    assert [p.name for p in target.iterdir()] == [location.name]  # nothing half-written is left
+
+
+def test_a_recovered_job_removes_its_half_written_savepoints(tmp_path: Path) -> None:
+    target = tmp_path / "savepoints"
+    coord, job = coordinator(tmp_path, **{"state.savepoints.dir": str(target)})
+    ours = target / f".savepoint-{job.job_id[:6]}-dead.inprogress"
+    another_jobs = target / ".savepoint-ffffff-dead.inprogress"
+    complete = target / f"savepoint-{job.job_id[:6]}-done"
+    for folder in (ours, another_jobs, complete):
+        folder.mkdir(parents=True)
+    coord.resume_after([3], [])
+    assert sorted(p.name for p in target.iterdir()) == sorted([another_jobs.name, complete.name])

@@ -42,13 +42,30 @@ def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, db_url: st
     assert path.exists()
     with sqlite3.connect(path) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"jobs", "checkpoints", "schema_version"} <= tables
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert {"jobs", "checkpoints", "savepoint_requests", "schema_version"} <= tables
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # Reopening does not add a second version row.
     JobStore(db_url).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+
+
+def test_a_version_1_store_gains_the_savepoint_requests_table(tmp_path: Path, db_url: str, store: JobStore) -> None:
+    store.add_job("j1", "kept", "{}", 1.0)
+    store.close()
+    with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
+        conn.execute("DROP TABLE savepoint_requests")
+        conn.execute("UPDATE schema_version SET version = 1")
+    with JobStore(db_url) as upgraded:
+        upgraded.put_savepoint_request("j1", "r1", {"status": {"id": "IN_PROGRESS"}})
+        upgraded.put_savepoint_request("j1", "r1", {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp"}})
+        assert upgraded.savepoint_requests("j1") == {
+            "r1": {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp"}}
+        }
+        assert upgraded.job("j1") is not None
+    with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
 
 
 def test_newer_schema_version_is_refused(tmp_path: Path, db_url: str, store: JobStore) -> None:
@@ -207,10 +224,12 @@ def test_prune_deletes_old_terminal_jobs_and_their_checkpoints(store: JobStore) 
     for job_id, status, ended in [("old", "FINISHED", 10.0), ("new", "FAILED", 50.0), ("live", "RUNNING", 5.0)]:
         store.add_job(job_id, job_id, GRAPH, 1.0)
         store.add_checkpoint(job_id, 1, f"/cp/{job_id}", False, 2.0, 1)
+        store.put_savepoint_request(job_id, "r", {"status": {"id": "IN_PROGRESS"}})
         store.update_status(job_id, status, ended)
     assert store.prune(max_capacity=100, finished_before=20.0) == 1
     assert store.job("old") is None
-    assert store.checkpoints("old") == []
+    assert store.checkpoints("old") == [] and store.savepoint_requests("old") == {}
+    assert store.savepoint_requests("new") == {"r": {"status": {"id": "IN_PROGRESS"}}}
     assert store.job("new") is not None and store.job("live") is not None
     assert len(store.checkpoints("live")) == 1
     assert store.prune(max_capacity=100, finished_before=20.0) == 0
