@@ -57,6 +57,21 @@ SLOT_REQUEST_TIMEOUT = _option(
     "A job fails when a slot it asked for does not arrive in this time.",
     "duration",
 )
+PLANNER_TIMEOUT = _option(
+    "jobmanager.planner.timeout",
+    "120 s",
+    "How long preparing a job (importing its code, resolving its plan) or publishing its output "
+    "may take in the planner process before it is stopped and the job refused or failed.",
+    "duration",
+)
+PLANNER_WARM_UP = _option(
+    "jobmanager.planner.warm-up",
+    True,
+    "Start the planner process and its SparkSession when the JobManager starts, so the first "
+    "submission does not wait for them. false: start them on first use (one JVM less on a "
+    "JobManager that seldom plans; the first Spark job's planning then includes Spark's start).",
+    "bool",
+)
 CLUSTER_SECRET = _option(
     "security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check."
 )
@@ -87,6 +102,13 @@ TASK_CANCELLATION_TIMEOUT = _option(
     "task.cancellation.timeout",
     "180 s",
     "After this a task that ignores cancellation is given up and reported CANCELED.",
+    "duration",
+)
+SPARK_RESOURCE_WAIT_TIMEOUT = _option(
+    "taskmanager.spark.resource-wait-timeout",
+    "120 s",
+    "A task fails when its Spark application has had no executor for this long (a Spark "
+    "cluster with no free cores or memory for it) instead of waiting for ever. 0: wait.",
     "duration",
 )
 BLOB_STORAGE_DIRECTORY = _option(
@@ -246,7 +268,7 @@ class Configuration:
                 case "float":
                     return float(value)
                 case "bool":
-                    return value if isinstance(value, bool) else str(value).lower() in ("true", "1", "yes")
+                    return _parse_bool(value)
                 case "duration":
                     return parse_duration_ms(value, key)
                 case "size":
@@ -261,6 +283,17 @@ class Configuration:
     def get_seconds(self, option: ConfigOption) -> float:
         """A duration option in seconds (asyncio's unit)."""
         return self.get(option) / 1000.0
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean (true or false): {value!r}")
 
 
 def _read_yaml(text: str, where: str) -> dict[str, Any]:

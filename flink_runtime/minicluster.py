@@ -66,7 +66,7 @@ class MiniCluster:
     # -- async core (the background thread here, or the foreground entry point) ---------------
 
     async def start_async(self) -> None:
-        self.jobmanager = JobManager(self.config)
+        self.jobmanager = JobManager(self.config, embedded=True)
         await self.jobmanager.start()
         self.rest = RestServer(self.jobmanager, self.config)
         await self.rest.start()

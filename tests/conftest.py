@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,11 @@ logging.getLogger("flink_runtime").setLevel(logging.INFO)
 # py4j's gateway objects log from __del__ at interpreter exit, after pytest closed the
 # streams; without this each prints a "Logging error" traceback after the summary.
 logging.raiseExceptions = False
+# JobManager processes the tests start (StandaloneCluster, the CLI, Airflow) start their
+# planner's SparkSession on first use: most test jobs never need it, and a JVM per
+# JobManager start is minutes of CPU over the suite on 2 cores. The user-code isolation
+# tests set warm-up back on, as a deployment runs it.
+os.environ.setdefault("FLINK_PROPERTIES", "jobmanager.planner.warm-up: false\n")
 
 
 def fast_config(**overrides: object) -> Configuration:

@@ -118,7 +118,7 @@ class StandaloneCluster:
         started.kill()
         raise TimeoutError(f"{name} not ready within {timeout} s:\n{started.log()}")
 
-    def start_jobmanager(self, timeout: float = 30.0, **extra: Any) -> ClusterProcess:
+    def start_jobmanager(self, timeout: float = 60.0, **extra: Any) -> ClusterProcess:
         self.jobmanager = self._spawn("jobmanager", ["jobmanager"], extra, timeout)
         return self.jobmanager
 

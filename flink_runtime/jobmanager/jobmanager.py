@@ -39,6 +39,7 @@ from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
 from flink_runtime.operators.spark.session import acquire_session, release_session
+from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rest import views
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
@@ -70,7 +71,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
-from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES, invokable_exists
+from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,8 @@ class RegisteredTaskManager:
 
 
 class JobManager(RpcEndpoint):
-    def __init__(self, config: Configuration) -> None:
+    def __init__(self, config: Configuration, embedded: bool = False) -> None:
+        """embedded: hosted in a MiniCluster process beside its TaskManagers."""
         rpc = RpcService(
             config.get(cfg.JOBMANAGER_RPC_ADDRESS),
             config.get(cfg.JOBMANAGER_RPC_PORT),
@@ -131,6 +133,17 @@ class JobManager(RpcEndpoint):
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
         # Finished jobs of earlier JobManager runs, as the job store archived them.
         self.archived: dict[str, JobRecord] = {}
+        # Alone in its process, the JobManager's own SparkSession (Hadoop paths) runs on
+        # local[1]: it must not take a Spark cluster's cores from the TaskManagers. A
+        # MiniCluster's JobManager shares the session its TaskManagers run on.
+        self._spark_planning_only = not embedded
+        # The job's own code runs in the planner process (planner/); a MiniCluster's
+        # process runs the job's code in its TaskManagers anyway, so it plans in-process.
+        warm_up = config.get(cfg.PLANNER_WARM_UP)
+        self.planner: Planner = (
+            InProcessPlanner(self.spark) if embedded else PlannerPool(config.to_dict(), start_spark_ahead=warm_up)
+        )
+        self.planner_timeout = config.get_seconds(cfg.PLANNER_TIMEOUT)
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )
@@ -140,10 +153,13 @@ class JobManager(RpcEndpoint):
         In a MiniCluster it is the one the TaskManagers share."""
         with self._spark_lock:
             if self._spark_session is None:
-                self._spark_session = acquire_session(self.config.to_dict(), default_cores=1)
+                self._spark_session = acquire_session(
+                    self.config.to_dict(), default_cores=1, planning_only=self._spark_planning_only
+                )
             return self._spark_session
 
     def on_stop(self) -> None:
+        self.planner.close()
         self._store_writer.shutdown(wait=True)
         if self.job_store is not None:
             self.job_store.close()
@@ -156,6 +172,8 @@ class JobManager(RpcEndpoint):
         self.schedule_every(interval, self._send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
+        if self.config.get(cfg.PLANNER_WARM_UP):
+            self.planner.warm_up()
         if self.job_store is not None:
             self._recover_jobs()
 
@@ -201,6 +219,7 @@ class JobManager(RpcEndpoint):
                 [checkpoint.checkpoint_id for checkpoint in stored],
                 [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
             )
+            job.restore_savepoint_requests(self.job_store.savepoint_requests(record.job_id))
             self.jobs[record.job_id] = job
             log.info(
                 "Recovering job %s (%s) from %s.",
@@ -435,9 +454,9 @@ class JobManager(RpcEndpoint):
         return job_graph
 
     def validate(self, job_graph: JobGraph) -> None:
-        # Invokable classes shipped in the job's libraries cannot be imported before the
-        # libraries are activated (at job start, where a bad one still fails the submission).
-        exists = invokable_exists if not job_graph.libraries else _builtin_or_class_path
+        # A job's own invokable classes are never imported here: the planner process
+        # imports them at job start, where a bad one still fails the submission.
+        exists = _builtin_or_class_path
         validate_job_graph(job_graph, invokable_exists=exists, builtin_invokables=BUILTIN_INVOKABLES)
 
     @handles(SubmitJob)
@@ -572,9 +591,13 @@ class JobManager(RpcEndpoint):
 
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)
-        if job is None:
+        if job is not None:
+            requests = job.savepoint_requests
+        elif job_id in self.archived and self.job_store is not None:  # ended in an earlier run
+            requests = self.job_store.savepoint_requests(job_id)
+        else:
             raise SavepointRequestError(404, f"Job {job_id} not found.")
-        status = job.savepoint_requests.get(request_id)
+        status = requests.get(request_id)
         if status is None:
             raise SavepointRequestError(404, f"No savepoint request {request_id} for job {job_id}.")
         return status
@@ -606,6 +629,9 @@ class JobManager(RpcEndpoint):
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
         for registration in self.task_managers.values():
             self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))
+
+    def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
+        self._store("put_savepoint_request", job.job_id, request_id, status)
 
     def checkpoint_completed(
         self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]

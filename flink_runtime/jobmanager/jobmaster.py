@@ -31,9 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flink_runtime.blob import activate_libraries
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
-from flink_runtime.checkpoint.metadata import VertexProgress
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import (
@@ -46,6 +44,9 @@ from flink_runtime.executiongraph import (
 )
 from flink_runtime.io.partitions import partition_dir
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, Partitioner
+from flink_runtime.planner import Planner
+from flink_runtime.planner import tasks as planner_tasks
+from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
     CancelTask,
     InputGateDeploymentDescriptor,
@@ -61,7 +62,7 @@ from flink_runtime.rpc.messages import (
 from flink_runtime.scheduler.restart import failover_strategy, restart_strategy
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
-from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, MasterContext, Prepared, resolve_invokable
+from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 
 if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot
@@ -70,10 +71,6 @@ log = logging.getLogger(__name__)
 
 _E = ExecutionState
 _DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
-
-
-class VertexPreparationError(RuntimeError):
-    """A vertex could not be prepared at submit (bad input path, unknown column, ...)."""
 
 
 class UnknownExecution(LookupError):
@@ -85,9 +82,10 @@ class JobMasterGateway(Protocol):
 
     ask_timeout: float
     blob_dir: str  # where uploaded libraries live on the JobManager
+    planner: Planner  # runs the job's own code (planner/)
+    planner_timeout: float  # seconds
     jobmanager_id: str  # the fencing token deployed tasks carry back
 
-    def spark(self) -> Any: ...
     def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
     def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
     def release_slot(self, allocation_id: str) -> None: ...
@@ -101,6 +99,7 @@ class JobMasterGateway(Protocol):
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
     def tell_task_manager(self, address: str, message: Message) -> None: ...
     def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
+    def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -198,24 +197,20 @@ class JobMaster:
         self.gateway.run_async(asyncio.to_thread(self._prepare_vertices), self._on_prepared)
 
     def _prepare_vertices(self) -> dict[str, Prepared]:
-        """Runs in a worker thread; reads only the JobGraph."""
+        """Runs in a worker thread. The job's code (invokables, transforms, libraries) is
+        imported and its plan resolved in the planner process, never here."""
         assert self.graph is not None
-        # User code (transform functions, invokables) must import here too: the plan is
-        # resolved against it.
-        activate_libraries(
-            self.job_graph.libraries, cache_dir=self.gateway.blob_dir, blob_server_url=None, spark=self.gateway.spark
-        )
         self.tracker.load_restore(set(self.graph.vertices))
-        producer_of = {dataset.id: dataset.producer for dataset in self.job_graph.intermediate_datasets}
-        prepared: dict[str, Prepared] = {}
-        for ejv in self.graph.vertices.values():  # topological: producers first
-            inputs = [prepared[producer_of[edge.source]].output for edge in ejv.input_edges]
-            try:
-                invokable = resolve_invokable(ejv.job_vertex.invokable)
-                prepared[ejv.id] = invokable.prepare_on_master(ejv.job_vertex, inputs, self._master_context)
-            except Exception as exc:
-                raise VertexPreparationError(f"vertex {ejv.id!r} ({ejv.name}): {exc}") from exc
-        return prepared
+        restored = self.tracker.restore.vertices if self.tracker.restore is not None else {}
+        return self.gateway.planner.run(
+            planner_tasks.prepare_job,
+            self.job_graph.to_json(),
+            self.config,
+            restored,
+            self.data_namespace,
+            self.gateway.blob_dir,
+            timeout=self.gateway.planner_timeout,
+        )
 
     def _on_prepared(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.INITIALIZING:
@@ -250,9 +245,19 @@ class JobMaster:
             partition.mark_finished()
 
     def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
-        cause = error.__cause__ if isinstance(error, VertexPreparationError) and error.__cause__ else error
         self._invalid_reason = str(error) if invalid else None
-        self._record_exception(cause, None, message=str(error))
+        if isinstance(error, UserCodeError) and error.cause_name:
+            # Raised in the planner process: what the job's code raised comes as text.
+            self.exceptions.append(
+                ExceptionEntry(
+                    exception_name=error.cause_name,
+                    stacktrace=f"{error.cause_name}: {error}\n\n{error.cause_trace}",
+                    timestamp=time.time(),
+                    task_name=None,
+                )
+            )
+        else:
+            self._record_exception(error, None)
         self._transition(JobStatus.FAILED)
         self._finish()
 
@@ -262,18 +267,6 @@ class JobMaster:
         return {
             vertex_id: len(p.splits) for vertex_id, p in self._prepared.items() if vertex_id in self._split_assigners
         }
-
-    @property
-    def _master_context(self) -> MasterContext:
-        restored = self.tracker.restore.vertices if self.tracker.restore is not None else {}
-        return MasterContext(
-            job_id=self.job_id,
-            job_name=self.name,
-            config=self.config,
-            spark=self.gateway.spark,
-            restored=restored,
-            data_namespace=self.data_namespace,
-        )
 
     def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
         base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
@@ -425,23 +418,17 @@ class JobMaster:
         self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, self.status))
 
     def _run_terminal_hooks(self, status: JobStatus) -> None:
-        """Runs in a worker thread: each vertex publishes (FINISHED) or discards its staged output."""
-        errors = []
-        for vertex_id, prepared in self._prepared.items():
-            job_vertex = self.graph.vertices[vertex_id].job_vertex if self.graph is not None else None
-            if job_vertex is None:
-                continue
-            try:
-                resolve_invokable(job_vertex.invokable).on_job_terminal(
-                    job_vertex, prepared, self._master_context, status
-                )
-            except Exception as exc:
-                if status is not JobStatus.FINISHED:
-                    log.warning("cleanup of vertex %s after %s failed: %s", vertex_id, status.value, exc)
-                    continue
-                errors.append(f"vertex {vertex_id!r}: {exc}")
-        if errors:
-            raise RuntimeError("publishing the job's output failed: " + "; ".join(errors))
+        """Runs in a worker thread: each vertex publishes (FINISHED) or discards its
+        staged output, in the planner process (a vertex's hook is the job's code)."""
+        self.gateway.planner.run(
+            planner_tasks.run_terminal_hooks,
+            self.job_graph.to_json(),
+            self.config,
+            self._prepared,
+            self.data_namespace,
+            status,
+            timeout=self.gateway.planner_timeout,
+        )
 
     def _on_finalized(self, result: None, error: BaseException | None) -> None:
         if error is None and self._stop_request is not None:
@@ -502,17 +489,17 @@ class JobMaster:
         )
 
     def _scan_sources(self) -> dict[str, Prepared]:
-        """Worker thread: prepare the sources again, without the files already processed."""
+        """Worker thread: prepare the sources again (in the planner process), without the
+        files already processed."""
         assert self.graph is not None
-        context = self._master_context
-        context.restored = {
-            ejv.id: VertexProgress(completed_files=sorted(self.completed_files(ejv.id)))
-            for ejv in self.graph.source_vertices()
-        }
-        return {
-            ejv.id: resolve_invokable(ejv.job_vertex.invokable).prepare_on_master(ejv.job_vertex, [], context)
-            for ejv in self.graph.source_vertices()
-        }
+        return self.gateway.planner.run(
+            planner_tasks.prepare_sources,
+            self.job_graph.to_json(),
+            self.config,
+            {ejv.id: sorted(self.completed_files(ejv.id)) for ejv in self.graph.source_vertices()},
+            self.data_namespace,
+            timeout=self.gateway.planner_timeout,
+        )
 
     def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
@@ -552,6 +539,12 @@ class JobMaster:
 
     def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
         self._record_savepoint_result(request_id, location, failure)
+        if failure is not None and self.is_continuous:
+            # As in Flink, a stop whose savepoint failed leaves the job running: this round
+            # is done (its output published), the next one reads the files it did not.
+            log.warning("Stop of job %s failed, the job keeps running: %s", self.job_id, failure)
+            self._on_round_done(None, None)
+            return
         self._finalizing = False
         self._transition(JobStatus.FINISHED)
         self._finish()
@@ -888,8 +881,9 @@ class JobMaster:
 
     def trigger_savepoint(self, target_directory: str | None, cancel_job: bool) -> str:
         """Start a savepoint; returns its request id. CheckpointFailure if it cannot start."""
+        target_directory = self.coordinator.check_savepoint_target(target_directory)
         request_id = uuid.uuid4().hex
-        self.savepoint_requests[request_id] = {"status": {"id": "IN_PROGRESS"}}
+        self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
 
         def done(location: str | None, failure: BaseException | None) -> None:
             self._record_savepoint_result(request_id, location, failure)
@@ -903,10 +897,9 @@ class JobMaster:
         """Stop handing out splits; when in-flight work is done and the output published,
         write a savepoint and end FINISHED. `drain` changes nothing for batch pipelines:
         there are no windows or timers to flush."""
-        if not (target_directory or self.coordinator.savepoints_dir):
-            raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
+        target_directory = self.coordinator.check_savepoint_target(target_directory)
         request_id = uuid.uuid4().hex
-        self.savepoint_requests[request_id] = {"status": {"id": "IN_PROGRESS"}}
+        self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
         self._stop_request = (request_id, target_directory)
         # Aggregations deployed from now on keep their keyed state, so the job resumed
         # from this savepoint continues their totals.
@@ -919,10 +912,35 @@ class JobMaster:
 
     def _record_savepoint_result(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
         operation = {"location": location} if failure is None else {"failure-cause": describe_failure(failure)}
-        self.savepoint_requests[request_id] = {"status": {"id": "COMPLETED"}, "operation": operation}
+        self._set_savepoint_request(request_id, {"status": {"id": "COMPLETED"}, "operation": operation})
+
+    def _set_savepoint_request(self, request_id: str, status: dict[str, Any]) -> None:
+        self.savepoint_requests[request_id] = status
+        self.gateway.savepoint_request_changed(self, request_id, status)
+
+    def restore_savepoint_requests(self, stored: dict[str, dict[str, Any]]) -> None:
+        """Requests of the run a JobManager failover ended: their outcome where it was
+        recorded; one still in progress then can never complete, and says so."""
+        for request_id, status in stored.items():
+            if status.get("status", {}).get("id") != "COMPLETED":
+                cause = (
+                    "The JobManager failed before this savepoint completed; the job was recovered from "
+                    "its latest checkpoint and is running again. Trigger the savepoint or stop again."
+                )
+                status = {
+                    "status": {"id": "COMPLETED"},
+                    "operation": {"failure-cause": {"class": "JobManagerFailover", "stack-trace": cause}},
+                }
+                self._set_savepoint_request(request_id, status)
+            else:
+                self.savepoint_requests[request_id] = status
 
     def accepts_checkpoints(self) -> bool:
-        return self.status is JobStatus.RUNNING
+        # Not once a stop-with-savepoint began (or the job is publishing): sources that end
+        # because of the stop have not read all their input, and a checkpoint now would
+        # record them as finished; a job recovered from it would never read the rest. The
+        # latest checkpoint from before the stop is where a recovery starts.
+        return self.status is JobStatus.RUNNING and self._stop_request is None and not self._finalizing
 
     def running_task_addresses(self) -> dict[str, str]:
         """Running executions and their TaskManagers' addresses: who must acknowledge."""
@@ -980,7 +998,10 @@ class JobMaster:
         if self.graph is None:
             return None
         job_vertex = self.graph.vertices[vertex_id].job_vertex
-        return resolve_invokable(job_vertex.invokable).staged_output_root(job_vertex, self.data_namespace)
+        # Only built-in invokables stage output, and only they are imported here: a job's
+        # own classes are never imported into the JobManager.
+        invokable = builtin_invokable(job_vertex.invokable)
+        return invokable.staged_output_root(job_vertex, self.data_namespace) if invokable is not None else None
 
     # -- exceptions ---------------------------------------------------------------------------------
 

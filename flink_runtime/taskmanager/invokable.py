@@ -187,6 +187,11 @@ def resolve_invokable(name: str) -> type[AbstractInvokable]:
     return cls
 
 
+def builtin_invokable(name: str) -> type[AbstractInvokable] | None:
+    """The class of a built-in invokable name; None for a job's own class path."""
+    return resolve_invokable(name) if name in BUILTIN_INVOKABLES else None
+
+
 def invokable_exists(name: str) -> bool:
     """For JobGraph validation: False for an unknown short name; for a class path,
     True or InvokableNotFound saying why it cannot be imported."""

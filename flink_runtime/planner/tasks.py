@@ -1,0 +1,178 @@
+"""What the planner runs: the JobManager's calls into a job's own code.
+
+Each function takes and returns plain picklable values (`spark`: the session to
+use in-process; None in the planner process, which starts its own), and raises only
+VertexPreparationError / HookError (picklable, carrying the original exception's
+name and traceback as text): a user's exception class may not survive pickling, and
+its module is not importable in the JobManager on purpose.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from flink_runtime.blob import activate_libraries
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph import ExecutionGraph, JobStatus
+from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
+
+log = logging.getLogger(__name__)
+
+Spark = Callable[[], Any]
+
+
+class UserCodeError(RuntimeError):
+    """The job's code failed; `cause_name` and `cause_trace` describe what it raised."""
+
+    def __init__(self, message: str, cause_name: str = "", cause_trace: str = "") -> None:
+        super().__init__(message)
+        self.cause_name = cause_name
+        self.cause_trace = cause_trace
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.cause_name, self.cause_trace)
+
+    @classmethod
+    def wrapping(cls, message: str, exc: BaseException) -> UserCodeError:
+        # SystemExit and its kind say nothing by themselves ("3", or a DataFrame's repr).
+        text = str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
+        return cls(f"{message}: {text}", type(exc).__name__, "".join(traceback.format_exception(exc)))
+
+
+class VertexPreparationError(UserCodeError):
+    """A vertex could not be prepared at submit (bad input path, unknown column, ...)."""
+
+
+class HookError(UserCodeError):
+    """A vertex's on_job_terminal hook (publishing its output) failed."""
+
+
+# -- the planner process ---------------------------------------------------------------------------
+
+_config: dict[str, Any] = {}
+
+
+def initialize(config: dict[str, Any]) -> None:
+    """Runs once in a new planner process."""
+    global _config
+    _config = config
+    # Whatever the job's code prints goes nowhere (not into the JobManager's log).
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)-7s planner %(name)s: %(message)s")
+
+
+def _own_spark() -> Any:
+    """The planner process's SparkSession (local[1], plan checks only), started on first use."""
+    from flink_runtime.operators.spark.session import acquire_session, current_session
+
+    return current_session() or acquire_session(_config, default_cores=1, planning_only=True)
+
+
+def warm_up(start_spark: bool) -> None:
+    """Runs first in a new planner process: start the SparkSession before the first job needs it."""
+    if start_spark:
+        _own_spark()
+
+
+def _context(
+    job_id: str, job_name: str, config: Configuration, spark: Spark | None, restored: dict[str, Any], namespace: str
+) -> MasterContext:
+    return MasterContext(
+        job_id=job_id,
+        job_name=job_name,
+        config=config,
+        spark=spark or _own_spark,
+        restored=restored,
+        data_namespace=namespace,
+    )
+
+
+# -- the calls -------------------------------------------------------------------------------------
+
+
+def prepare_job(
+    job_graph_json: bytes,
+    config: Configuration,
+    restored: dict[str, Any],
+    data_namespace: str,
+    blob_dir: str,
+    spark: Spark | None = None,
+) -> dict[str, Prepared]:
+    """Every vertex's input splits and plan check, producers first (VertexPreparationError
+    names the vertex that failed)."""
+    job_graph = JobGraph.from_json(job_graph_json)
+    try:
+        activate_libraries(job_graph.libraries, cache_dir=blob_dir, blob_server_url=None, spark=spark or _own_spark)
+    except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+        raise VertexPreparationError.wrapping("the job's libraries", exc) from None
+    graph = ExecutionGraph(job_graph)
+    context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
+    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
+    prepared: dict[str, Prepared] = {}
+    for ejv in graph.vertices.values():  # topological: producers first
+        inputs = [prepared[producer_of[edge.source]].output for edge in ejv.input_edges]
+        try:
+            invokable = resolve_invokable(ejv.job_vertex.invokable)
+            prepared[ejv.id] = invokable.prepare_on_master(ejv.job_vertex, inputs, context)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+            raise VertexPreparationError.wrapping(f"vertex {ejv.id!r} ({ejv.name})", exc) from None
+    return prepared
+
+
+def prepare_sources(
+    job_graph_json: bytes,
+    config: Configuration,
+    completed_files: dict[str, list[str]],
+    data_namespace: str,
+    spark: Spark | None = None,
+) -> dict[str, Prepared]:
+    """A continuous job's next round: its sources prepared again, without the files
+    already processed."""
+    from flink_runtime.checkpoint.metadata import VertexProgress
+
+    job_graph = JobGraph.from_json(job_graph_json)
+    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
+    restored = {vertex_id: VertexProgress(completed_files=files) for vertex_id, files in completed_files.items()}
+    context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
+    prepared = {}
+    for vertex_id in completed_files:
+        vertex = vertices[vertex_id]
+        try:
+            prepared[vertex_id] = resolve_invokable(vertex.invokable).prepare_on_master(vertex, [], context)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+            raise VertexPreparationError.wrapping(f"vertex {vertex_id!r} ({vertex.name})", exc) from None
+    return prepared
+
+
+def run_terminal_hooks(
+    job_graph_json: bytes,
+    config: Configuration,
+    prepared: dict[str, Prepared],
+    data_namespace: str,
+    status: JobStatus,
+    spark: Spark | None = None,
+) -> None:
+    """Each vertex publishes (FINISHED) or discards its staged output."""
+    job_graph = JobGraph.from_json(job_graph_json)
+    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
+    context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
+    errors = []
+    for vertex_id, vertex_prepared in prepared.items():
+        vertex = vertices[vertex_id]
+        try:
+            resolve_invokable(vertex.invokable).on_job_terminal(vertex, vertex_prepared, context, status)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+            if status is not JobStatus.FINISHED:
+                log.warning("cleanup of vertex %s after %s failed: %s", vertex_id, status.value, exc)
+                continue
+            errors.append(f"vertex {vertex_id!r}: {exc}")
+    if errors:
+        raise HookError("publishing the job's output failed: " + "; ".join(errors))
