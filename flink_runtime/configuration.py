@@ -75,6 +75,32 @@ PLANNER_WARM_UP = _option(
 CLUSTER_SECRET = _option(
     "security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check."
 )
+REST_TOKEN = _option(
+    "security.rest.token",
+    "",
+    "Bearer token every REST request must carry (Authorization: Bearer <token>). Empty: none "
+    "(allowed only while the REST API binds to loopback).",
+)
+REST_TOKEN_FILE = _option(
+    "security.rest.token-file", "", "A file holding the REST token (first line), instead of security.rest.token."
+)
+REST_ALLOW_UNAUTHENTICATED = _option(
+    "security.rest.allow-unauthenticated",
+    False,
+    "true: serve the REST API on a non-loopback address without a token (anyone who reaches "
+    "the port can run code on the cluster).",
+    "bool",
+)
+SSL_REST_ENABLED = _option("security.ssl.rest.enabled", False, "Serve the REST API over HTTPS.", "bool")
+SSL_REST_CERTIFICATE = _option(
+    "security.ssl.rest.certificate", "", "PEM file with the REST server's certificate (chain)."
+)
+SSL_REST_KEY = _option("security.ssl.rest.key", "", "PEM file with the REST server's private key.")
+SSL_REST_TRUSTSTORE = _option(
+    "security.ssl.rest.truststore",
+    "",
+    "PEM file of the certificate authorities a client (CLI, TaskManager) trusts for the REST API. Empty: the system's.",
+)
 
 # -- REST ----------------------------------------------------------------------------------
 REST_ADDRESS = _option("rest.address", "127.0.0.1", "Address clients use to reach the REST API.")
@@ -147,6 +173,12 @@ FRAMESIZE = _option(
 )
 
 # -- Jobs ----------------------------------------------------------------------------------
+CHECKPOINTING_MIN_INTERVAL = _option(
+    "execution.checkpointing.min-interval",
+    "1 s",
+    "The shortest execution.checkpointing.interval a job may ask for (a cluster setting).",
+    "duration",
+)
 PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")
 RESTART_STRATEGY = _option("restart-strategy.type", "none", "none | fixed-delay | exponential-delay | failure-rate.")
 

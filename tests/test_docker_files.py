@@ -19,6 +19,7 @@ import yaml
 from flink_runtime import configuration as cfg
 from flink_runtime.client.cli import build_parser
 from flink_runtime.configuration import Configuration
+from flink_runtime.security import check_rest_exposure, rest_token
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -148,8 +149,12 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
 # -- docker-compose.yaml ---------------------------------------------------------------------------
 
 
+class MissingVariable(ValueError):
+    pass
+
+
 def interpolate(text: str, environ: dict[str, str]) -> str:
-    """Compose's `${VAR}`, `${VAR:-default}` and `${VAR-default}` substitution."""
+    """Compose's `${VAR}`, `${VAR:-default}`, `${VAR-default}` and `${VAR:?error}` substitution."""
 
     def value(match: re.Match[str]) -> str:
         name, operator, default = match.group(1), match.group(2), match.group(3) or ""
@@ -157,14 +162,40 @@ def interpolate(text: str, environ: dict[str, str]) -> str:
             return environ.get(name) or default
         if operator == "-":
             return environ.get(name, default)
+        if operator in (":?", "?"):
+            if not environ.get(name):
+                raise MissingVariable(f"{name}: {default}")
+            return environ[name]
         return environ.get(name, "")
 
-    return re.sub(r"\$\{(\w+)(?:(:?-)([^}]*))?\}", value, text)
+    return re.sub(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}", value, text)
+
+
+COMPOSE_ENVIRONMENT = {"FLINK_REST_TOKEN": "t0kenFromDotEnv"}
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    return yaml.safe_load(interpolate((DOCKER / "docker-compose.yaml").read_text(), {}))
+    return yaml.safe_load(interpolate((DOCKER / "docker-compose.yaml").read_text(), COMPOSE_ENVIRONMENT))
+
+
+def test_compose_refuses_to_start_without_a_rest_token() -> None:
+    with pytest.raises(MissingVariable, match="FLINK_REST_TOKEN"):
+        interpolate((DOCKER / "docker-compose.yaml").read_text(), {})
+
+
+def test_the_rest_api_is_reachable_only_with_the_token(compose: dict) -> None:
+    token = COMPOSE_ENVIRONMENT["FLINK_REST_TOKEN"]
+    for name in RUNTIME_SERVICES:  # the TaskManagers download job libraries with it
+        _, config = service_config(compose["services"][name])
+        assert rest_token(config) == token
+    _, jobmanager = service_config(compose["services"]["jobmanager"])
+    check_rest_exposure(jobmanager, rest_token(jobmanager))  # would refuse 0.0.0.0 without it
+    healthcheck = " ".join(compose["services"]["jobmanager"]["healthcheck"]["test"])
+    assert "Authorization" in healthcheck and "FLINK_REST_TOKEN" in healthcheck
+    assert compose["services"]["jobmanager"]["environment"]["FLINK_REST_TOKEN"] == token
+    connection = json.loads(compose["services"]["airflow"]["environment"]["AIRFLOW_CONN_FLINK_RUNTIME_DEFAULT"])
+    assert connection["password"] == token
 
 
 def service_config(service: dict) -> tuple[str, Configuration]:

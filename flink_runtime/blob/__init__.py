@@ -10,7 +10,7 @@ before it checks the job's plan.
 
 from __future__ import annotations
 
-from flink_runtime.blob.libraries import LibraryError, activate_libraries
+from flink_runtime.blob.libraries import BlobServer, LibraryError, activate_libraries
 from flink_runtime.blob.store import (
     KEY_PREFIX,
     LIBRARY_SUFFIXES,
@@ -28,6 +28,7 @@ __all__ = [
     "LIBRARY_SUFFIXES",
     "MAX_BLOB_BYTES",
     "BlobKey",
+    "BlobServer",
     "BlobStore",
     "InvalidBlob",
     "LibraryError",

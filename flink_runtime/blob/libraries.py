@@ -28,7 +28,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -53,6 +54,16 @@ class LibraryError(RuntimeError):
     """A job library could not be made importable; the message says which, why and what to do."""
 
 
+@dataclass(frozen=True)
+class BlobServer:
+    """Where a TaskManager downloads blobs from: the JobManager's REST API, with the
+    headers (its bearer token) and the TLS verification the REST API asks for."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    verify: Any = True  # bool or ssl.SSLContext, as httpx takes it
+
+
 _lock = threading.Lock()
 _on_sys_path: set[str] = set()
 # Per SparkSession: registered file name -> sha256 of its content (Spark knows files by name).
@@ -66,21 +77,21 @@ def activate_libraries(
     libraries: list[str],
     *,
     cache_dir: str,
-    blob_server_url: str | None = None,
+    blob_server: BlobServer | None = None,
     spark: Callable[[], Any] | None = None,
 ) -> list[str]:
     """Make a job's libraries importable in this process; returns their local paths.
 
     cache_dir: where blobs are looked up first (on the JobManager: its blob store) and
         downloaded to (on a TaskManager: its blob cache).
-    blob_server_url: the JobManager's REST URL, to download blobs not in cache_dir.
+    blob_server: the JobManager's REST API, to download blobs not in cache_dir.
     spark: returns the SparkSession the job's code runs in; each library is
         registered with it once, so executor-side Python can import it as well.
     Raises LibraryError naming the library that failed.
     """
     if not libraries:
         return []
-    resolved = [_resolve(entry, cache_dir, blob_server_url) for entry in libraries]
+    resolved = [_resolve(entry, cache_dir, blob_server) for entry in libraries]
     paths = [path for path, _ in resolved]
     _add_to_sys_path(paths)
     if spark is not None:
@@ -94,14 +105,14 @@ def activate_libraries(
 # -- resolving entries to local files ----------------------------------------------------------
 
 
-def _resolve(entry: str, cache_dir: str, blob_server_url: str | None) -> tuple[str, str]:
+def _resolve(entry: str, cache_dir: str, blob_server: BlobServer | None) -> tuple[str, str]:
     """(local path, sha256 of its content)."""
     if is_blob_key(entry):
         try:
             key = parse_blob_key(entry)
         except ValueError as exc:
             raise LibraryError(f"job library {exc}; list a file path or a key answered by POST /blobs.") from None
-        return _fetch_blob(entry, key, cache_dir, blob_server_url), key.sha256
+        return _fetch_blob(entry, key, cache_dir, blob_server), key.sha256
     path = os.path.abspath(os.path.expanduser(entry))
     if not os.path.isfile(path):
         what = "is a directory, not a file" if os.path.isdir(path) else "does not exist"
@@ -126,11 +137,11 @@ def _file_sha256(path: str) -> str:
     return sha
 
 
-def _fetch_blob(entry: str, key: BlobKey, cache_dir: str, blob_server_url: str | None) -> str:
+def _fetch_blob(entry: str, key: BlobKey, cache_dir: str, blob_server: BlobServer | None) -> str:
     target = os.path.abspath(os.path.join(cache_dir, key.relative_path))
     if os.path.isfile(target):
         return target
-    if not blob_server_url:
+    if blob_server is None or not blob_server.url:
         raise LibraryError(
             f"job library {entry} is not in the blob store {cache_dir} and there is no blob server to "
             "fetch it from; upload it again (JobClient.submit uploads local library files) and resubmit the job."
@@ -139,15 +150,15 @@ def _fetch_blob(entry: str, key: BlobKey, cache_dir: str, blob_server_url: str |
         download_lock = _download_locks.setdefault(target, threading.Lock())
     with download_lock:  # one download per file; the others wait for it
         if not os.path.isfile(target):
-            _download(entry, key, target, blob_server_url)
+            _download(entry, key, target, blob_server)
     return target
 
 
-def _download(entry: str, key: BlobKey, target: str, blob_server_url: str) -> None:
-    url = blob_server_url.rstrip("/") + key.url_path
+def _download(entry: str, key: BlobKey, target: str, blob_server: BlobServer) -> None:
+    url = blob_server.url.rstrip("/") + key.url_path
     for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
         try:
-            _download_once(entry, key, target, url)
+            _download_once(entry, key, target, url, blob_server)
             log.info("downloaded job library %s to %s", entry, target)
             return
         except (httpx.TransportError, _ServerError) as exc:
@@ -163,19 +174,29 @@ class _ServerError(Exception):
     """A 5xx answer: worth another attempt."""
 
 
-def _download_once(entry: str, key: BlobKey, target: str, url: str) -> None:
+def _download_once(entry: str, key: BlobKey, target: str, url: str, blob_server: BlobServer) -> None:
     directory = os.path.dirname(target)
     os.makedirs(directory, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".part")
     try:
         digest = hashlib.sha256()
         size = 0
-        with os.fdopen(fd, "wb") as file, httpx.stream("GET", url, timeout=DOWNLOAD_TIMEOUT) as response:
+        with (
+            os.fdopen(fd, "wb") as file,
+            httpx.stream(
+                "GET", url, headers=dict(blob_server.headers), verify=blob_server.verify, timeout=DOWNLOAD_TIMEOUT
+            ) as response,
+        ):
             if response.status_code == 404:
                 raise LibraryError(
                     f"job library {entry} is unknown to the blob server at {url} (the JobManager's blob "
                     "storage directory was emptied, or it is another JobManager); resubmit the job with "
                     "JobClient so the file is uploaded again."
+                )
+            if response.status_code == 401:
+                raise LibraryError(
+                    f"the blob server at {url} refused this TaskManager's credentials (HTTP 401): give the "
+                    "TaskManager the JobManager's security.rest.token (or security.rest.token-file)."
                 )
             if response.status_code >= 500:
                 raise _ServerError(f"HTTP {response.status_code}")

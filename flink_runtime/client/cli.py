@@ -56,6 +56,7 @@ from flink_runtime.client.job_client import (
 )
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.security import client_verify, rest_token
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="host:port",
         help="REST address of the JobManager (host:port or http://host:port; "
         "default: rest.address:rest.port from the configuration)",
+    )
+    address.add_argument(
+        "--token",
+        metavar="TOKEN",
+        help="bearer token of the REST API (default: security.rest.token or security.rest.token-file "
+        "from the configuration, FLINK_PROPERTIES or -D; those keep it out of the process list)",
     )
 
     parser = _ArgumentParser(
@@ -300,15 +307,16 @@ def _setup_logging(args: argparse.Namespace, default: str) -> None:
 
 
 def _client(args: argparse.Namespace) -> JobClient:
-    if args.jobmanager:
-        address = args.jobmanager
-    else:
-        config = _load_config(args)
-        address = f"{config.get(cfg.REST_ADDRESS)}:{config.get(cfg.REST_PORT)}"
+    config = _load_config(args)
+    tls = config.get(cfg.SSL_REST_ENABLED)
+    address = args.jobmanager or f"{config.get(cfg.REST_ADDRESS)}:{config.get(cfg.REST_PORT)}"
+    if tls and "://" not in address:
+        address = "https://" + address
     try:
-        return JobClient(normalize_rest_url(address))
+        url = normalize_rest_url(address)
     except ValueError as exc:
         raise CliError(f"-m: {exc}", EXIT_USAGE) from None
+    return JobClient(url, token=args.token or rest_token(config), verify=client_verify(config))
 
 
 def _console(file: TextIO | None = None) -> Console:

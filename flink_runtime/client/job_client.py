@@ -24,6 +24,7 @@ Failure policy:
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ import tenacity
 from flink_runtime.blob.store import MAX_BLOB_BYTES, is_blob_key, name_problem, parse_blob_key
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
+from flink_runtime.security import bearer
 
 __all__ = [
     "ClusterUnreachable",
@@ -187,10 +189,15 @@ class JobClient:
         retries: int = 5,
         backoff: float = 0.1,
         max_backoff: float = 2.0,
+        token: str = "",
+        verify: ssl.SSLContext | bool = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         """
         rest_url: the REST API's base URL (`host:port` is accepted too).
+        token: the REST API's bearer token (security.rest.token), if it has one.
+        verify: how an https server is verified: True (the system's authorities), an
+            ssl.SSLContext (flink_runtime.security.trust(path) for a CA file), or False.
         timeout: seconds for connecting and for each answer (long polls add their wait).
         retries: how often a transient failure is retried before giving up.
         backoff, max_backoff: the first and the largest pause between retries, in seconds.
@@ -207,7 +214,8 @@ class JobClient:
             base_url=self.rest_url,
             timeout=timeout,
             transport=transport,
-            headers={"Accept": "application/json"},
+            verify=verify,
+            headers={"Accept": "application/json", **bearer(token)},
         )
 
     # -- lifecycle ---------------------------------------------------------------------------------

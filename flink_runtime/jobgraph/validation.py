@@ -48,6 +48,11 @@ class InvalidJobGraph(ValueError):
         super().__init__("\n".join(self.errors))
 
 
+# Lists and objects inside a config nest at most this deep (a vertex's config is a
+# document, not a data structure; deeper ones only exhaust the recursion of encoders).
+MAX_CONFIG_DEPTH = 32
+
+
 @dataclass(frozen=True)
 class JobGraphLimits:
     """Upper bounds on what one job may ask for.
@@ -89,6 +94,8 @@ def decode_job_graph(
         raise _too_large(len(data), max_bytes)
     try:
         graph = msgspec.json.decode(data, type=JobGraph)
+    except RecursionError:
+        raise _too_deep() from None
     except msgspec.ValidationError as error:
         # The typed decoder stops at the first schema error, even when the document is
         # not JSON at all further on; the untyped pass tells the two apart and gives
@@ -97,6 +104,8 @@ def decode_job_graph(
             document = msgspec.json.decode(data)
         except msgspec.DecodeError as malformed:
             raise InvalidJobGraph(_explain_malformed_json(malformed, data)) from None
+        except RecursionError:
+            raise _too_deep() from None
         raise InvalidJobGraph(_explain_schema_error(str(error), document)) from None
     except msgspec.DecodeError as malformed:
         raise InvalidJobGraph(_explain_malformed_json(malformed, data)) from None
@@ -128,6 +137,13 @@ def _complete_and_check(
         graph.job_id = new_job_id()
     _check_graph(graph, invokable_exists, builtin_invokables, limits)
     return graph
+
+
+def _too_deep() -> InvalidJobGraph:
+    return InvalidJobGraph(
+        "The JobGraph document nests arrays or objects too deeply to be read; a config may nest "
+        f"at most {MAX_CONFIG_DEPTH} levels."
+    )
 
 
 def _too_large(size: int, max_bytes: int) -> InvalidJobGraph:
@@ -302,9 +318,11 @@ def _invokable_problem(
 
 
 def _config_problem(config: dict[str, Any], max_bytes: int) -> str | None:
+    if _depth(config) > MAX_CONFIG_DEPTH:
+        return f"nests lists or objects more than {MAX_CONFIG_DEPTH} levels deep; flatten it."
     try:
         size = len(msgspec.json.encode(config))
-    except (TypeError, msgspec.EncodeError) as error:
+    except (TypeError, msgspec.EncodeError, RecursionError) as error:
         return f"is not JSON-serialisable ({error}); use only JSON values (str, number, bool, None, list, dict)."
     if size > max_bytes:
         return (
@@ -312,6 +330,17 @@ def _config_problem(config: dict[str, Any], max_bytes: int) -> str | None:
             "pass large data through files the task reads instead."
         )
     return None
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and dicts nest in `value`; stops counting past the limit."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict | list) and level <= MAX_CONFIG_DEPTH:
+            deepest = max(deepest, level + 1)
+            pending.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def _check_datasets_and_edges(graph: JobGraph) -> list[str]:

@@ -32,6 +32,7 @@ from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PA
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.io import filesystem
+from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
@@ -458,6 +459,9 @@ class JobManager(RpcEndpoint):
         # imports them at job start, where a bad one still fails the submission.
         exists = _builtin_or_class_path
         validate_job_graph(job_graph, invokable_exists=exists, builtin_invokables=BUILTIN_INVOKABLES)
+        problems = job_config_problems(job_graph.config, self.config)
+        if problems:
+            raise InvalidJobGraph(problems)
 
     @handles(SubmitJob)
     def on_submit_job(self, message: SubmitJob) -> Any:

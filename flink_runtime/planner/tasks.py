@@ -110,7 +110,7 @@ def prepare_job(
     names the vertex that failed)."""
     job_graph = JobGraph.from_json(job_graph_json)
     try:
-        activate_libraries(job_graph.libraries, cache_dir=blob_dir, blob_server_url=None, spark=spark or _own_spark)
+        activate_libraries(job_graph.libraries, cache_dir=blob_dir, blob_server=None, spark=spark or _own_spark)
     except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)

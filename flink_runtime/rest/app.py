@@ -26,12 +26,14 @@ from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobgraph.validation import InvalidJobGraph
 from flink_runtime.jobmanager.jobmanager import SavepointRequestError
 from flink_runtime.rest import views
+from flink_runtime.rest.guard import internal_error
 from flink_runtime.rpc.messages import (
     CancelJob,
     CancellationSuccess,
     JobSubmissionFailure,
     SubmitJob,
 )
+from flink_runtime.security import masked_config
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 
 MAX_JOB_GRAPH_BYTES = 16 << 20
 MAX_EVENT_WAIT_SECONDS = 60.0
+# Event ids are counters; anything past this is a client's mistake, not a position.
+MAX_EVENT_ID = 2**62
 
 
 class RestError(Exception):
@@ -135,6 +139,11 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         message = "Not found: " + request.url.path if exc.status_code == 404 else str(exc.detail)
         return _error_response(exc.status_code, [message])
 
+    @app.exception_handler(Exception)
+    async def internal_error_handler(request: Request, exc: Exception) -> JSONResponse:
+        status, body = internal_error(request.scope, exc)
+        return JSONResponse(body, status_code=status)
+
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
@@ -175,11 +184,8 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     @app.get("/jobmanager/config", summary="The JobManager's configuration")
     async def jobmanager_config() -> list[dict[str, str]]:
-        hidden = {cfg.CLUSTER_SECRET.key}
-        return [
-            {"key": key, "value": "******" if key in hidden else str(value)}
-            for key, value in sorted(jobmanager.config.to_dict().items())
-        ]
+        masked = masked_config(jobmanager.config.to_dict())
+        return [{"key": key, "value": value} for key, value in sorted(masked.items())]
 
     @app.get("/taskmanagers", summary="Registered TaskManagers")
     async def taskmanagers() -> dict[str, Any]:
@@ -283,7 +289,9 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     @app.get("/jobs/{job_id}/events", summary="JobStatusChanged events (long poll)")
     async def job_events(
         job_id: str,
-        since: int = Query(0, ge=0, description="First event id to return (the 'next' of the last answer)."),
+        since: int = Query(
+            0, ge=0, le=MAX_EVENT_ID, description="First event id to return (the 'next' of the last answer)."
+        ),
         timeout: float = Query(0.0, ge=0.0, le=MAX_EVENT_WAIT_SECONDS, description="Seconds to wait for an event."),
     ) -> dict[str, Any]:
         job = job_or_404(job_id)

@@ -17,6 +17,8 @@ import uvicorn
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.rest.app import create_app
+from flink_runtime.rest.guard import RestGuard
+from flink_runtime.security import check_rest_exposure, rest_tls, rest_token
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -36,11 +38,20 @@ class RestServer:
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0
+        # Read (and checked) at construction: a bad token file or TLS setting stops the
+        # JobManager before it listens anywhere.
+        self._token = rest_token(config)
+        check_rest_exposure(config, self._token)
+        self._tls = rest_tls(config)
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self._tls else "http"
 
     @property
     def url(self) -> str:
         host = self.config.get(cfg.REST_ADDRESS) or self.config.get(cfg.REST_BIND_ADDRESS)
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         bind_address = self.config.get(cfg.REST_BIND_ADDRESS)
@@ -58,8 +69,8 @@ class RestServer:
                 "set rest.port to a free port (0 picks one)"
             ) from None
         self.port = sock.getsockname()[1]
-        app = create_app(self.jobmanager, self.config, rest_url=self.url)
-        server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+        app = RestGuard(create_app(self.jobmanager, self.config, rest_url=self.url), self._token, self.scheme)
+        server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", **(self._tls or {}))
         self._server = _EmbeddedServer(server_config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rest-server")
         while not self._server.started:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from flink_runtime.blob import activate_libraries
+from flink_runtime.blob import BlobServer, activate_libraries
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.filesystem import is_local
 from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, abort_chunks, partition_dir
@@ -52,7 +52,7 @@ class Task:
         request_split: Callable[[], InputSplit | None],
         notify_partition_ready: Callable[[str, str], None],
         spark: Callable[[], Any] = lambda: None,
-        blob_server_url: str = "",
+        blob_server: BlobServer | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -63,7 +63,7 @@ class Task:
         self._notify_partition_ready = notify_partition_ready
         self._spark = spark
         # Job libraries: downloaded from the JobManager's REST API into a local cache.
-        self._blob_server_url = blob_server_url
+        self._blob_server = blob_server
         self._blob_cache_dir = blob_cache_dir_for(data_dir)
         self.cancelled = threading.Event()
         # interrupt() may only strike while user code runs, never while the task
@@ -119,7 +119,7 @@ class Task:
             activate_libraries(
                 descriptor.libraries,
                 cache_dir=self._blob_cache_dir,
-                blob_server_url=self._blob_server_url or None,
+                blob_server=self._blob_server,
                 spark=self._spark if descriptor.libraries else None,
             )
             invokable_class = resolve_invokable(descriptor.invokable)

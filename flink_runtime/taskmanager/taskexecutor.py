@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from flink_runtime import configuration as cfg
+from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.partitions import release_job_partitions
@@ -51,6 +52,7 @@ from flink_runtime.rpc.messages import (
     UpdateTaskExecutionState,
 )
 from flink_runtime.rpc.service import AskTimeoutError, RpcException, RpcService
+from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:
@@ -90,8 +92,11 @@ class TaskExecutor(RpcEndpoint):
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
         self.tasks: dict[str, Task] = {}
         self.jobmanager_id: str | None = None
-        # The JobManager's REST URL (from its registration answer): where job libraries come from.
+        # The JobManager's REST URL (from its registration answer): where job libraries come
+        # from, asked with the REST API's token and TLS trust if it has them.
         self.jobmanager_rest_url = ""
+        self._rest_headers = bearer(rest_token(config))
+        self._rest_verify = client_verify(config)
         self.last_jobmanager_heartbeat = 0.0
         self.registered = asyncio.Event()
         self._registration: asyncio.Task[None] | None = None
@@ -235,7 +240,8 @@ class TaskExecutor(RpcEndpoint):
         if not port:
             return ""
         host = self.config.get(cfg.REST_ADDRESS) if cfg.REST_ADDRESS.key in self.config else None
-        return f"http://{host or self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{port}"
+        scheme = "https" if self.config.get(cfg.SSL_REST_ENABLED) else "http"
+        return f"{scheme}://{host or self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{port}"
 
     def _check_jobmanager(self) -> None:
         if self.jobmanager_id is None:
@@ -288,7 +294,7 @@ class TaskExecutor(RpcEndpoint):
             request_split=self._split_requester(descriptor),
             notify_partition_ready=self._partition_notifier(descriptor),
             spark=self.spark,
-            blob_server_url=self.jobmanager_rest_url,
+            blob_server=BlobServer(self.jobmanager_rest_url, self._rest_headers, self._rest_verify),
         )
         self.tasks[task.execution_id] = task
         task.start()

@@ -21,7 +21,15 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from flink_runtime.blob import BlobKey, BlobStore, InvalidBlob, LibraryError, activate_libraries, parse_blob_key
+from flink_runtime.blob import (
+    BlobKey,
+    BlobServer,
+    BlobStore,
+    InvalidBlob,
+    LibraryError,
+    activate_libraries,
+    parse_blob_key,
+)
 from flink_runtime.blob import libraries as libraries_module
 from flink_runtime.client import JobClient
 from flink_runtime.configuration import Configuration
@@ -82,12 +90,13 @@ def clean_import_state() -> Iterator[None]:
     importlib.invalidate_caches()
 
 
-class BlobServer:
+class PlainBlobServer:
     """A plain HTTP server answering GET /blobs/<sha>/<name> from a directory, counting requests."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.requests: list[str] = []
+        self.authorizations: list[str | None] = []
         server = self
 
         class Handler(http.server.SimpleHTTPRequestHandler):
@@ -96,6 +105,7 @@ class BlobServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 server.requests.append(self.path)
+                server.authorizations.append(self.headers.get("Authorization"))
                 super().do_GET()
 
             def log_message(self, *args: Any) -> None:
@@ -117,8 +127,8 @@ class BlobServer:
 
 
 @pytest.fixture
-def blob_server(tmp_path: Path) -> Iterator[BlobServer]:
-    server = BlobServer(tmp_path / "served")
+def blob_server(tmp_path: Path) -> Iterator[PlainBlobServer]:
+    server = PlainBlobServer(tmp_path / "served")
     yield server
     server.close()
 
@@ -280,36 +290,46 @@ def test_a_blob_key_is_found_in_the_jobmanagers_store(tmp_path: Path) -> None:
     assert importlib.import_module(f"{package}.core").VALUE == "zipped"
 
 
-def test_a_blob_key_is_downloaded_into_the_cache_and_verified(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_a_blob_key_is_downloaded_into_the_cache_and_verified(tmp_path: Path, blob_server: PlainBlobServer) -> None:
     module = unique("remote")
     data = f"def hello():\n    return 'hi from {module}'\n".encode()
     key = BlobKey(hashlib.sha256(data).hexdigest(), f"{module}.py")
     blob_server.serve(key, data)
     cache = tmp_path / "cache"
 
-    paths = activate_libraries([str(key)], cache_dir=str(cache), blob_server_url=blob_server.url)
+    paths = activate_libraries([str(key)], cache_dir=str(cache), blob_server=BlobServer(blob_server.url))
     assert paths == [str(cache / key.sha256 / key.name)]
     assert Path(paths[0]).read_bytes() == data
     assert importlib.import_module(module).hello() == f"hi from {module}"
     assert [p.name for p in (cache / key.sha256).iterdir()] == [key.name]  # no temp file left
 
-    activate_libraries([str(key)], cache_dir=str(cache), blob_server_url=blob_server.url)
+    activate_libraries([str(key)], cache_dir=str(cache), blob_server=BlobServer(blob_server.url))
     assert blob_server.requests == [key.url_path]  # cached: downloaded once
+    assert blob_server.authorizations == [None]
 
 
-def test_a_download_with_the_wrong_hash_is_an_error(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_a_download_carries_the_rest_token(tmp_path: Path, blob_server: PlainBlobServer) -> None:
+    data = b"X = 1\n"
+    key = BlobKey(hashlib.sha256(data).hexdigest(), f"{unique('tokened')}.py")
+    blob_server.serve(key, data)
+    source = BlobServer(blob_server.url, headers={"Authorization": "Bearer t0ken"})
+    activate_libraries([str(key)], cache_dir=str(tmp_path / "cache"), blob_server=source)
+    assert blob_server.authorizations == ["Bearer t0ken"]
+
+
+def test_a_download_with_the_wrong_hash_is_an_error(tmp_path: Path, blob_server: PlainBlobServer) -> None:
     key = BlobKey(hashlib.sha256(b"X = 1\n").hexdigest(), "udfs.py")
     blob_server.serve(key, b"X = 666  # tampered\n")
     cache = tmp_path / "cache"
     with pytest.raises(LibraryError, match=f"{key}.* has sha256 [0-9a-f]{{64}}, not the {key.sha256}"):
-        activate_libraries([str(key)], cache_dir=str(cache), blob_server_url=blob_server.url)
+        activate_libraries([str(key)], cache_dir=str(cache), blob_server=BlobServer(blob_server.url))
     assert list((cache / key.sha256).iterdir()) == []  # nothing kept, not even a temp file
 
 
-def test_an_unknown_blob_is_an_error(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_an_unknown_blob_is_an_error(tmp_path: Path, blob_server: PlainBlobServer) -> None:
     key = f"blob:{'0' * 64}/udfs.py"
     with pytest.raises(LibraryError, match=f"{key} is unknown to the blob server.*resubmit"):
-        activate_libraries([key], cache_dir=str(tmp_path), blob_server_url=blob_server.url)
+        activate_libraries([key], cache_dir=str(tmp_path), blob_server=BlobServer(blob_server.url))
     with pytest.raises(LibraryError, match=f"{key} is not in the blob store {tmp_path}"):
         activate_libraries([key], cache_dir=str(tmp_path))
 
@@ -318,7 +338,7 @@ def test_an_unreachable_blob_server_is_an_error(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(libraries_module, "DOWNLOAD_ATTEMPTS", 1)
     key = f"blob:{'0' * 64}/udfs.py"
     with pytest.raises(LibraryError, match="cannot download job library .* reachable from this TaskManager"):
-        activate_libraries([key], cache_dir=str(tmp_path), blob_server_url="http://127.0.0.1:1")
+        activate_libraries([key], cache_dir=str(tmp_path), blob_server=BlobServer("http://127.0.0.1:1"))
 
 
 @pytest.mark.parametrize(
@@ -341,7 +361,9 @@ def test_bad_entries_are_clear_errors(
     assert entry in str(failure.value)
 
 
-def test_concurrent_activation_downloads_once_and_adds_each_path_once(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_concurrent_activation_downloads_once_and_adds_each_path_once(
+    tmp_path: Path, blob_server: PlainBlobServer
+) -> None:
     package = unique("shared")
     data = write_zip(tmp_path / "src.zip", package).read_bytes()
     key = BlobKey(hashlib.sha256(data).hexdigest(), "shared.zip")
@@ -354,7 +376,9 @@ def test_concurrent_activation_downloads_once_and_adds_each_path_once(tmp_path: 
     def activate() -> None:
         barrier.wait()
         try:
-            results.append(activate_libraries([str(key)], cache_dir=str(cache), blob_server_url=blob_server.url))
+            results.append(
+                activate_libraries([str(key)], cache_dir=str(cache), blob_server=BlobServer(blob_server.url))
+            )
             results.append(importlib.import_module(f"{package}.core").VALUE)
         except BaseException as exc:  # noqa: BLE001 - reported below
             results.append(exc)
@@ -517,7 +541,7 @@ def test_blob_cache_lives_under_a_local_data_dir(tmp_path: Path) -> None:
     assert not blob_cache_dir_for("s3a://bucket/data").startswith("s3a:")
 
 
-def run_task(tmp_path: Path, invokable: str, libraries: list[str], blob_server_url: str = "") -> list[Any]:
+def run_task(tmp_path: Path, invokable: str, libraries: list[str], blob_server: BlobServer | None = None) -> list[Any]:
     descriptor = TaskDeploymentDescriptor(
         job_id="0123456789abcdef0123456789abcdef",
         job_name="job",
@@ -548,14 +572,16 @@ def run_task(tmp_path: Path, invokable: str, libraries: list[str], blob_server_u
         report,
         lambda: None,
         lambda partition_id, location: None,
-        blob_server_url=blob_server_url,
+        blob_server=blob_server,
     )
     task.start()
     assert done.wait(10)
     return reports
 
 
-def test_a_task_activates_its_libraries_before_resolving_its_invokable(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_a_task_activates_its_libraries_before_resolving_its_invokable(
+    tmp_path: Path, blob_server: PlainBlobServer
+) -> None:
     module = unique("invokables")
     marker = tmp_path / "ran"
     body = (
@@ -566,15 +592,15 @@ def test_a_task_activates_its_libraries_before_resolving_its_invokable(tmp_path:
     ).encode()
     key = BlobKey(hashlib.sha256(body).hexdigest(), f"{module}.py")
     blob_server.serve(key, body)
-    reports = run_task(tmp_path, f"{module}:Touch", [str(key)], blob_server.url)
+    reports = run_task(tmp_path, f"{module}:Touch", [str(key)], BlobServer(blob_server.url))
     assert [state for state, _ in reports][-1] is ExecutionState.FINISHED, reports
     assert marker.exists()
     assert (tmp_path / "data" / "blobs" / key.sha256 / key.name).read_bytes() == body
 
 
-def test_a_task_whose_library_cannot_be_had_fails_saying_why(tmp_path: Path, blob_server: BlobServer) -> None:
+def test_a_task_whose_library_cannot_be_had_fails_saying_why(tmp_path: Path, blob_server: PlainBlobServer) -> None:
     key = f"blob:{'0' * 64}/gone.py"
-    reports = run_task(tmp_path, "noop", [key], blob_server.url)
+    reports = run_task(tmp_path, "noop", [key], BlobServer(blob_server.url))
     state, error = reports[-1]
     assert state is ExecutionState.FAILED
     assert f"LibraryError: job library {key} is unknown to the blob server" in error

@@ -107,21 +107,6 @@ class _Settings:
     timeout: float
 
 
-class _BearerTransport(httpx.BaseTransport):
-    """Adds the token to every request JobClient sends (it takes no auth of its own)."""
-
-    def __init__(self, inner: httpx.BaseTransport, token: str) -> None:
-        self._inner = inner
-        self._authorization = f"Bearer {token}"
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.headers["Authorization"] = self._authorization
-        return self._inner.handle_request(request)
-
-    def close(self) -> None:
-        self._inner.close()
-
-
 class FlinkRuntimeHook(BaseHook):
     """Talks to one flink-runtime cluster through its REST API.
 
@@ -224,16 +209,15 @@ class FlinkRuntimeHook(BaseHook):
         """The JobClient this hook sends its synchronous requests with."""
         if self._client is None:
             settings = self._get_settings()
-            transport = self._transport or httpx.HTTPTransport(verify=settings.verify)
-            if settings.token:
-                transport = _BearerTransport(transport, settings.token)
             self._client = JobClient(
                 settings.rest_url,
                 timeout=settings.timeout,
                 retries=self.retry_limit,
                 backoff=self.retry_delay,
                 max_backoff=MAX_RETRY_BACKOFF,
-                transport=transport,
+                token=settings.token or "",
+                verify=settings.verify,
+                transport=self._transport,
             )
         return self._client
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from flink_runtime.security import mask_url_password
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -135,7 +137,7 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         # A remote server owns its settings; an in-process one ("local[N]") takes ours.
         for key, value in properties.items() if remote.startswith("local") else []:
             builder = builder.config(key, value)
-        log.info("Connecting to Spark Connect at %s", remote)
+        log.info("Connecting to Spark Connect at %s", mask_url_password(remote))
     else:
         properties.setdefault("spark.master", f"local[{max(1, default_cores)}]")
         if properties["spark.master"].startswith("spark://"):
@@ -143,7 +145,7 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         properties.setdefault("spark.scheduler.allocation.file", _slot_pools_file(max(default_cores, 16)))
         for key, value in properties.items():
             builder = builder.config(key, value)
-        log.info("Starting SparkSession on %s", properties["spark.master"])
+        log.info("Starting SparkSession on %s", mask_url_password(properties["spark.master"]))
     return builder.getOrCreate()
 
 

@@ -1,0 +1,127 @@
+"""What every REST request passes before it reaches an endpoint, and what catches it after.
+
+`RestGuard` is a plain ASGI middleware around the whole FastAPI app, so it sees
+unknown paths and errors that no endpoint handler caught as well:
+
+1. Authentication. With a token configured, a request without `Authorization:
+   Bearer <token>` gets 401 (compared in constant time), whatever its path.
+2. No cross-site requests. A browser sends `Origin` on every cross-site POST; a
+   request whose Origin is not this server's own is refused (403). A state-changing
+   request must also say `Content-Type: application/json` (`application/octet-stream`
+   for a blob upload), which a page cannot send without a CORS preflight that this
+   server never approves (it sends no CORS headers): 415 otherwise.
+3. Every error is JSON. An exception no handler caught answers 500 `{"errors": [...]}`
+   with a request id that the JobManager's log line carries too.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import uuid
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger(__name__)
+
+# Methods that change state. PATCH and DELETE need a CORS preflight in any browser, but
+# an attacker's fetch() is not the only client: the same content-type rule holds for them.
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+JSON = "application/json"
+OCTET_STREAM = "application/octet-stream"
+BLOB_PATHS = ("/blobs", "/v1/blobs")
+# The scope key under which a request's id travels to the app's error handler.
+REQUEST_ID = "flink_runtime.request_id"
+
+
+class RestGuard:
+    def __init__(self, app: ASGIApp, token: str = "", scheme: str = "http") -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode() if token else b""
+        self._scheme = scheme
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            status, message, extra = refusal
+            await _send_json(send, status, {"errors": [message]}, extra)
+            return
+        await self._call_catching(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str, dict[str, str]] | None:
+        if self._expected:
+            given = headers.get("authorization", "").encode("latin-1", "replace")
+            if not hmac.compare_digest(given, self._expected):
+                reason = "wrong bearer token" if given else "no Authorization header"
+                return (
+                    401,
+                    f"Authentication required ({reason}): send 'Authorization: Bearer <token>' with the "
+                    "JobManager's security.rest.token (CLI --token, the Airflow connection's password).",
+                    {"WWW-Authenticate": 'Bearer realm="flink-runtime"'},
+                )
+        origin = headers.get("origin")
+        if origin is not None and origin != f"{self._scheme}://{headers.get('host', '')}":
+            return (
+                403,
+                f"Cross-site request refused: Origin {origin!r} is not this server. The REST API "
+                "serves clients (CLI, JobClient, Airflow), not web pages of other sites.",
+                {},
+            )
+        method = scope["method"]
+        if method in STATE_CHANGING:
+            expected = OCTET_STREAM if scope["path"].rstrip("/") in BLOB_PATHS else JSON
+            content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+            if content_type != expected and not (method in ("PATCH", "DELETE") and not _has_body(headers)):
+                shown = repr(content_type) if content_type else "none"
+                return 415, f"{method} {scope['path']} takes Content-Type: {expected}, got {shown}.", {}
+        return None
+
+    async def _call_catching(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[REQUEST_ID] = uuid.uuid4().hex[:16]
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            # A FastAPI app answered already (create_app's handler for Exception, which
+            # Starlette re-raises after answering): nothing more to say.
+            if not started:
+                status, body = internal_error(scope, exc)
+                await _send_json(send, status, body, {})
+
+
+def internal_error(scope: Scope, exc: BaseException) -> tuple[int, dict[str, Any]]:
+    """Log `exc` under the request's id; the 500 answer that names the id."""
+    request_id = scope.get(REQUEST_ID) or uuid.uuid4().hex[:16]
+    log.error("REST %s %s failed (request id %s)", scope["method"], scope["path"], request_id, exc_info=exc)
+    message = (
+        f"Internal server error (request id {request_id}): the JobManager's log has the details "
+        "under that id. This is a bug: please report it with the request."
+    )
+    return 500, {"errors": [message], "request-id": request_id}
+
+
+def _has_body(headers: Headers) -> bool:
+    length = headers.get("content-length")
+    return "transfer-encoding" in headers or (length is not None and length.strip() not in ("", "0"))
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], extra_headers: dict[str, str]) -> None:
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    headers += [(key.lower().encode(), value.encode()) for key, value in extra_headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

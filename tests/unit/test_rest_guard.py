@@ -1,0 +1,224 @@
+"""RestGuard: bearer token, cross-site refusal, content types, JSON for every error.
+
+Against the real FastAPI app and the stub JobManager of test_rest_savepoints (only
+the HTTP layer is under test here; tests/integration/test_rest_security.py runs a
+real cluster with a token and TLS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.rest.app import create_app
+from flink_runtime.rest.guard import RestGuard
+from flink_runtime.security import (
+    RestSecurityError,
+    check_rest_exposure,
+    is_secret_key,
+    masked_config,
+    rest_token,
+)
+from tests.unit.test_rest_savepoints import JOB_ID, StubJobManager
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def jobmanager(tmp_path: Path) -> StubJobManager:
+    return StubJobManager(str(tmp_path / "blobs"))
+
+
+@pytest.fixture
+def guarded(jobmanager: StubJobManager) -> Iterator[TestClient]:
+    app = RestGuard(create_app(jobmanager, Configuration()), token=TOKEN)  # type: ignore[arg-type]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.fixture
+def open_api(jobmanager: StubJobManager) -> Iterator[TestClient]:
+    app = RestGuard(create_app(jobmanager, Configuration()))  # type: ignore[arg-type]
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+
+
+# -- authentication ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}, {"Authorization": f"Basic {TOKEN}"}],
+    ids=["none", "wrong", "no-scheme", "basic"],
+)
+@pytest.mark.parametrize("method,path", [("GET", "/overview"), ("GET", "/no/such/path"), ("POST", "/jobs")])
+def test_every_path_needs_the_token(guarded: TestClient, headers: dict, method: str, path: str) -> None:
+    answer = guarded.request(method, path, headers={**headers, "Content-Type": "application/json"}, content=b"{}")
+    assert answer.status_code == 401
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers["www-authenticate"].startswith("Bearer")
+    assert "security.rest.token" in answer.json()["errors"][0]
+
+
+def test_the_token_opens_every_path(guarded: TestClient) -> None:
+    assert guarded.get(f"/jobs/{JOB_ID}/checkpoints", headers=AUTH).status_code == 200
+    assert guarded.get("/no/such/path", headers=AUTH).status_code == 404
+
+
+def test_without_a_token_configured_nothing_is_asked(open_api: TestClient) -> None:
+    assert open_api.get(f"/jobs/{JOB_ID}/checkpoints").status_code == 200
+
+
+# -- cross-site requests -------------------------------------------------------------------------
+
+
+def test_a_foreign_origin_is_refused(guarded: TestClient, jobmanager: StubJobManager) -> None:
+    answer = guarded.post(
+        f"/jobs/{JOB_ID}/stop", headers={**AUTH, "Origin": "https://evil.example"}, json={"drain": False}
+    )
+    assert answer.status_code == 403
+    assert "evil.example" in answer.json()["errors"][0]
+    assert jobmanager.calls == []
+
+
+def test_the_servers_own_origin_is_accepted(guarded: TestClient) -> None:
+    answer = guarded.post(f"/jobs/{JOB_ID}/stop", headers={**AUTH, "Origin": "http://testserver"}, json={})
+    assert answer.status_code == 202
+
+
+@pytest.mark.parametrize(
+    "content_type", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+def test_state_changing_requests_need_json(
+    open_api: TestClient, jobmanager: StubJobManager, content_type: str | None
+) -> None:
+    headers = {"Content-Type": content_type} if content_type else {}
+    answer = open_api.post(f"/jobs/{JOB_ID}/stop", headers=headers, content=b'{"drain": false}')
+    assert answer.status_code == 415
+    assert "application/json" in answer.json()["errors"][0]
+    assert jobmanager.calls == []  # nothing reached the JobManager
+
+
+def test_a_blob_upload_needs_octet_stream(open_api: TestClient) -> None:
+    answer = open_api.post("/blobs?name=udfs.py", headers={"Content-Type": "text/plain"}, content=b"import os\n")
+    assert answer.status_code == 415
+    assert "application/octet-stream" in answer.json()["errors"][0]
+    answer = open_api.post(
+        "/blobs?name=udfs.py", headers={"Content-Type": "application/octet-stream"}, content=b"import os\n"
+    )
+    assert answer.status_code == 201
+
+
+def test_a_bodyless_cancel_needs_no_content_type(open_api: TestClient) -> None:
+    # PATCH always needs a CORS preflight; Flink's CLI and curl -X PATCH send no body.
+    answer = open_api.patch(f"/jobs/{JOB_ID}?mode=cancel")
+    assert answer.status_code != 415
+
+
+def test_no_cors_headers_are_sent(open_api: TestClient) -> None:
+    answer = open_api.options("/jobs", headers={"Origin": "http://testserver", "Access-Control-Request-Method": "POST"})
+    assert not any(name.lower().startswith("access-control-") for name in answer.headers)
+
+
+# -- every error is JSON ----------------------------------------------------------------------------
+
+
+async def _raising_asgi_app(scope: dict, receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await receive()  # startup
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # shutdown
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    raise RuntimeError("deep inside")
+
+
+@pytest.mark.parametrize("with_handlers", [True, False], ids=["create_app", "plain-asgi"])
+def test_an_uncaught_exception_answers_json_with_a_request_id(
+    caplog: pytest.LogCaptureFixture, jobmanager: StubJobManager, with_handlers: bool
+) -> None:
+    app: Any = _raising_asgi_app
+    if with_handlers:
+        app = create_app(jobmanager, Configuration())  # type: ignore[arg-type]
+
+        @app.get("/boom")
+        async def boom() -> None:
+            raise RuntimeError("deep inside")
+
+    with TestClient(RestGuard(app), raise_server_exceptions=False) as client:
+        answer = client.get("/boom")
+    assert answer.status_code == 500
+    body = answer.json()
+    assert body["request-id"] in body["errors"][0]
+    assert "deep inside" not in body["errors"][0]  # details stay in the log
+    logged = [record for record in caplog.records if body["request-id"] in record.getMessage()]
+    assert len(logged) == 1  # once, with the traceback
+    assert logged[0].exc_info is not None
+
+
+# -- configuration: tokens, exposure, masking -------------------------------------------------------
+
+
+def test_the_token_comes_from_a_file(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("from-file\n")
+    assert rest_token(Configuration({"security.rest.token-file": str(token_file)})) == "from-file"
+    token_file.write_text("")
+    with pytest.raises(RestSecurityError, match="is empty"):
+        rest_token(Configuration({"security.rest.token-file": str(token_file)}))
+    with pytest.raises(RestSecurityError, match="cannot read"):
+        rest_token(Configuration({"security.rest.token-file": str(tmp_path / "missing")}))
+    with pytest.raises(RestSecurityError, match="not both"):
+        rest_token(Configuration({"security.rest.token-file": str(token_file), "security.rest.token": "x"}))
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "localhost", "::1", "127.0.0.2"])
+def test_loopback_needs_no_token(address: str) -> None:
+    check_rest_exposure(Configuration({"rest.bind-address": address}), token="")
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "::", "10.1.2.3", "jobmanager"])
+def test_a_reachable_address_without_a_token_is_refused(address: str) -> None:
+    config = Configuration({"rest.bind-address": address})
+    with pytest.raises(RestSecurityError, match="security.rest.token"):
+        check_rest_exposure(config, token="")
+    check_rest_exposure(config, token="t")
+    check_rest_exposure(config.copy({"security.rest.allow-unauthenticated": "true"}), token="")
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "security.cluster.secret",
+        "security.rest.token",
+        "spark.hadoop.fs.s3a.secret.key",
+        "spark.hadoop.fs.s3a.access.key",
+        "fs.azure.account.key.acct.blob.core.windows.net",
+        "spark.ssl.keyPassword",
+        "my.credentials.file",
+        "apikey",
+    ],
+)
+def test_secret_keys_are_masked(key: str) -> None:
+    assert is_secret_key(key)
+    assert masked_config({key: "hunter2"}) == {key: "******"}
+
+
+@pytest.mark.parametrize("key", ["rest.port", "state.backend.type", "taskmanager.numberOfTaskSlots", "pipeline.keyed"])
+def test_ordinary_keys_are_shown(key: str) -> None:
+    assert not is_secret_key(key)
+    assert masked_config({key: "42"}) == {key: "42"}
+
+
+def test_passwords_in_urls_are_masked_whatever_the_key() -> None:
+    shown = masked_config(
+        {"jobstore.url": "postgresql+psycopg://flink:hunter2@db/flink", "spark.remote": "sc://h:15002/;token=hunter2"}
+    )
+    assert "hunter2" not in str(shown)
+    assert shown["jobstore.url"] == "postgresql+psycopg://flink:***@db/flink"
