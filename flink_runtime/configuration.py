@@ -57,6 +57,13 @@ SLOT_REQUEST_TIMEOUT = _option(
     "A job fails when a slot it asked for does not arrive in this time.",
     "duration",
 )
+RECOVERY_MAX_ATTEMPTS = _option(
+    "jobmanager.recovery.max-attempts",
+    3,
+    "A job whose recovery was started this many times without reaching RUNNING (the JobManager "
+    "died recovering it) is marked FAILED instead of recovered again, so the JobManager comes up.",
+    "int",
+)
 PLANNER_TIMEOUT = _option(
     "jobmanager.planner.timeout",
     "120 s",
@@ -139,6 +146,18 @@ SPARK_RESOURCE_WAIT_TIMEOUT = _option(
 )
 BLOB_STORAGE_DIRECTORY = _option(
     "blob.storage.directory", "", "Where uploaded job libraries are kept (default: system temp dir)."
+)
+BLOB_STORAGE_MAX_SIZE = _option(
+    "blob.storage.max-size",
+    "4 gb",
+    "Total size of the uploaded job libraries the JobManager keeps; an upload past it is refused (413).",
+    "size",
+)
+BLOB_EXPIRATION_TIME = _option(
+    "blob.expiration-time",
+    "1 h",
+    "A library no job refers to is deleted once it was last uploaded this long ago.",
+    "duration",
 )
 IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import os
 import re
 import tempfile
+import threading
 import zipfile
 from dataclasses import dataclass
 
@@ -86,13 +86,6 @@ def parse_blob_key(key: str) -> BlobKey:
     return BlobKey(sha, name)
 
 
-def content_problem(name: str, data: bytes) -> str | None:
-    """Cheap sanity check of an upload: archives must at least be zip files."""
-    if name.lower().endswith(ARCHIVE_SUFFIXES) and not zipfile.is_zipfile(io.BytesIO(data)):
-        return f"{name!r} is not a zip archive (a .zip, .whl or .egg must be one, to be importable)"
-    return None
-
-
 def sha256_of_file(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:
@@ -101,28 +94,83 @@ def sha256_of_file(path: str) -> str:
     return digest.hexdigest()
 
 
-class BlobStore:
-    """Blobs under one directory (the JobManager's `blob.storage.directory`)."""
+class BlobStoreFull(InvalidBlob):
+    """Storing the blob would take the store past its quota (blob.storage.max-size)."""
 
-    def __init__(self, directory: str) -> None:
+
+class BlobStore:
+    """Blobs under one directory (the JobManager's `blob.storage.directory`).
+
+    `max_total_bytes`: the quota of all blobs together; 0 means none.
+    """
+
+    def __init__(self, directory: str, max_total_bytes: int = 0) -> None:
         self.directory = directory
+        self.max_total_bytes = max_total_bytes
+        self._lock = threading.Lock()  # commits check the quota one at a time
+
+    def upload(self, name: str) -> BlobUpload:
+        """Start receiving a blob in chunks (a REST upload): nothing is held in memory."""
+        problem = name_problem(name)
+        if problem:
+            raise InvalidBlob(problem)
+        return BlobUpload(self, name)
+
+    def total_bytes(self) -> int:
+        return sum(size for _, size, _ in self._stored())
+
+    def remove_unreferenced(self, referenced: set[str], uploaded_before: float) -> list[str]:
+        """Delete blobs whose key (`blob:<sha>/<name>`) is not in `referenced` and that
+        were last uploaded before the time; returns the deleted keys."""
+        removed = []
+        for key, _, uploaded_at in self._stored():
+            if str(key) not in referenced and uploaded_at < uploaded_before:
+                remove_quietly(self.path(key))
+                with contextlib.suppress(OSError):
+                    os.rmdir(os.path.dirname(self.path(key)))
+                removed.append(str(key))
+        return removed
+
+    def _stored(self) -> list[tuple[BlobKey, int, float]]:
+        """(key, size, last upload time) of every stored blob."""
+        stored = []
+        if not os.path.isdir(self.directory):
+            return stored
+        for folder in os.scandir(self.directory):
+            if not folder.is_dir() or len(folder.name) != 64:
+                continue
+            for entry in os.scandir(folder.path):
+                if entry.is_file() and not entry.name.startswith("."):
+                    info = entry.stat()
+                    stored.append((BlobKey(folder.name, entry.name), info.st_size, info.st_mtime))
+        return stored
+
+    def _commit(self, temporary: str, key: BlobKey, size: int) -> None:
+        target = self.path(key)
+        with self._lock:
+            if os.path.isfile(target):
+                remove_quietly(temporary)
+                os.utime(target)  # uploaded again: its expiry starts again
+                return
+            if self.max_total_bytes and self.total_bytes() + size > self.max_total_bytes:
+                remove_quietly(temporary)
+                raise BlobStoreFull(
+                    f"the blob store holds {self.total_bytes():,} bytes and {key.name!r} ({size:,} bytes) would take "
+                    f"it past blob.storage.max-size ({self.max_total_bytes:,} bytes); libraries no job refers "
+                    "to are deleted after blob.expiration-time"
+                )
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other local users
+            os.replace(temporary, target)
 
     def path(self, key: BlobKey) -> str:
         return os.path.join(self.directory, key.relative_path)
 
     def put(self, name: str, data: bytes) -> BlobKey:
         """Store `data` as `name`; returns its key. Storing the same bytes again is a no-op."""
-        problem = name_problem(name)
-        if problem is None and len(data) > MAX_BLOB_BYTES:
-            problem = f"{name!r} is {len(data)} bytes; the limit is {MAX_BLOB_BYTES} bytes"
-        problem = problem or content_problem(name, data)
-        if problem:
-            raise InvalidBlob(problem)
-        key = BlobKey(hashlib.sha256(data).hexdigest(), name)
-        target = self.path(key)
-        if not os.path.isfile(target):
-            write_atomically(target, data)
-        return key
+        upload = self.upload(name)
+        upload.write(data)
+        return upload.commit()
 
     def get(self, key: BlobKey) -> str | None:
         """The local path of a stored blob, or None when it is not here."""
@@ -130,18 +178,43 @@ class BlobStore:
         return path if os.path.isfile(path) else None
 
 
-def write_atomically(target: str, data: bytes) -> None:
-    directory = os.path.dirname(target)
-    os.makedirs(directory, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.chmod(temporary, 0o644)  # mkstemp's 0600 would hide it from other local users
-        os.replace(temporary, target)
-    except BaseException:
-        remove_quietly(temporary)
-        raise
+class BlobUpload:
+    """A blob arriving in chunks: written to a temporary file beside the store and hashed
+    on the way, then renamed into place by `commit` (or discarded by `abort`)."""
+
+    def __init__(self, store: BlobStore, name: str) -> None:
+        self._store = store
+        self.name = name
+        self.size = 0
+        self._digest = hashlib.sha256()
+        incoming = os.path.join(store.directory, ".incoming")
+        os.makedirs(incoming, exist_ok=True)
+        fd, self._temporary = tempfile.mkstemp(dir=incoming, suffix=".part")
+        self._file = os.fdopen(fd, "wb")
+
+    def write(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > MAX_BLOB_BYTES:
+            self.abort()
+            raise InvalidBlob(f"{self.name!r} is larger than the {MAX_BLOB_BYTES} bytes a library may have")
+        self._digest.update(chunk)
+        self._file.write(chunk)
+
+    def commit(self) -> BlobKey:
+        self._file.close()
+        if self.name.lower().endswith(ARCHIVE_SUFFIXES) and not zipfile.is_zipfile(self._temporary):
+            self.abort()
+            raise InvalidBlob(
+                f"{self.name!r} is not a zip archive (a .zip, .whl or .egg must be one, to be importable)"
+            )
+        key = BlobKey(self._digest.hexdigest(), self.name)
+        self._store._commit(self._temporary, key, self.size)  # noqa: SLF001 - the store's own helper
+        return key
+
+    def abort(self) -> None:
+        """Discard what arrived (a no-op after commit, which moved the file away)."""
+        self._file.close()
+        remove_quietly(self._temporary)
 
 
 def remove_quietly(path: str) -> None:

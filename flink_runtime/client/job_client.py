@@ -12,9 +12,9 @@ Failure policy:
 * Submissions are made idempotent by assigning the job id on the client (as Flink's
   client does): a retried POST whose first attempt did reach the JobManager gets
   "409 already submitted", which then means "accepted".
-* Savepoint triggers are not idempotent (a repeated POST takes a second savepoint), so
-  they are retried only when the request cannot have reached the JobManager: the
-  connection failed, or the answer was 429/503.
+* Savepoint and stop triggers carry a `triggerId` of the client's own (as Flink's
+  RestClusterClient does): a retried POST whose first attempt did reach the JobManager
+  gets the same request back, never a second savepoint.
 * 501 (not implemented) is never retried either: it would answer the same.
 * Errors surface as `RestClientError` (carrying the JobManager's messages),
   `JobNotFound` (404) or `ClusterUnreachable` (no answer after the retries); a
@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import ssl
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -424,7 +425,10 @@ class JobClient:
         return self._get_json(f"/jobs/{_quote(job_id)}/checkpoints")
 
     def _trigger(self, path: str, body: dict[str, Any]) -> str:
-        response = self._send("POST", path, json=body, idempotent=False)
+        # A triggerId of our own makes the POST idempotent: a retry after a lost answer
+        # gets the same request back instead of a second savepoint (or a 409).
+        body = {**body, "triggerId": uuid.uuid4().hex}
+        response = self._send("POST", path, json=body)
         try:
             return str(response.json()["request-id"])
         except (ValueError, KeyError, TypeError):

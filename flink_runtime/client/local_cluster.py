@@ -22,6 +22,10 @@ from typing import IO, Any
 
 import httpx
 
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.security import bearer, client_verify, rest_token
+
 _READY = re.compile(r"ready rpc=(?P<rpc>\S+)(?: rest=(?P<rest>\S+))?")
 
 
@@ -90,7 +94,16 @@ class StandaloneCluster:
 
     @property
     def rest_url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
+        scheme = "https" if self._config().get(cfg.SSL_REST_ENABLED) else "http"
+        return f"{scheme}://127.0.0.1:{self.rest_port}"
+
+    def _config(self) -> Configuration:
+        return Configuration(self.properties)
+
+    def http_options(self) -> dict[str, Any]:
+        """httpx keyword arguments for this cluster's REST API: its token and TLS trust."""
+        config = self._config()
+        return {"headers": bearer(rest_token(config)), "verify": client_verify(config)}
 
     def _spawn(
         self, name: str, args: list[str], extra: dict[str, Any], timeout: float, cwd: Path | None = None
@@ -137,7 +150,8 @@ class StandaloneCluster:
     def wait_for_taskmanagers(self, condition: Any, timeout: float = 30.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while True:
-            registered = httpx.get(f"{self.rest_url}/taskmanagers", timeout=5).json()["taskmanagers"]
+            answer = httpx.get(f"{self.rest_url}/taskmanagers", timeout=5, **self.http_options())
+            registered = answer.raise_for_status().json()["taskmanagers"]
             if condition({tm["id"] for tm in registered}):
                 return registered
             if time.monotonic() > deadline:

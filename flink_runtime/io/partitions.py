@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import zlib
 from collections.abc import Iterable, Iterator
@@ -281,6 +282,23 @@ class InputGate:
                 )
 
 
-def release_job_partitions(data_dir: str | os.PathLike[str], job_id: str) -> None:
-    path = filesystem.join(str(data_dir), job_id)
+# What names a job's partitions under the data directory: its id, or a run or round of
+# it (`<job id>/run-<hex>`, `<job id>/round-<n>`). Never a path of the sender's choosing:
+# a ReleasePartitions naming `/` or `../x` must not delete anything outside.
+_DATA_NAMESPACE = re.compile(r"[0-9a-f]{32}(/(run-[0-9a-f]{8}|round-[0-9]{1,9}))?")
+
+
+class InvalidDataNamespace(ValueError):
+    pass
+
+
+def validate_namespace(namespace: str) -> None:
+    if not _DATA_NAMESPACE.fullmatch(namespace):
+        raise InvalidDataNamespace(f"{namespace!r} is not a job id or a run of one")
+
+
+def release_job_partitions(data_dir: str | os.PathLike[str], namespace: str) -> None:
+    """Delete the partitions of a job (or of one run of it) under `data_dir`."""
+    validate_namespace(namespace)
+    path = filesystem.join(str(data_dir), namespace)
     filesystem.filesystem_for(path).delete(path)

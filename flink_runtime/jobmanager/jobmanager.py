@@ -27,6 +27,7 @@ from typing import Any
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
+from flink_runtime.blob import BlobStore
 from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
@@ -76,6 +77,9 @@ from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES
 
 log = logging.getLogger(__name__)
 
+# How often libraries no job refers to are looked for (blob.expiration-time says when they go).
+BLOB_CLEANUP_INTERVAL = 60.0
+
 
 class SavepointRequestError(Exception):
     """A savepoint / stop / checkpoint request the REST layer answers with `status`."""
@@ -105,6 +109,7 @@ class JobManager(RpcEndpoint):
             config.get(cfg.JOBMANAGER_RPC_ADDRESS),
             config.get(cfg.JOBMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),
+            cluster_secret=str(config.get(cfg.CLUSTER_SECRET)),
         )
         super().__init__("JobManager", rpc)
         self.config = config
@@ -134,6 +139,8 @@ class JobManager(RpcEndpoint):
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
         # Finished jobs of earlier JobManager runs, as the job store archived them.
         self.archived: dict[str, JobRecord] = {}
+        # Jobs recovered in this run that have not reached RUNNING yet (job store: recovery_attempts).
+        self._recovering: set[str] = set()
         # Alone in its process, the JobManager's own SparkSession (Hadoop paths) runs on
         # local[1]: it must not take a Spark cluster's cores from the TaskManagers. A
         # MiniCluster's JobManager shares the session its TaskManagers run on.
@@ -148,6 +155,7 @@ class JobManager(RpcEndpoint):
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )
+        self.blob_store = BlobStore(self.blob_dir, config.get(cfg.BLOB_STORAGE_MAX_SIZE))
 
     def spark(self) -> Any:
         """A SparkSession for plan checks and Hadoop paths; started on first use (any thread).
@@ -172,6 +180,7 @@ class JobManager(RpcEndpoint):
         interval = self.config.get_seconds(cfg.HEARTBEAT_INTERVAL)
         self.schedule_every(interval, self._send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
+        self.schedule_every(BLOB_CLEANUP_INTERVAL, self._expire_blobs)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
         if self.config.get(cfg.PLANNER_WARM_UP):
             self.planner.warm_up()
@@ -208,6 +217,7 @@ class JobManager(RpcEndpoint):
         for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
             if record.details is not None:
                 self.archived[record.job_id] = record
+        max_attempts = self.config.get(cfg.RECOVERY_MAX_ATTEMPTS)
         for record in self.job_store.recoverable_jobs():
             job_graph = JobGraph.from_json(record.job_graph_json)
             if record.latest_checkpoint is not None:
@@ -222,6 +232,18 @@ class JobManager(RpcEndpoint):
             )
             job.restore_savepoint_requests(self.job_store.savepoint_requests(record.job_id))
             self.jobs[record.job_id] = job
+            attempts = self.job_store.begin_recovery(record.job_id)
+            if attempts > max_attempts:
+                reason = (
+                    f"The job was recovered {attempts - 1} times and never reached RUNNING (the JobManager "
+                    f"stopped while recovering it each time); it is not recovered again "
+                    f"(jobmanager.recovery.max-attempts: {max_attempts}). Resubmit it, from its latest "
+                    "checkpoint with execution.savepoint.path if it had one, once the cause is fixed."
+                )
+                log.error("Giving up job %s (%s): %s", record.name, record.job_id, reason)
+                job.give_up_recovery(reason)
+                continue
+            self._recovering.add(record.job_id)
             log.info(
                 "Recovering job %s (%s) from %s.",
                 record.name,
@@ -229,6 +251,18 @@ class JobManager(RpcEndpoint):
                 record.latest_checkpoint.location if record.latest_checkpoint else "its start (no checkpoint)",
             )
             job.start()
+
+    def _expire_blobs(self) -> None:
+        """Delete libraries no job refers to once blob.expiration-time passed since their
+        last upload (a job submitted meanwhile uploads them again, which resets it)."""
+        referenced = {library for job in self.jobs.values() for library in job.job_graph.libraries}
+        uploaded_before = time.time() - self.config.get_seconds(cfg.BLOB_EXPIRATION_TIME)
+
+        def expire() -> None:
+            for key in self.blob_store.remove_unreferenced(referenced, uploaded_before):
+                log.info("Deleted job library %s: no job refers to it.", key)
+
+        self.run_async(asyncio.to_thread(expire))
 
     # -- TaskManager registration ------------------------------------------------------------------
 
@@ -416,6 +450,9 @@ class JobManager(RpcEndpoint):
         for listener in self.status_listeners:
             listener(event)
         self._store("update_status", job.job_id, event.new_state, event.timestamp)
+        if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
+            self._recovering.discard(job.job_id)
+            self._store("end_recovery", job.job_id)
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
             self.release_partitions(job.job_id)
@@ -570,18 +607,43 @@ class JobManager(RpcEndpoint):
     # and raises SavepointRequestError(404, ...) for an unknown job or request id.
     # checkpoint_stats answers GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics).
 
-    async def trigger_savepoint(self, job_id: str, target_directory: str | None, cancel_job: bool) -> str:
-        return await self.call_in_mailbox(self._savepoint_request, job_id, "trigger", target_directory, cancel_job)
+    async def trigger_savepoint(
+        self, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
+    ) -> str:
+        return await self.call_in_mailbox(
+            self._savepoint_request, job_id, "trigger", target_directory, cancel_job, trigger_id
+        )
 
-    async def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool) -> str:
-        return await self.call_in_mailbox(self._savepoint_request, job_id, "stop", target_directory, drain)
+    async def stop_with_savepoint(
+        self, job_id: str, target_directory: str | None, drain: bool, trigger_id: str | None = None
+    ) -> str:
+        return await self.call_in_mailbox(self._savepoint_request, job_id, "stop", target_directory, drain, trigger_id)
 
-    def _savepoint_request(self, job_id: str, kind: str, target_directory: str | None, flag: bool) -> str:
+    def _savepoint_request(
+        self, job_id: str, kind: str, target_directory: str | None, flag: bool, trigger_id: str | None
+    ) -> str:
+        """One savepoint or stop at a time per job (each copies the job's state; 200 at
+        once would fill the disk). A retry carrying a triggerId already known is
+        answered with that request, as Flink's idempotent triggers are."""
+        job = self.jobs.get(job_id)
+        if job is not None and trigger_id is not None and trigger_id in job.savepoint_requests:
+            return trigger_id
         job = self._running_job(job_id, "take a savepoint of" if kind == "trigger" else "stop")
+        in_flight = [
+            request_id
+            for request_id, status in job.savepoint_requests.items()
+            if status.get("status", {}).get("id") == "IN_PROGRESS"
+        ]
+        if in_flight:
+            raise SavepointRequestError(
+                409,
+                f"Job {job_id} already has savepoint request {in_flight[0]} in progress; poll "
+                f"GET /jobs/{job_id}/savepoints/{in_flight[0]} and trigger again once it completed.",
+            )
         try:
             if kind == "trigger":
-                return job.trigger_savepoint(target_directory, cancel_job=flag)
-            return job.stop_with_savepoint(target_directory, drain=flag)
+                return job.trigger_savepoint(target_directory, cancel_job=flag, request_id=trigger_id)
+            return job.stop_with_savepoint(target_directory, drain=flag, request_id=trigger_id)
         except CheckpointFailure as exc:
             raise SavepointRequestError(400, str(exc)) from None
 

@@ -73,6 +73,10 @@ _E = ExecutionState
 _DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
+class RecoveryGivenUp(RuntimeError):
+    """The job was recovered too often without reaching RUNNING."""
+
+
 class UnknownExecution(LookupError):
     """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
 
@@ -243,6 +247,10 @@ class JobMaster:
         self._set_execution_state(vertex.current_execution, _E.FINISHED)
         for partition in vertex.produced_partitions:
             partition.mark_finished()
+
+    def give_up_recovery(self, reason: str) -> None:
+        """Instead of start(): the JobManager will not recover this job again; it ends FAILED."""
+        self._fail_before_running(RecoveryGivenUp(reason), invalid=False)
 
     def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
         self._invalid_reason = str(error) if invalid else None
@@ -879,10 +887,11 @@ class JobMaster:
 
     # -- savepoints and checkpoints -------------------------------------------------------------------
 
-    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool) -> str:
-        """Start a savepoint; returns its request id. CheckpointFailure if it cannot start."""
+    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool, request_id: str | None = None) -> str:
+        """Start a savepoint; returns its request id (`request_id`, the client's triggerId,
+        or a new one). CheckpointFailure if it cannot start."""
         target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = uuid.uuid4().hex
+        request_id = request_id or uuid.uuid4().hex
         self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
 
         def done(location: str | None, failure: BaseException | None) -> None:
@@ -893,12 +902,12 @@ class JobMaster:
         self.coordinator.trigger(True, target_directory, on_complete=done)
         return request_id
 
-    def stop_with_savepoint(self, target_directory: str | None, drain: bool) -> str:
+    def stop_with_savepoint(self, target_directory: str | None, drain: bool, request_id: str | None = None) -> str:
         """Stop handing out splits; when in-flight work is done and the output published,
         write a savepoint and end FINISHED. `drain` changes nothing for batch pipelines:
         there are no windows or timers to flush."""
         target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = uuid.uuid4().hex
+        request_id = request_id or uuid.uuid4().hex
         self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
         self._stop_request = (request_id, target_directory)
         # Aggregations deployed from now on keep their keyed state, so the job resumed

@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 CONFIG_KEY = "jobstore.url"
-SCHEMA_VERSION = 2  # 2: savepoint_requests (created on an older store, which then says 2)
+SCHEMA_VERSION = 3  # 2: savepoint_requests, 3: recovery_attempts (create_all adds them to older stores)
 #: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
 TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 _SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -165,6 +165,16 @@ _savepoint_requests = Table(
     Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
     Column("request_id", String(64), primary_key=True),
     Column("status_json", Text, nullable=False),
+)
+
+
+# How often each job's recovery was started without the job reaching RUNNING since:
+# counted before a recovery starts, so a JobManager that dies recovering it still counts.
+_recovery_attempts = Table(
+    "recovery_attempts",
+    _metadata,
+    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
+    Column("attempts", Integer, nullable=False),
 )
 
 
@@ -331,9 +341,28 @@ class JobStore:
             job_ids = sorted(set(beyond.scalars()) | set(old.scalars()))
             if job_ids:
                 conn.execute(delete(_savepoint_requests).where(_savepoint_requests.c.job_id.in_(job_ids)))
+                conn.execute(delete(_recovery_attempts).where(_recovery_attempts.c.job_id.in_(job_ids)))
                 conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
                 conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
         return len(job_ids)
+
+    # -- recovery attempts -------------------------------------------------------------------
+
+    def begin_recovery(self, job_id: str) -> int:
+        """Count one more recovery of the job (committed before it starts); returns the count."""
+        key = _recovery_attempts.c.job_id == job_id
+        with self._transaction(write=True) as conn:
+            attempts = conn.execute(select(_recovery_attempts.c.attempts).where(key)).scalar_one_or_none()
+            if attempts is None:
+                conn.execute(insert(_recovery_attempts).values(job_id=job_id, attempts=1))
+                return 1
+            conn.execute(update(_recovery_attempts).where(key).values(attempts=attempts + 1))
+            return attempts + 1
+
+    def end_recovery(self, job_id: str) -> None:
+        """The recovered job reached RUNNING (or ended): its count starts again."""
+        with self._transaction(write=True) as conn:
+            conn.execute(delete(_recovery_attempts).where(_recovery_attempts.c.job_id == job_id))
 
     # -- savepoint requests ----------------------------------------------------------------
 

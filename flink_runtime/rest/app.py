@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import re
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
@@ -20,7 +21,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
-from flink_runtime.blob import MAX_BLOB_BYTES, BlobStore, InvalidBlob, name_problem, parse_blob_key
+from flink_runtime.blob import MAX_BLOB_BYTES, InvalidBlob, name_problem, parse_blob_key
+from flink_runtime.blob.store import BlobStoreFull
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobgraph.validation import InvalidJobGraph
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
 
 MAX_JOB_GRAPH_BYTES = 16 << 20
+_TRIGGER_ID = re.compile(r"[0-9a-fA-F]{32}")
 MAX_EVENT_WAIT_SECONDS = 60.0
 # Event ids are counters; anything past this is a client's mistake, not a position.
 MAX_EVENT_ID = 2**62
@@ -73,7 +76,7 @@ class SavepointTriggerRequest(msgspec.Struct, forbid_unknown_fields=True):
     cancel_job: bool = msgspec.field(default=False, name="cancel-job")
     # Accepted from Flink clients, not passed on: the JobManager has one savepoint format.
     format_type: SavepointFormatType | None = msgspec.field(default=None, name="formatType")
-    # Flink lets the client pick the request id (idempotent retries); not supported yet.
+    # The client's own request id: a retry with the same one gets the same request.
     trigger_id: str | None = msgspec.field(default=None, name="triggerId")
 
 
@@ -100,8 +103,10 @@ def _decode_savepoint_body(body: bytes, kind: type[_Body]) -> _Body:
         raise RestError(400, f"Invalid request body: {exc}; expected a JSON object with {fields}.") from None
     except msgspec.DecodeError as exc:
         raise RestError(400, f"Request body is not JSON: {exc}.") from None
-    if request.trigger_id is not None:
-        raise RestError(400, "triggerId is not supported: leave it out and use the request-id of the answer.")
+    if request.trigger_id is not None and not _TRIGGER_ID.fullmatch(request.trigger_id):
+        raise RestError(
+            400, f"triggerId must be 32 hexadecimal digits (Flink's TriggerId), got {request.trigger_id!r}."
+        )
     return request
 
 
@@ -114,7 +119,10 @@ _SAVEPOINT_TRIGGERED = {
     202: {"description": 'Accepted; poll GET /jobs/:id/savepoints/:triggerid with the "request-id".'}
 }
 _UNKNOWN_JOB = {404: {"description": "Unknown job, or unknown request id."}}
-_REFUSED = {400: {"description": "Malformed body."}, 409: {"description": "The job is not RUNNING."}}
+_REFUSED = {
+    400: {"description": "Malformed body."},
+    409: {"description": "The job is not RUNNING, or another savepoint or stop of it is in progress."},
+}
 
 
 # -- end of savepoints: request bodies -----------------------------------------------------------
@@ -333,7 +341,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     )
     async def trigger_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = _decode_savepoint_body(await request.body(), SavepointTriggerRequest)
-        request_id = await jobmanager.trigger_savepoint(job_id, body.target_directory, body.cancel_job)
+        request_id = await jobmanager.trigger_savepoint(job_id, body.target_directory, body.cancel_job, body.trigger_id)
         return {"request-id": request_id}
 
     @app.get(
@@ -353,7 +361,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     )
     async def stop_with_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = _decode_savepoint_body(await request.body(), StopWithSavepointRequest)
-        request_id = await jobmanager.stop_with_savepoint(job_id, body.target_directory, body.drain)
+        request_id = await jobmanager.stop_with_savepoint(job_id, body.target_directory, body.drain, body.trigger_id)
         return {"request-id": request_id}
 
     @app.get("/jobs/{job_id}/checkpoints", summary="Checkpoint statistics of a job", responses=_UNKNOWN_JOB)
@@ -364,7 +372,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     # -- blobs: job libraries, kept by content hash (flink_runtime.blob) ------------------------------
 
-    blob_store = BlobStore(jobmanager.blob_dir)
+    blob_store = jobmanager.blob_store
 
     @app.post(
         "/blobs",
@@ -384,16 +392,21 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > MAX_BLOB_BYTES:
             raise RestError(413, f"{name} is {declared} bytes; a library may have at most {MAX_BLOB_BYTES} bytes.")
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_BLOB_BYTES:
-                raise RestError(413, f"{name} is larger than the {MAX_BLOB_BYTES} bytes a library may have.")
+        # Streamed to a file as it arrives (hashed on the way): four concurrent 250 MiB
+        # uploads once held a gigabyte in the JobManager's memory.
+        upload = await asyncio.to_thread(blob_store.upload, name)
         try:
-            # Hashing and writing up to 256 MiB must not stall the JobManager's loop.
-            key = await asyncio.to_thread(blob_store.put, name, bytes(body))
+            async for chunk in request.stream():
+                if upload.size + len(chunk) > MAX_BLOB_BYTES:
+                    raise RestError(413, f"{name} is larger than the {MAX_BLOB_BYTES} bytes a library may have.")
+                upload.write(chunk)
+            key = await asyncio.to_thread(upload.commit)
+        except BlobStoreFull as exc:
+            raise RestError(413, f"Cannot store the library: {exc}.") from None
         except InvalidBlob as exc:
             raise RestError(400, f"Cannot store the library: {exc}.") from None
+        finally:
+            upload.abort()  # a no-op once committed
         return JSONResponse({"key": str(key)}, status_code=201, headers={"Location": f"{rest_url}{key.url_path}"})
 
     @app.get("/blobs/{sha256}/{name}", summary="Download a job library by its blob key")

@@ -270,7 +270,8 @@ class ReleasePartitions(Message):
     """The job ended (or a continuous job's round did): its result partitions may be deleted."""
 
     job_id: str
-    # Only this namespace (`<job id>/epoch-<n>`); empty: everything of the job.
+    # Only this namespace (`<job id>/run-<hex>`, `<job id>/round-<n>`); empty: everything
+    # of the job. Never a path: the TaskManager refuses anything else.
     data_namespace: str = ""
 
 

@@ -32,6 +32,7 @@ from flink_runtime.rpc.messages import (
     RpcError,
     WireMessage,
 )
+from flink_runtime.security.rpc_keys import curve_keys, make_client, make_server
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +79,13 @@ class RpcService:
     after every send (a send can consume the edge that announced new input).
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, framesize: int = 10 << 20) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 0, *, framesize: int = 10 << 20, cluster_secret: str = ""
+    ) -> None:
+        """cluster_secret: when set, every connection in and out is CURVE-authenticated
+        and encrypted with keys derived from it (security/rpc_keys.py)."""
         self._host = host
+        self._curve = curve_keys(cluster_secret)
         self._port = port
         self.framesize = framesize
         self._context = zmq.Context.instance()
@@ -109,6 +115,8 @@ class RpcService:
         router.setsockopt(zmq.MAXMSGSIZE, self.framesize + 1024)
         router.setsockopt(zmq.SNDHWM, 0)
         router.setsockopt(zmq.RCVHWM, 0)
+        if self._curve is not None:
+            make_server(router, self._curve)
         if self._port:
             try:
                 router.bind(f"tcp://{self._host}:{self._port}")
@@ -189,6 +197,8 @@ class RpcService:
             socket.setsockopt(zmq.RECONNECT_IVL, 100)
             socket.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             socket.setsockopt(zmq.SNDHWM, 100_000)
+            if self._curve is not None:
+                make_client(socket, self._curve)
             if self.on_disconnect is not None:
                 # Before connect(), so that not even the first connection's end goes unseen.
                 self._watch_connection(address, socket)

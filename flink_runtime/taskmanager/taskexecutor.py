@@ -27,7 +27,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.partitions import release_job_partitions
+from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
 from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
@@ -78,6 +78,7 @@ class TaskExecutor(RpcEndpoint):
             config.get(cfg.TASKMANAGER_HOST),
             config.get(cfg.TASKMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),
+            cluster_secret=str(config.get(cfg.CLUSTER_SECRET)),
         )
         self.resource_id = config.get(cfg.TASKMANAGER_RESOURCE_ID) or f"tm-{uuid.uuid4().hex[:12]}"
         super().__init__(f"TaskExecutor {self.resource_id}", rpc)
@@ -343,6 +344,11 @@ class TaskExecutor(RpcEndpoint):
     @handles(ReleasePartitions)
     def on_release_partitions(self, message: ReleasePartitions) -> None:
         namespace = message.data_namespace or message.job_id
+        try:
+            validate_namespace(namespace)
+        except InvalidDataNamespace as exc:
+            log.warning("%s: ReleasePartitions ignored: %s", self.resource_id, exc)
+            return
         self.run_async(asyncio.to_thread(release_job_partitions, self.data_dir, namespace))
 
     def _report_from_task_thread(self, task: Task, state: ExecutionState, error: str | None) -> None:

@@ -11,6 +11,8 @@ import pytest
 
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.jobgraph.jobgraph import new_job_id
+from flink_runtime.jobmanager.jobstore import JobStore
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
@@ -72,3 +74,57 @@ def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
         with JobClient(cluster.rest_url, timeout=30) as client:
             assert client.list_jobs() == []
         assert stored_jobs() == 0
+
+
+def test_a_job_whose_recovery_keeps_killing_the_jobmanager_is_given_up(tmp_path: Path) -> None:
+    """Issue 9: a job whose recovery crashed the JobManager was recovered by every
+    restarted JobManager, which crashed again. The store counts recoveries that never
+    reached RUNNING (as three JobManager deaths during recovery leave it here); the next
+    JobManager marks the job FAILED with the reason and comes up."""
+    database = tmp_path / "cluster" / "jobstore.db"
+    graph = sleep_job(60, name="crashes every JobManager")
+    graph.job_id = new_job_id()
+    with JobStore(f"sqlite:///{database}") as store:
+        store.add_job(graph.job_id, graph.name, graph.to_json(), time.time())
+        store.update_status(graph.job_id, "RUNNING", time.time())
+        for _ in range(3):  # three JobManagers died recovering it
+            store.begin_recovery(graph.job_id)
+
+    with StandaloneCluster(tmp_path / "cluster") as cluster:
+        cluster.start(taskmanagers=1, slots=1)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert client.wait(graph.job_id, timeout=30).value == "FAILED"
+            root = client.exceptions(graph.job_id)["root-exception"]
+            assert "never reached RUNNING" in root and "jobmanager.recovery.max-attempts" in root
+            assert client.overview()["jobs-running"] == 0
+
+        cluster.jobmanager.kill()  # and it stays given up
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert client.status(graph.job_id).value == "FAILED"
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT status FROM jobs").fetchall() == [("FAILED",)]
+
+
+def test_a_recovered_job_that_runs_starts_its_count_again(tmp_path: Path) -> None:
+    database = tmp_path / "cluster" / "jobstore.db"
+    with StandaloneCluster(tmp_path / "cluster") as cluster:
+        cluster.start(taskmanagers=1, slots=1)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            job_id = client.submit(sleep_job(60, name="survives restarts"))
+        for _ in range(4):  # more restarts than jobmanager.recovery.max-attempts
+            cluster.jobmanager.kill()
+            cluster.start_jobmanager()
+            with JobClient(cluster.rest_url, timeout=30) as client:
+                deadline = time.monotonic() + 30
+                while client.status(job_id).value != "RUNNING" and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert client.status(job_id).value == "RUNNING"
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with sqlite3.connect(database) as connection:
+                if connection.execute("SELECT count(*) FROM recovery_attempts").fetchone()[0] == 0:
+                    break
+            time.sleep(0.1)
+        with sqlite3.connect(database) as connection:
+            assert connection.execute("SELECT count(*) FROM recovery_attempts").fetchone()[0] == 0

@@ -15,6 +15,7 @@ import pytest
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
+from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
 
@@ -176,6 +177,27 @@ def test_savepoint_of_a_finished_job_is_a_conflict(minicluster: MiniCluster, tmp
         )
     assert response.status_code == 409
     assert "not RUNNING" in response.json()["errors"][0]
+
+
+def test_one_stop_at_a_time_and_a_retried_trigger_id_gets_the_same_request(
+    minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    """Issue 9: 200 savepoint triggers on one job were all accepted at once."""
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(sleep_job(3.0, name="slow to stop"))
+        wait_running(client, job_id)
+        trigger_id = "0123456789abcdef0123456789abcdef"
+        body = {"targetDirectory": str(tmp_path / "sp"), "triggerId": trigger_id}
+        first = httpx.post(f"{minicluster.rest_url}/jobs/{job_id}/stop", json=body)
+        retried = httpx.post(f"{minicluster.rest_url}/jobs/{job_id}/stop", json=body)
+        second = httpx.post(f"{minicluster.rest_url}/jobs/{job_id}/savepoints", json={})
+        assert (first.status_code, retried.status_code) == (202, 202)
+        assert first.json() == retried.json() == {"request-id": trigger_id}
+        assert second.status_code == 409
+        assert trigger_id in second.json()["errors"][0]
+        location = client.wait_for_savepoint(job_id, trigger_id, timeout=60)
+        assert Path(location).is_dir()
+        assert client.wait(job_id, timeout=30).value == "FINISHED"
 
 
 def test_periodic_checkpoints_are_written_and_retained(minicluster: MiniCluster, tmp_path: Path) -> None:

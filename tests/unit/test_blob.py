@@ -8,8 +8,10 @@ import http.server
 import importlib
 import io
 import json
+import os
 import sys
 import threading
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -31,6 +33,7 @@ from flink_runtime.blob import (
     parse_blob_key,
 )
 from flink_runtime.blob import libraries as libraries_module
+from flink_runtime.blob.store import BlobStoreFull
 from flink_runtime.client import JobClient
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
@@ -152,11 +155,11 @@ def test_put_is_idempotent(tmp_path: Path) -> None:
     store = BlobStore(str(tmp_path))
     first = store.put("udfs.py", b"X = 1\n")
     stored = tmp_path / first.sha256 / "udfs.py"
-    before = stored.stat().st_mtime_ns
+    before = stored.stat().st_ino
     second = store.put("udfs.py", b"X = 1\n")
     assert second == first
-    assert stored.stat().st_mtime_ns == before  # not written again
-    assert sorted(p.name for p in tmp_path.rglob("*")) == [first.sha256, "udfs.py"]  # no temp files left
+    assert stored.stat().st_ino == before  # not written again (only its upload time renewed)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [".incoming", first.sha256, "udfs.py"]  # no temp files
 
 
 def test_same_name_different_content_gets_another_key(tmp_path: Path) -> None:
@@ -203,7 +206,7 @@ def test_malformed_keys_are_refused(key: str) -> None:
 
 @pytest.fixture
 def rest(tmp_path: Path) -> Iterator[TestClient]:
-    jobmanager = SimpleNamespace(blob_dir=str(tmp_path / "blobs"))
+    jobmanager = SimpleNamespace(blob_dir=str(tmp_path / "blobs"), blob_store=BlobStore(str(tmp_path / "blobs")))
     with TestClient(create_app(jobmanager, Configuration()), raise_server_exceptions=False) as client:  # type: ignore[arg-type]
         yield client
 
@@ -604,3 +607,41 @@ def test_a_task_whose_library_cannot_be_had_fails_saying_why(tmp_path: Path, blo
     state, error = reports[-1]
     assert state is ExecutionState.FAILED
     assert f"LibraryError: job library {key} is unknown to the blob server" in error
+
+
+# -- quota, streaming and expiry (issue 9) --------------------------------------------------------
+
+
+def test_an_upload_streams_to_disk_and_commits_by_its_hash(tmp_path: Path) -> None:
+    store = BlobStore(str(tmp_path))
+    upload = store.upload("big.py")
+    for _ in range(4):
+        upload.write(b"# padding\n" * 1000)
+    key = upload.commit()
+    assert key.sha256 == hashlib.sha256(b"# padding\n" * 4000).hexdigest()
+    assert Path(store.path(key)).stat().st_size == 40_000
+    assert list((tmp_path / ".incoming").iterdir()) == []  # nothing left half-written
+
+
+def test_the_quota_refuses_what_would_not_fit(tmp_path: Path) -> None:
+    store = BlobStore(str(tmp_path), max_total_bytes=100)
+    store.put("a.py", b"A = 1\n" * 10)  # 60 bytes
+    with pytest.raises(BlobStoreFull, match="blob.storage.max-size"):
+        store.put("b.py", b"B = 2\n" * 10)
+    assert store.put("a.py", b"A = 1\n" * 10)  # the same bytes again take no room
+    assert store.total_bytes() == 60
+    assert list((tmp_path / ".incoming").iterdir()) == []
+
+
+def test_unreferenced_blobs_expire_after_their_last_upload(tmp_path: Path) -> None:
+    store = BlobStore(str(tmp_path))
+    kept, dropped, fresh = store.put("kept.py", b"K = 1\n"), store.put("old.py", b"O = 1\n"), None
+    for key in (kept, dropped):
+        os.utime(store.path(key), (time.time() - 7200, time.time() - 7200))
+    fresh = store.put("fresh.py", b"F = 1\n")
+    removed = store.remove_unreferenced({str(kept)}, uploaded_before=time.time() - 3600)
+    assert removed == [str(dropped)]
+    assert store.get(kept) and store.get(fresh) and store.get(dropped) is None
+    # Uploading it again starts its time again.
+    store.put("kept.py", b"K = 1\n")
+    assert store.remove_unreferenced(set(), uploaded_before=time.time() - 3600) == []

@@ -48,7 +48,12 @@ class FakeRest:
         return httpx.Response(404, json={"errors": [f"Not found: {path}"]})
 
     def bodies(self, method: str, path: str) -> list[dict[str, Any]]:
-        return [json.loads(r.content) for r in self.requests if r.method == method and r.url.path == path]
+        """The JSON bodies sent, without the triggerId the client makes up for each trigger."""
+        sent = [json.loads(r.content) for r in self.requests if r.method == method and r.url.path == path]
+        for body in sent:
+            if isinstance(body, dict) and "triggerId" in body:
+                assert len(body.pop("triggerId")) == 32
+        return sent
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ the same client against a real cluster.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -436,7 +437,9 @@ def test_savepoint_round_trip_uses_flinks_paths_and_fields() -> None:
         assert client.savepoint(JOB_ID, "/savepoints", cancel_job=True, timeout=5) == LOCATION
     trigger, *polls = recorder.requests
     assert trigger.method == "POST" and trigger.url.path == f"/jobs/{JOB_ID}/savepoints"
-    assert json.loads(trigger.content) == {"target-directory": "/savepoints", "cancel-job": True}
+    sent = json.loads(trigger.content)
+    assert re.fullmatch("[0-9a-f]{32}", sent.pop("triggerId"))
+    assert sent == {"target-directory": "/savepoints", "cancel-job": True}
     assert [(r.method, r.url.path) for r in polls] == [("GET", f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}")] * 3
 
 
@@ -444,7 +447,9 @@ def test_savepoint_defaults_leave_the_directory_to_the_jobmanager() -> None:
     recorder = Recorder(triggered)
     with client_for(recorder) as client:
         assert client.trigger_savepoint(JOB_ID) == REQUEST_ID
-    assert json.loads(recorder.requests[0].content) == {"target-directory": None, "cancel-job": False}
+    sent = json.loads(recorder.requests[0].content)
+    assert sent.pop("triggerId")
+    assert sent == {"target-directory": None, "cancel-job": False}
 
 
 def test_stop_posts_the_stop_body_and_waits_for_the_location() -> None:
@@ -453,7 +458,9 @@ def test_stop_posts_the_stop_body_and_waits_for_the_location() -> None:
         assert client.stop(JOB_ID, "/savepoints", drain=True, timeout=5) == LOCATION
     stop = recorder.requests[0]
     assert stop.method == "POST" and stop.url.path == f"/jobs/{JOB_ID}/stop"
-    assert json.loads(stop.content) == {"targetDirectory": "/savepoints", "drain": True}
+    sent = json.loads(stop.content)
+    assert sent.pop("triggerId")
+    assert sent == {"targetDirectory": "/savepoints", "drain": True}
     assert recorder.requests[1].url.path == f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}"
 
 
@@ -539,14 +546,15 @@ def test_a_trigger_refused_by_the_jobmanager_is_reported_and_not_retried() -> No
     assert len(recorder.requests) == 1
 
 
-def test_a_trigger_is_not_repeated_after_it_may_have_reached_the_jobmanager() -> None:
-    # A read timeout or a 500 may come after the savepoint was triggered: a retry
-    # would take a second one (or, for stop, be refused as the job is stopping).
+def test_a_trigger_is_retried_even_after_it_may_have_reached_the_jobmanager() -> None:
+    """A read timeout or a 500 may come after the savepoint was triggered; the retry
+    carries the same triggerId, so the JobManager answers with the same request."""
     for answer in (httpx.ReadTimeout("slow"), errors(500, "boom")):
         recorder = Recorder(answer, triggered)
-        with client_for(recorder) as client, pytest.raises(JobClientError):
-            client.trigger_savepoint(JOB_ID)
-        assert len(recorder.requests) == 1
+        with client_for(recorder) as client:
+            assert client.trigger_savepoint(JOB_ID) == REQUEST_ID
+        first, retry = (json.loads(request.content)["triggerId"] for request in recorder.requests)
+        assert first == retry
 
 
 def test_a_trigger_is_retried_when_it_cannot_have_been_handled() -> None:

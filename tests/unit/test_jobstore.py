@@ -42,20 +42,21 @@ def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, db_url: st
     assert path.exists()
     with sqlite3.connect(path) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"jobs", "checkpoints", "savepoint_requests", "schema_version"} <= tables
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert {"jobs", "checkpoints", "savepoint_requests", "recovery_attempts", "schema_version"} <= tables
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # Reopening does not add a second version row.
     JobStore(db_url).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
 
 
-def test_a_version_1_store_gains_the_savepoint_requests_table(tmp_path: Path, db_url: str, store: JobStore) -> None:
+def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, db_url: str, store: JobStore) -> None:
     store.add_job("j1", "kept", "{}", 1.0)
     store.close()
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
         conn.execute("DROP TABLE savepoint_requests")
+        conn.execute("DROP TABLE recovery_attempts")
         conn.execute("UPDATE schema_version SET version = 1")
     with JobStore(db_url) as upgraded:
         upgraded.put_savepoint_request("j1", "r1", {"status": {"id": "IN_PROGRESS"}})
@@ -64,8 +65,20 @@ def test_a_version_1_store_gains_the_savepoint_requests_table(tmp_path: Path, db
             "r1": {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp"}}
         }
         assert upgraded.job("j1") is not None
+        assert upgraded.begin_recovery("j1") == 1
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+
+
+def test_recovery_attempts_count_until_the_job_runs(db_url: str, store: JobStore) -> None:
+    store.add_job("j1", "crashy", "{}", 1.0)
+    assert [store.begin_recovery("j1") for _ in range(3)] == [1, 2, 3]
+    with JobStore(db_url) as reopened:  # the count survives the JobManager
+        assert reopened.begin_recovery("j1") == 4
+    store.end_recovery("j1")
+    assert store.begin_recovery("j1") == 1
+    store.update_status("j1", "FAILED", 2.0)
+    assert store.prune(max_capacity=0, finished_before=0.0) == 1  # pruned with its count
 
 
 def test_newer_schema_version_is_refused(tmp_path: Path, db_url: str, store: JobStore) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from flink_runtime.io.partitions import (
     InputGate,
+    InvalidDataNamespace,
     PartitionNotFoundError,
     ResultPartitionWriter,
     chunk_files,
@@ -352,17 +353,34 @@ def test_missing_pieces_of_a_partition_of_chunks_are_errors(tmp_path: Path) -> N
 # -- release ----------------------------------------------------------------------------------------
 
 
+JOB_A = "a" * 32
+JOB_B = "b" * 32
+
+
 def test_release_job_partitions_removes_only_that_job(tmp_path: Path) -> None:
-    for job in ("job-a", "job-b"):
+    for job in (JOB_A, JOB_B):
         w = writer(tmp_path, Partitioner.FORWARD, 1, job=job)
         w.emit({"job": job})
         w.commit()
-    pending = writer(tmp_path, Partitioner.FORWARD, 1, job="job-a", result="result-2")  # uncommitted staging
+    pending = writer(tmp_path, Partitioner.FORWARD, 1, job=JOB_A, result="result-2")  # uncommitted staging
     pending.emit({"x": 1})
     pending.close()
-    assert job_data_dir(tmp_path, "job-a") == tmp_path / "job-a"
-    release_job_partitions(tmp_path, "job-a")
-    assert not (tmp_path / "job-a").exists()
-    assert (tmp_path / "job-b" / "result-1" / "0" / "0.jsonl").exists()
-    release_job_partitions(tmp_path, "job-a")  # releasing twice is harmless
-    release_job_partitions(tmp_path, "never-ran")
+    assert job_data_dir(tmp_path, JOB_A) == tmp_path / JOB_A
+    release_job_partitions(tmp_path, JOB_A)
+    assert not (tmp_path / JOB_A).exists()
+    assert (tmp_path / JOB_B / "result-1" / "0" / "0.jsonl").exists()
+    release_job_partitions(tmp_path, JOB_A)  # releasing twice is harmless
+    release_job_partitions(tmp_path, "c" * 32 + "/run-0123abcd")
+
+
+@pytest.mark.parametrize(
+    "namespace", ["/", "/etc", "../outside", f"{JOB_A}/../{JOB_B}", f"{JOB_A}/run-x", "", "job-a", JOB_A.upper()]
+)
+def test_release_refuses_anything_but_a_job_id_or_a_run_of_one(tmp_path: Path, namespace: str) -> None:
+    """Issue 9: a forged ReleasePartitions with an absolute path deleted that directory."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "data").mkdir()
+    with pytest.raises(InvalidDataNamespace):
+        release_job_partitions(tmp_path / "data", namespace)
+    assert outside.exists()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.jobmanager import SavepointRequestError
 from flink_runtime.rest.app import create_app
@@ -29,6 +30,7 @@ class StubJobManager:
 
     def __init__(self, blob_dir: str) -> None:
         self.blob_dir = blob_dir
+        self.blob_store = BlobStore(blob_dir)
         self.calls: list[tuple[Any, ...]] = []
         self.statuses: dict[str, dict[str, Any]] = {REQUEST_ID: {"status": {"id": "IN_PROGRESS"}}}
 
@@ -38,15 +40,19 @@ class StubJobManager:
         if job_id != JOB_ID:
             raise SavepointRequestError(404, f"Job {job_id} not found.")
 
-    async def trigger_savepoint(self, job_id: str, target_directory: str | None, cancel_job: bool) -> str:
+    async def trigger_savepoint(
+        self, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
+    ) -> str:
         self.calls.append(("trigger_savepoint", job_id, target_directory, cancel_job))
         self._check_running(job_id)
-        return REQUEST_ID
+        return trigger_id or REQUEST_ID
 
-    async def stop_with_savepoint(self, job_id: str, target_directory: str | None, drain: bool) -> str:
+    async def stop_with_savepoint(
+        self, job_id: str, target_directory: str | None, drain: bool, trigger_id: str | None = None
+    ) -> str:
         self.calls.append(("stop_with_savepoint", job_id, target_directory, drain))
         self._check_running(job_id)
-        return REQUEST_ID
+        return trigger_id or REQUEST_ID
 
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         self.calls.append(("savepoint_status", job_id, request_id))
@@ -139,10 +145,20 @@ def test_a_body_that_is_no_json_object_is_400(rest: TestClient, content: bytes, 
     assert message in answer.json()["errors"][0]
 
 
-def test_a_client_chosen_trigger_id_is_refused_rather_than_ignored(rest: TestClient) -> None:
-    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={"triggerId": REQUEST_ID})
+@pytest.mark.parametrize("path", ["savepoints", "stop"])
+def test_a_client_chosen_trigger_id_is_passed_on(rest: TestClient, path: str) -> None:
+    chosen = "00112233445566778899aabbccddeeff"
+    answer = rest.post(f"/jobs/{JOB_ID}/{path}", json={"triggerId": chosen})
+    assert answer.status_code == 202
+    assert answer.json() == {"request-id": chosen}
+
+
+@pytest.mark.parametrize("trigger_id", ["../../etc", "short", "x" * 32, ""])
+def test_a_malformed_trigger_id_is_400(rest: TestClient, jobmanager: StubJobManager, trigger_id: str) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={"triggerId": trigger_id})
     assert answer.status_code == 400
     assert "triggerId" in answer.json()["errors"][0]
+    assert jobmanager.calls == []
 
 
 @pytest.mark.parametrize(
