@@ -98,6 +98,12 @@ REST_ALLOW_UNAUTHENTICATED = _option(
     "the port can run code on the cluster).",
     "bool",
 )
+ALLOWED_DIRECTORIES = _option(
+    "security.allowed-directories",
+    "",
+    "Directories (a YAML list, or separated by ',') under which jobs may read, write, checkpoint "
+    "and savepoint; empty: anywhere the processes may. Paths with '..' are refused always.",
+)
 SSL_REST_ENABLED = _option("security.ssl.rest.enabled", False, "Serve the REST API over HTTPS.", "bool")
 SSL_REST_CERTIFICATE = _option(
     "security.ssl.rest.certificate", "", "PEM file with the REST server's certificate (chain)."

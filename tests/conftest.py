@@ -31,6 +31,7 @@ def fast_config(**overrides: object) -> Configuration:
         "slot.request.timeout": "5 s",
         "task.cancellation.interval": "500 ms",
         "task.cancellation.timeout": "5 s",
+        "execution.checkpointing.min-interval": "100 ms",
         # Faster JVM start for short test jobs (slower for big ones, so not a runtime default).
         "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     }

@@ -34,6 +34,7 @@ from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, write
 from flink_runtime.configuration import Configuration, parse_duration_ms
 from flink_runtime.io import filesystem
 from flink_runtime.rpc.messages import TriggerCheckpoint
+from flink_runtime.security.paths import allowed_directories, path_problem
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -137,8 +138,9 @@ class CheckpointCoordinator:
         target = target_directory or self.savepoints_dir
         if not target:
             raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
-        if ".." in target.replace("\\", "/").split("/"):
-            raise CheckpointFailure(f"savepoint directory {target!r} has a '..' segment: give a path without one")
+        problem = path_problem(target, allowed_directories(self.job.config))
+        if problem:
+            raise CheckpointFailure(f"savepoint directory {problem}")
         probe = filesystem.join(target, f".probe-{secrets.token_hex(4)}")
         fs = filesystem.filesystem_for(target)
         try:

@@ -73,6 +73,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
+from flink_runtime.security.paths import allowed_directories, job_path_problems
 from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES
 
 log = logging.getLogger(__name__)
@@ -497,6 +498,7 @@ class JobManager(RpcEndpoint):
         exists = _builtin_or_class_path
         validate_job_graph(job_graph, invokable_exists=exists, builtin_invokables=BUILTIN_INVOKABLES)
         problems = job_config_problems(job_graph.config, self.config)
+        problems += job_path_problems(job_graph.config, job_graph.vertices, allowed_directories(self.config))
         if problems:
             raise InvalidJobGraph(problems)
 

@@ -45,6 +45,12 @@ TELL, ASK, REPLY = 0, 1, 2
 _monitor_endpoints = itertools.count(1)
 
 
+# Monitor events of a CURVE handshake that failed: keys refused, or one side plain.
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+
+
 class RpcException(RuntimeError):
     """An RPC failed: the peer answered with an error, or the message could not be sent."""
 
@@ -103,6 +109,7 @@ class RpcService:
         # Called with a peer's address when its TCP connection drops (a killed process).
         self.on_disconnect: Callable[[str], None] | None = None
         self._monitors: dict[str, zmq.Socket] = {}
+        self._refused_by: set[str] = set()  # peers whose handshake failed (logged once)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -228,7 +235,7 @@ class RpcService:
         reader = self._context.socket(zmq.PAIR)
         reader.setsockopt(zmq.LINGER, 0)
         reader.setsockopt(zmq.RCVHWM, 0)
-        dealer.monitor(endpoint, zmq.EVENT_DISCONNECTED)
+        dealer.monitor(endpoint, zmq.EVENT_DISCONNECTED | _HANDSHAKE_FAILED)
         reader.connect(endpoint)
         self._monitors[address] = reader
         self._loop.add_reader(reader.getsockopt(zmq.FD), self._read_monitor, address, reader)
@@ -243,6 +250,14 @@ class RpcService:
                 return
             if event["event"] == zmq.EVENT_DISCONNECTED and self.on_disconnect is not None:
                 self.on_disconnect(address)
+            elif event["event"] & _HANDSHAKE_FAILED and address not in self._refused_by:
+                # ZeroMQ retries the handshake for ever, silently: say once why nothing moves.
+                self._refused_by.add(address)
+                log.error(
+                    "RPC handshake with %s failed: its security.cluster.secret and this process's differ "
+                    "(or only one of the two has one); nothing is exchanged with it until they match",
+                    address,
+                )
 
     def disconnect(self, address: str) -> None:
         """Drop the connection to a peer that is gone (its queued messages with it).

@@ -32,6 +32,8 @@ PROPERTIES = {
     "slot.request.timeout": "120 s",
     "taskmanager.numberOfTaskSlots": 1,
     "spark.master": "local[1]",
+    # The jobs checkpoint every few hundred milliseconds, to be killed between checkpoints.
+    "execution.checkpointing.min-interval": "100 ms",
 }
 JOB_CONFIG = {
     "execution.checkpointing.interval": "500 ms",

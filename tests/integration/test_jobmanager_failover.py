@@ -27,6 +27,8 @@ PROPERTIES = {
     "heartbeat.timeout": "2 s",
     "taskmanager.numberOfTaskSlots": 1,
     "spark.master": "local[1]",
+    # The jobs checkpoint every few hundred milliseconds, to be killed between checkpoints.
+    "execution.checkpointing.min-interval": "100 ms",
 }
 
 
@@ -93,7 +95,12 @@ def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path:
             "restart-strategy.fixed-delay.delay": "200 ms",
         }
     )
-    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "60 s", "slot.request.timeout": "60 s"}
+    properties = {
+        "heartbeat.interval": "500 ms",
+        "heartbeat.timeout": "60 s",
+        "slot.request.timeout": "60 s",
+        "execution.checkpointing.min-interval": "100 ms",
+    }
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:
@@ -139,7 +146,12 @@ def test_checkpoint_ids_continue_across_two_jobmanager_recoveries(tmp_path: Path
             "restart-strategy.fixed-delay.delay": "200 ms",
         }
     )
-    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "30 s", "slot.request.timeout": "60 s"}
+    properties = {
+        "heartbeat.interval": "500 ms",
+        "heartbeat.timeout": "30 s",
+        "slot.request.timeout": "60 s",
+        "execution.checkpointing.min-interval": "100 ms",
+    }
     logs = []
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
@@ -188,7 +200,12 @@ def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_i
             "restart-strategy.fixed-delay.delay": "200 ms",
         }
     )
-    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "30 s", "slot.request.timeout": "60 s"}
+    properties = {
+        "heartbeat.interval": "500 ms",
+        "heartbeat.timeout": "30 s",
+        "slot.request.timeout": "60 s",
+        "execution.checkpointing.min-interval": "100 ms",
+    }
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:

@@ -15,6 +15,8 @@ from tests.conftest import fast_config
 
 pytestmark = pytest.mark.integration
 
+JSON = {"Content-Type": "application/json"}
+
 
 def vertex_subtasks(rest_url: str, job_id: str, vertex_id: str) -> list[dict]:
     return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{vertex_id}").json()["subtasks"]
@@ -111,8 +113,8 @@ def test_more_subtasks_than_slots_reuse_the_slots(minicluster: MiniCluster) -> N
 
 def test_same_job_id_twice_is_a_conflict(minicluster: MiniCluster) -> None:
     graph = JobGraph(name="once", job_id="ab" * 16, vertices=[JobVertex(id="n", name="N", invokable="noop")])
-    first = httpx.post(f"{minicluster.rest_url}/jobs", content=graph.to_json())
-    second = httpx.post(f"{minicluster.rest_url}/jobs", content=graph.to_json())
+    first = httpx.post(f"{minicluster.rest_url}/jobs", content=graph.to_json(), headers=JSON)
+    second = httpx.post(f"{minicluster.rest_url}/jobs", content=graph.to_json(), headers=JSON)
     assert first.status_code == 202
     assert second.status_code == 409
     assert "already submitted" in second.json()["errors"][0]

@@ -17,9 +17,11 @@ from flink_runtime.rpc.messages import (
     RefuseRegistration,
     RegisterTaskManager,
 )
-from flink_runtime.rpc.service import RpcService
+from flink_runtime.rpc.service import AskTimeoutError, RpcService
 
 pytestmark = pytest.mark.integration
+
+JSON = {"Content-Type": "application/json"}
 
 FAST = {
     "heartbeat.interval": "300 ms",
@@ -49,7 +51,7 @@ def wait_for_state(rest_url: str, job_id: str, states: set[str], timeout: float 
 
 
 def submit(rest_url: str, graph: JobGraph) -> str:
-    response = httpx.post(f"{rest_url}/jobs", content=graph.to_json(), timeout=30)
+    response = httpx.post(f"{rest_url}/jobs", content=graph.to_json(), headers=JSON, timeout=30)
     assert response.status_code == 202, response.text
     return response.json()["jobid"]
 
@@ -71,8 +73,8 @@ def sum_job(output: Path, count: int = 10_000) -> JobGraph:
     return graph
 
 
-async def register(rpc_address: str, **fields) -> object:
-    rpc = RpcService()
+async def register(rpc_address: str, rpc_secret: str = FAST["security.cluster.secret"], **fields) -> object:
+    rpc = RpcService(cluster_secret=rpc_secret)
     await rpc.start(lambda message, reply: None)
     try:
         request = RegisterTaskManager(
@@ -106,9 +108,13 @@ def test_same_taskmanager_again_is_already_registered(cluster: StandaloneCluster
 
 
 def test_wrong_secret_is_refused(cluster: StandaloneCluster) -> None:
+    # Over CURVE keyed by the right secret, a registration naming another is refused...
     answer = asyncio.run(register(cluster.jobmanager.rpc_address, secret="wrong"))
     assert isinstance(answer, RefuseRegistration)
     assert "security.cluster.secret" in answer.reason
+    # ...and with the wrong secret's keys the JobManager never hears it at all.
+    with pytest.raises(AskTimeoutError):
+        asyncio.run(register(cluster.jobmanager.rpc_address, rpc_secret="wrong", secret="wrong"))
 
 
 def test_incompatible_protocol_version_is_refused(cluster: StandaloneCluster) -> None:
@@ -121,9 +127,9 @@ def test_taskmanager_process_with_wrong_secret_never_joins(cluster: StandaloneCl
     intruder = cluster.start_taskmanager("intruder", wait=False, **{"security.cluster.secret": "nope"})
     try:
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and "refused registration" not in intruder.log():
+        while time.monotonic() < deadline and "security.cluster.secret" not in intruder.log():
             time.sleep(0.05)
-        assert "refused registration" in intruder.log()
+        assert "RPC handshake with" in intruder.log() and "security.cluster.secret" in intruder.log()
         ids = {tm["id"] for tm in httpx.get(f"{cluster.rest_url}/taskmanagers").json()["taskmanagers"]}
         assert "intruder" not in ids
     finally:
@@ -211,7 +217,7 @@ def test_failure_reaches_the_exceptions_endpoint(cluster: StandaloneCluster) -> 
 def test_bad_job_graphs_get_400_and_the_jobmanager_keeps_serving(
     cluster: StandaloneCluster, body: bytes, expected: str
 ) -> None:
-    response = httpx.post(f"{cluster.rest_url}/jobs", content=body)
+    response = httpx.post(f"{cluster.rest_url}/jobs", content=body, headers=JSON)
     assert response.status_code == 400
     assert expected in " ".join(response.json()["errors"])
     assert httpx.get(f"{cluster.rest_url}/overview").status_code == 200
@@ -238,7 +244,7 @@ def test_slots_that_never_arrive_fail_the_job(tmp_path: Path) -> None:
     with StandaloneCluster(tmp_path, properties=dict(FAST)) as no_taskmanagers:
         no_taskmanagers.start_jobmanager()
         graph = JobGraph(name="nowhere to run", vertices=[JobVertex(id="noop", name="NoOp", invokable="noop")])
-        response = httpx.post(f"{no_taskmanagers.rest_url}/jobs", content=graph.to_json(), timeout=30)
+        response = httpx.post(f"{no_taskmanagers.rest_url}/jobs", content=graph.to_json(), headers=JSON, timeout=30)
         job_id = response.json()["jobid"]
         details = wait_for_state(no_taskmanagers.rest_url, job_id, {"FAILED", "FINISHED", "CANCELED"}, timeout=20)
         root = httpx.get(f"{no_taskmanagers.rest_url}/jobs/{job_id}/exceptions").json()["root-exception"]
