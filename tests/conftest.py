@@ -19,7 +19,13 @@ logging.raiseExceptions = False
 # planner's SparkSession on first use: most test jobs never need it, and a JVM per
 # JobManager start is minutes of CPU over the suite on 2 cores. The user-code isolation
 # tests set warm-up back on, as a deployment runs it.
-os.environ.setdefault("FLINK_PROPERTIES", "jobmanager.planner.warm-up: false\n")
+# Their JVMs start with the quick-start flags fast_config gives the MiniCluster's (test
+# jobs are small; a cluster process starts a JVM per SparkSession).
+os.environ.setdefault(
+    "FLINK_PROPERTIES",
+    "jobmanager.planner.warm-up: false\n"
+    'spark.driver.extraJavaOptions: "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"\n',
+)
 
 
 def fast_config(**overrides: object) -> Configuration:
