@@ -81,6 +81,7 @@ class PlannerPool:
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
         self._warm: Future[None] | None = None
+        self._workers: dict[int, list[Any]] = {}  # id(executor) -> its worker processes
 
     def warm_up(self) -> None:
         """Start the process and its SparkSession now, so the first submission is fast."""
@@ -114,7 +115,7 @@ class PlannerPool:
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
-            _kill(executor)
+            _kill(executor, self._workers.pop(id(executor), []))
 
     def _current(self) -> ProcessPoolExecutor:
         with self._lock:
@@ -126,6 +127,9 @@ class PlannerPool:
                     initargs=(self._config,),
                 )
                 self._warm = self._executor.submit(tasks.warm_up, self._start_spark_ahead)
+                # submit() started the worker. Kept here: when the worker dies, the
+                # executor forgets its processes, and with them the exit code to report.
+                self._workers[id(self._executor)] = list((self._executor._processes or {}).values())  # noqa: SLF001
             return self._executor
 
     def _discard(self, executor: ProcessPoolExecutor) -> list[int | None]:
@@ -133,15 +137,15 @@ class PlannerPool:
         with self._lock:
             if self._executor is executor:
                 self._executor = None
-        codes = _kill(executor)
+        codes = _kill(executor, self._workers.pop(id(executor), []))
         if self._start_spark_ahead:
             self.warm_up()  # the next submission should not wait for a new process
         return codes
 
 
-def _kill(executor: ProcessPoolExecutor) -> list[int | None]:
+def _kill(executor: ProcessPoolExecutor, known: list[Any]) -> list[int | None]:
     # The executor has no public way to stop a worker that is stuck in a call.
-    processes = list((executor._processes or {}).values())  # noqa: SLF001
+    processes = known or list((executor._processes or {}).values())  # noqa: SLF001
     for process in processes:
         if process.is_alive():
             process.kill()

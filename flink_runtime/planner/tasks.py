@@ -19,7 +19,7 @@ from typing import Any
 from flink_runtime.blob import activate_libraries
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
-from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
 from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
 
 log = logging.getLogger(__name__)
@@ -119,11 +119,7 @@ def prepare_job(
     prepared: dict[str, Prepared] = {}
     for ejv in graph.vertices.values():  # topological: producers first
         inputs = [prepared[producer_of[edge.source]].output for edge in ejv.input_edges]
-        try:
-            invokable = resolve_invokable(ejv.job_vertex.invokable)
-            prepared[ejv.id] = invokable.prepare_on_master(ejv.job_vertex, inputs, context)
-        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
-            raise VertexPreparationError.wrapping(f"vertex {ejv.id!r} ({ejv.name})", exc) from None
+        prepared[ejv.id] = _prepare_vertex(ejv.job_vertex, inputs, context)
     return prepared
 
 
@@ -144,12 +140,15 @@ def prepare_sources(
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
     prepared = {}
     for vertex_id in completed_files:
-        vertex = vertices[vertex_id]
-        try:
-            prepared[vertex_id] = resolve_invokable(vertex.invokable).prepare_on_master(vertex, [], context)
-        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
-            raise VertexPreparationError.wrapping(f"vertex {vertex_id!r} ({vertex.name})", exc) from None
+        prepared[vertex_id] = _prepare_vertex(vertices[vertex_id], [], context)
     return prepared
+
+
+def _prepare_vertex(vertex: JobVertex, inputs: list[Any], context: MasterContext) -> Prepared:
+    try:
+        return resolve_invokable(vertex.invokable).prepare_on_master(vertex, inputs, context)
+    except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+        raise VertexPreparationError.wrapping(f"vertex {vertex.id!r} ({vertex.name})", exc) from None
 
 
 def run_terminal_hooks(
