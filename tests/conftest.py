@@ -23,8 +23,7 @@ logging.raiseExceptions = False
 # jobs are small; a cluster process starts a JVM per SparkSession).
 os.environ.setdefault(
     "FLINK_PROPERTIES",
-    "jobmanager.planner.warm-up: false\n"
-    'spark.driver.extraJavaOptions: "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"\n',
+    'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"\n',
 )
 
 

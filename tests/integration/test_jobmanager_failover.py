@@ -32,19 +32,32 @@ PROPERTIES = {
 }
 
 
+def recovering(interval: str, checkpoints: Path) -> dict[str, str]:
+    """Job config of a job meant to survive kills: checkpoints every `interval`, restarts."""
+    return {
+        "execution.checkpointing.interval": interval,
+        "state.checkpoints.dir": str(checkpoints),
+        "restart-strategy.type": "fixed-delay",
+        "restart-strategy.fixed-delay.attempts": "20",
+        "restart-strategy.fixed-delay.delay": "200 ms",
+    }
+
+
+def slow_heartbeats(timeout: str) -> dict[str, str]:
+    """Cluster properties: TaskManagers outlive a JobManager kill (heartbeat.timeout)."""
+    return {
+        "heartbeat.interval": "500 ms",
+        "heartbeat.timeout": timeout,
+        "slot.request.timeout": "60 s",
+        "execution.checkpointing.min-interval": "100 ms",
+    }
+
+
 def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: Path) -> None:
     expected = write_corpus(tmp_path / "in", files=16)
     pipeline = word_count(tmp_path / "in", tmp_path / "out")
     graph = pipeline.job_graph()
-    graph.config.update(
-        {
-            "execution.checkpointing.interval": "400 ms",
-            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "20",
-            "restart-strategy.fixed-delay.delay": "200 ms",
-        }
-    )
+    graph.config.update(recovering("400 ms", tmp_path / "checkpoints"))
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
         cluster.start(taskmanagers=2, slots=1)
         with JobClient(cluster.rest_url, timeout=60) as client:
@@ -86,21 +99,8 @@ def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path:
     count = 200_000
     graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="fenced")
     graph.vertices[0].config.update({"splits": 40, "seconds_per_split": 0.5})
-    graph.config.update(
-        {
-            "execution.checkpointing.interval": "1 s",
-            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "20",
-            "restart-strategy.fixed-delay.delay": "200 ms",
-        }
-    )
-    properties = {
-        "heartbeat.interval": "500 ms",
-        "heartbeat.timeout": "60 s",
-        "slot.request.timeout": "60 s",
-        "execution.checkpointing.min-interval": "100 ms",
-    }
+    graph.config.update(recovering("1 s", tmp_path / "checkpoints"))
+    properties = slow_heartbeats("60 s")
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:
@@ -136,22 +136,8 @@ def test_checkpoint_ids_continue_across_two_jobmanager_recoveries(tmp_path: Path
     graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="twice recovered")
     graph.vertices[0].config.update({"splits": 48, "seconds_per_split": 0.5})
     checkpoints = tmp_path / "checkpoints"
-    graph.config.update(
-        {
-            "execution.checkpointing.interval": "500 ms",
-            "state.checkpoints.dir": str(checkpoints),
-            "state.checkpoints.num-retained": "2",
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "20",
-            "restart-strategy.fixed-delay.delay": "200 ms",
-        }
-    )
-    properties = {
-        "heartbeat.interval": "500 ms",
-        "heartbeat.timeout": "30 s",
-        "slot.request.timeout": "60 s",
-        "execution.checkpointing.min-interval": "100 ms",
-    }
+    graph.config.update({**recovering("500 ms", checkpoints), "state.checkpoints.num-retained": "2"})
+    properties = slow_heartbeats("30 s")
     logs = []
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
@@ -191,21 +177,8 @@ def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_i
     graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="stopped mid-way")
     graph.vertices[0].config.update({"splits": 30, "seconds_per_split": 0.5})
     graph.vertices[1].config["pause"] = 4.0  # the stop's window: sources done, savepoint not yet
-    graph.config.update(
-        {
-            "execution.checkpointing.interval": "300 ms",
-            "state.checkpoints.dir": str(tmp_path / "checkpoints"),
-            "restart-strategy.type": "fixed-delay",
-            "restart-strategy.fixed-delay.attempts": "20",
-            "restart-strategy.fixed-delay.delay": "200 ms",
-        }
-    )
-    properties = {
-        "heartbeat.interval": "500 ms",
-        "heartbeat.timeout": "30 s",
-        "slot.request.timeout": "60 s",
-        "execution.checkpointing.min-interval": "100 ms",
-    }
+    graph.config.update(recovering("300 ms", tmp_path / "checkpoints"))
+    properties = slow_heartbeats("30 s")
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:

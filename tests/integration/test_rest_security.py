@@ -24,6 +24,7 @@ from tests.helpers.tls import self_signed_certificate
 pytestmark = pytest.mark.integration
 
 TOKEN = "integration-t0ken"
+S3_SECRET = "s3-secret-value"
 
 TOUCH = """\
 from flink_runtime.taskmanager.invokable import AbstractInvokable
@@ -51,6 +52,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         "security.ssl.rest.truststore": str(certificate),
         "heartbeat.interval": "500 ms",
         "heartbeat.timeout": "5 s",
+        "spark.hadoop.fs.s3a.secret.key": S3_SECRET,
     }
     with StandaloneCluster(work / "cluster", properties=properties) as standalone:
         standalone.start(taskmanagers=1, slots=2)
@@ -133,7 +135,8 @@ def test_cross_site_requests_are_refused_even_with_the_token(cluster: Standalone
 def test_secrets_are_masked_in_the_configuration(cluster: StandaloneCluster, client: JobClient) -> None:
     answer = httpx.get(f"{cluster.rest_url}/jobmanager/config", **cluster.http_options())
     shown = {entry["key"]: entry["value"] for entry in answer.json()}
-    assert TOKEN not in answer.text
+    assert shown["spark.hadoop.fs.s3a.secret.key"] == "******"
+    assert S3_SECRET not in answer.text
     assert shown["rest.bind-address"] == "0.0.0.0"  # ordinary settings stay readable
 
 
