@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check_matches, read_metadata
 from flink_runtime.io import filesystem
+from flink_runtime.operators.spark.chain import reemits_all_it_read
 
 if TYPE_CHECKING:
     from flink_runtime.jobgraph.jobgraph import JobGraph
@@ -204,14 +205,9 @@ def _inputs_joins_need_again(job_graph: JobGraph) -> set[str]:
         if operators[0].get("op") != "join":
             continue
         producer = producer_of.get(edge.source)
-        if producer is not None and not _reemits_everything(vertices[producer].config.get("operators") or []):
+        if producer is not None and not reemits_all_it_read(vertices[producer].config.get("operators") or []):
             needed.add(producer)
     return needed
-
-
-def _reemits_everything(operators: list[dict[str, Any]]) -> bool:
-    rest = operators[1:] if operators and operators[0].get("op") in ("join", "union") else operators
-    return bool(rest) and rest[0].get("op") == "aggregate" and rest[0].get("phase") == "final"
 
 
 def _committed_chunks(

@@ -435,6 +435,7 @@ class JobMaster:
             self._prepared,
             self.data_namespace,
             status,
+            self._round > 0,  # a continuation: the job published to its sinks before
             timeout=self.gateway.planner_timeout,
         )
 
@@ -468,7 +469,9 @@ class JobMaster:
     # batch run of the whole graph over the input files not processed yet; when it is
     # done its output is published and the job stays RUNNING, looking for new files
     # every monitor_interval. Keyed aggregations carry their state from round to round,
-    # so their output is always the total over every file so far.
+    # so their output is always the total over every file so far (and replaces the
+    # previous round's); any other round's output adds to what earlier rounds published.
+    # A batch job whose stop failed goes on the same way, for one more round.
 
     def _on_round_done(self, result: None, error: BaseException | None) -> None:
         self._finalizing = False
@@ -490,9 +493,10 @@ class JobMaster:
     def _poll_for_input(self) -> None:
         if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
             return
-        interval = min(p.monitor_interval for p in self._prepared.values() if p.monitor_interval)
+        # A batch job gets here once, after a failed stop: it looks at once for what is left.
+        intervals = [p.monitor_interval for p in self._prepared.values() if p.monitor_interval]
         self.gateway.schedule_once(
-            interval,
+            min(intervals, default=0),
             lambda: self.gateway.run_async(asyncio.to_thread(self._scan_sources), self._on_scanned),
         )
 
@@ -512,12 +516,23 @@ class JobMaster:
     def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
             return
-        if error is not None or prepared is None:
-            log.warning("Scanning the input of job %s failed: %s", self.job_id, error)
-        elif any(p.splits for p in prepared.values()):
+        if error is None and prepared is not None and any(p.splits for p in prepared.values()):
             self._start_round(prepared)
             return
-        self._poll_for_input()
+        if self.is_continuous:
+            if error is not None:
+                log.warning("Scanning the input of job %s failed: %s", self.job_id, error)
+            self._poll_for_input()
+            return
+        # A batch job going on after a failed stop: all its input is read and published.
+        self._idle = False
+        if error is None:
+            self._transition(JobStatus.FINISHED)
+        else:
+            self._record_exception(error, None)
+            self._transition(JobStatus.FAILING)
+            self._transition(JobStatus.FAILED)
+        self._finish()
 
     def _start_round(self, prepared: dict[str, Prepared]) -> None:
         assert self.graph is not None
@@ -547,9 +562,10 @@ class JobMaster:
 
     def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
         self._record_savepoint_result(request_id, location, failure)
-        if failure is not None and self.is_continuous:
-            # As in Flink, a stop whose savepoint failed leaves the job running: this round
-            # is done (its output published), the next one reads the files it did not.
+        if failure is not None:
+            # As in Flink, a stop whose savepoint failed leaves the job running. What the
+            # stopped run read is published (as a stop does); the job goes on in rounds,
+            # as a continuous job does: the next one reads the input this one did not.
             log.warning("Stop of job %s failed, the job keeps running: %s", self.job_id, failure)
             self._on_round_done(None, None)
             return

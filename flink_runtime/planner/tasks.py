@@ -130,14 +130,15 @@ def prepare_sources(
     data_namespace: str,
     spark: Spark | None = None,
 ) -> dict[str, Prepared]:
-    """A continuous job's next round: its sources prepared again, without the files
-    already processed."""
+    """A job's next round (continuous, or going on after a failed stop): its sources
+    prepared again, without the files already processed."""
     from flink_runtime.checkpoint.metadata import VertexProgress
 
     job_graph = JobGraph.from_json(job_graph_json)
     vertices = {vertex.id: vertex for vertex in job_graph.vertices}
     restored = {vertex_id: VertexProgress(completed_files=files) for vertex_id, files in completed_files.items()}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
+    context.continuation = True
     prepared = {}
     for vertex_id in completed_files:
         prepared[vertex_id] = _prepare_vertex(vertices[vertex_id], [], context)
@@ -157,12 +158,14 @@ def run_terminal_hooks(
     prepared: dict[str, Prepared],
     data_namespace: str,
     status: JobStatus,
+    continuation: bool = False,
     spark: Spark | None = None,
 ) -> None:
     """Each vertex publishes (FINISHED) or discards its staged output."""
     job_graph = JobGraph.from_json(job_graph_json)
     vertices = {vertex.id: vertex for vertex in job_graph.vertices}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
+    context.continuation = continuation
     errors = []
     for vertex_id, vertex_prepared in prepared.items():
         vertex = vertices[vertex_id]

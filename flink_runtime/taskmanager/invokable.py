@@ -110,6 +110,9 @@ class MasterContext:
     # Restoring from a savepoint: per vertex, what it recorded (checkpoint.metadata.VertexProgress).
     restored: dict[str, Any] = field(default_factory=dict)
     data_namespace: str = ""
+    # The job published output before (an earlier round, or a stop that ended in a failed
+    # savepoint and let the job go on): its sinks add to or replace that, never refuse it.
+    continuation: bool = False
 
 
 @dataclass

@@ -179,6 +179,61 @@ def test_savepoint_of_a_finished_job_is_a_conflict(minicluster: MiniCluster, tmp
     assert "not RUNNING" in response.json()["errors"][0]
 
 
+def stop_whose_savepoint_fails(client: JobClient, job_id: str, target: Path) -> dict:
+    """Trigger a stop to a writable target, then make the target unwritable."""
+    trigger = client.stop_with_savepoint(job_id, str(target))
+    target.rmdir()
+    target.write_text("the savepoint will fail")
+    deadline = time.monotonic() + 60
+    while (answer := client.savepoint_status(job_id, trigger))["status"]["id"] != "COMPLETED":
+        assert time.monotonic() < deadline, "the stop never ended"
+        time.sleep(0.1)
+    return answer
+
+
+def test_a_batch_job_whose_stop_fails_keeps_running_and_finishes_all_its_input(
+    minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    """Issue 9: a batch job whose stop-with-savepoint failed ended FINISHED with part of
+    its input unread. As in Flink it stays RUNNING; the totals cover every file once."""
+    expected = write_corpus(tmp_path / "in", files=12)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
+        wait_running(client, job_id)
+        time.sleep(2.0)  # a few splits in
+        answer = stop_whose_savepoint_fails(client, job_id, tmp_path / "savepoints")
+        assert "failure-cause" in answer["operation"], answer
+        assert client.status(job_id).value == "RUNNING"
+        assert client.wait(job_id, timeout=120).value == "FINISHED"
+    assert counts_in(tmp_path / "out") == dict(expected)  # keyed totals replace the first round's
+
+
+def test_a_failed_stop_of_a_job_without_aggregation_adds_the_rest_of_its_rows(
+    minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    """The default sink mode ('error') would refuse the path the stopped round published
+    to; the rows of the round after a failed stop are added to it, each row once."""
+    write_corpus(tmp_path / "in", files=10)
+    pipeline = Pipeline("copy lines", parallelism=2)
+    (
+        pipeline.read_text(str(tmp_path / "in" / "*.txt"), split_size=1)
+        .transform("tests.helpers.transforms:slow")
+        .write_parquet(str(tmp_path / "out"))
+    )
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        wait_running(client, job_id)
+        time.sleep(2.0)
+        answer = stop_whose_savepoint_fails(client, job_id, tmp_path / "savepoints")
+        assert "failure-cause" in answer["operation"], answer
+        assert client.wait(job_id, timeout=120).value == "FINISHED", client.exceptions(job_id)
+        splits = input_splits(minicluster.rest_url, job_id)
+    assert splits["completed"] < 10, "the stop should have come mid-job: the last round reads the rest"
+    lines = pq.read_table(tmp_path / "out").column("value").to_pylist()
+    written = [line for f in sorted((tmp_path / "in").glob("*.txt")) for line in f.read_text().splitlines()]
+    assert sorted(lines) == sorted(written)
+
+
 def test_one_stop_at_a_time_and_a_retried_trigger_id_gets_the_same_request(
     minicluster: MiniCluster, tmp_path: Path
 ) -> None:

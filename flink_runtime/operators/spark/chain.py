@@ -26,6 +26,15 @@ MULTI_INPUT_OPERATORS = ("join", "union")
 _INPUT_REFERENCE = re.compile(r"\b(FROM|JOIN)\s+input\b", re.IGNORECASE)
 
 
+def reemits_all_it_read(operators: list[dict[str, Any]]) -> bool:
+    """Whether a chain's output is always the result over everything it ever read: it
+    starts with a final keyed aggregate (after its join or union), whose keyed state
+    carries what earlier runs and rounds read. Its newest output replaces the older;
+    any other chain's output adds to it."""
+    rest = operators[1:] if operators and operators[0].get("op") in MULTI_INPUT_OPERATORS else operators
+    return bool(rest) and rest[0].get("op") == "aggregate" and rest[0].get("phase") == "final"
+
+
 class OperatorError(ValueError):
     """An operator spec is malformed, or its user function cannot be loaded."""
 

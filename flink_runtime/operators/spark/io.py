@@ -212,17 +212,20 @@ def check_sink_target(sink: dict[str, Any]) -> None:
         )
 
 
-def publish_sink(sink: dict[str, Any], job_id: str) -> int:
+def publish_sink(sink: dict[str, Any], job_id: str, continuation: bool = False, replace: bool = True) -> int:
     """Phase two, on the JobManager once the job finished: move committed files into place.
 
-    Returns the number of files published.
+    A continuation (the job published to this path before, in an earlier round) adds to
+    what it published, or with mode 'overwrite' and `replace` (its output covers all its
+    input so far) replaces it. Returns the number of files published.
     """
     path = sink["path"]
     fs = filesystem.filesystem_for(path)
     root = sink_staging_root(sink, job_id)
-    if sink.get("mode", "error") == "error":
+    mode = sink.get("mode", "error")
+    if mode == "error" and not continuation:
         check_sink_target(sink)  # nothing appeared at the path while the job ran
-    if sink.get("mode") == "overwrite":
+    if mode == "overwrite" and replace:
         for entry in _visible_entries(path):
             fs.delete(entry)
     published = 0

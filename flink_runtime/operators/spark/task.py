@@ -34,7 +34,7 @@ from flink_runtime.io.partitions import (
 )
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
-from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
+from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
 from flink_runtime.operators.spark.session import TaskScope
 from flink_runtime.pipeline.pipeline import parse_size
 from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
@@ -74,7 +74,8 @@ class SparkTask(AbstractInvokable):
             split_size = parse_size(source.get("split_size") or DEFAULT_SPLIT_SIZE)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
         if "sink" in config:
-            io.check_sink_target(config["sink"])
+            if not context.continuation:  # a later round: the data there is the job's own
+                io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
@@ -92,7 +93,10 @@ class SparkTask(AbstractInvokable):
         if sink is None:
             return
         if status is JobStatus.FINISHED:
-            published = io.publish_sink(sink, context.data_namespace)
+            replace = not context.continuation or reemits_all_it_read(vertex.config.get("operators") or [])
+            published = io.publish_sink(
+                sink, context.data_namespace, continuation=context.continuation, replace=replace
+            )
             log.info("Published %d files of %s to %s", published, vertex.name, sink["path"])
         else:
             io.discard_sink_staging(sink, context.data_namespace)
