@@ -18,7 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flink_runtime.client import JobClient
+from flink_runtime.configuration import Configuration
+from flink_runtime.jobgraph import JobGraph
+from flink_runtime.jobmanager.jobstore import JobStore
 from flink_runtime.minicluster import MiniCluster
+from tests.conftest import fast_config
+from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +88,19 @@ job_graphs = st.fixed_dictionaries(
 segments = st.text(
     alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="/?#"), min_size=1, max_size=40
 ) | st.sampled_from(["0" * 32, "..", "%2e%2e", "00000000000000000000000000000000/../x"])
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('hostile') / 'jobstore.db'}"
+
+
+@pytest.fixture(scope="module")
+def minicluster(tmp_path_factory: pytest.TempPathFactory, store_url: str) -> Iterator[MiniCluster]:
+    """This module's own cluster, with a job store: it must stay readable afterwards."""
+    config = fast_config(**{"io.tmp.dirs": str(tmp_path_factory.mktemp("hostile-data")), "jobstore.url": store_url})
+    with MiniCluster(config, num_taskmanagers=1, slots_per_taskmanager=2) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +172,16 @@ def test_the_jobmanager_still_answers_afterwards(http: httpx.Client, minicluster
     overview = http.get("/overview")
     assert overview.status_code == 200
     assert overview.json()["taskmanagers"] == len(minicluster.taskmanagers)
+    with JobClient(minicluster.rest_url) as client:  # and still runs jobs
+        assert client.wait(client.submit(sleep_job(0.1, name="after the storm")), timeout=60).value == "FINISHED"
+
+
+def test_the_job_store_is_readable_afterwards(http: httpx.Client, store_url: str) -> None:
+    store = JobStore.from_config(Configuration({"jobstore.url": store_url}))
+    try:
+        records = store.recoverable_jobs() + store.archived_jobs()
+        assert any(record.name == "after the storm" for record in records)
+        for record in records:  # every stored graph decodes: nothing half-written
+            assert JobGraph.from_json(record.job_graph_json).job_id == record.job_id
+    finally:
+        store.close()
