@@ -20,7 +20,6 @@ FAILED when all of them have stopped.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import os
 import tempfile
@@ -59,8 +58,8 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
-from flink_runtime.scheduler.restart import failover_strategy, restart_strategy
-from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
+from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
+from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
 from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 
@@ -147,10 +146,12 @@ class JobMaster:
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
         self.graph: ExecutionGraph | None = None
         self.exceptions: list[ExceptionEntry] = []
-        self._shared_slots = SharedSlotManager()
-        self._request_of_key: dict[SlotKey, str] = {}
-        self._key_of_request: dict[str, SlotKey] = {}
-        self._request_ids = itertools.count()
+        self._slots = ExecutionSlotAllocator(
+            self.job_id,
+            lambda request_id: gateway.request_slot(self, request_id, []),
+            gateway.release_slot,
+            gateway.cancel_slot_request,
+        )
         self._split_assigners: dict[str, LocatableInputSplitAssigner] = {}
         self._partition_locations: dict[str, str] = {}
         self._active_executions = 0
@@ -162,8 +163,9 @@ class JobMaster:
         self._prepared: dict[str, Prepared] = {}
         self._invalid_reason: str | None = None
         self._finalizing = False
-        self._restart_strategy = restart_strategy(self.config)
-        self._failover_strategy = failover_strategy(self.config)
+        self._failure_handler: ExecutionFailureHandler[ExecutionVertex] = ExecutionFailureHandler.from_config(
+            self.config
+        )
         self._restart_delay = 0.0
         # Per source vertex: which splits are completed (their output committed) and how
         # often splits were handed out; a split completed is never handed out again.
@@ -338,26 +340,28 @@ class JobMaster:
         return None
 
     def _handle_task_failure(self, execution: Execution) -> None:
-        """A subtask failed: restart its region, or the whole job, if the restart strategy
-        allows; fail the job otherwise.
-
-        With blocking exchanges every subtask is a failover region of its own: its inputs
-        are committed partitions, and nothing consumes its output before it finishes.
-        So region failover restarts just the failed subtask; a source subtask's new
-        attempt continues with the splits no attempt has completed.
-        """
+        """A subtask failed: restart what the failure handler says (scheduler/failover.py),
+        or fail the job. A source subtask's new attempt continues with the splits no
+        attempt has completed."""
         if self.status not in (JobStatus.CREATED, JobStatus.RUNNING):
             self._complete_if_all_stopped()  # already failing, cancelling or restarting
             return
-        delay = self._restart_strategy.on_failure(time.monotonic())
-        if delay is None:
+        assert self.graph is not None
+        result = self._failure_handler.task_failed(
+            execution.vertex, list(self.graph.all_execution_vertices()), time.monotonic()
+        )
+        if not result.can_restart:
             self._transition(JobStatus.FAILING)
-        elif self._failover_strategy == "region":
-            log.info("Restarting %s (region failover) in %.3g s.", execution.vertex.task_name_with_subtask, delay)
-            self.gateway.schedule_once(delay, self._restart_region, execution)
+        elif not result.global_failover:
+            log.info(
+                "Restarting %s (region failover) in %.3g s.",
+                execution.vertex.task_name_with_subtask,
+                result.restart_delay,
+            )
+            self.gateway.schedule_once(result.restart_delay, self._restart_region, execution)
             return
         else:
-            self._restart_delay = delay
+            self._restart_delay = result.restart_delay
             self._transition(JobStatus.RESTARTING)
         self._cancel_all_executions()
         self._complete_if_all_stopped()
@@ -576,13 +580,7 @@ class JobMaster:
     def _finish(self) -> None:
         """The job is terminal: give back every slot and slot request it still holds."""
         self.coordinator.fail_all(f"job {self.job_id} is {self.status.value}")
-        for key in list(self._request_of_key):
-            self.gateway.cancel_slot_request(self._request_of_key.pop(key))
-        self._key_of_request.clear()
-        for key in self._all_slot_keys():
-            allocation_id = self._shared_slots.expect(key, 0)
-            if allocation_id is not None:
-                self.gateway.release_slot(allocation_id)
+        self._slots.release_all(self.graph.all_execution_vertices() if self.graph is not None else ())
         self._answer_submission_waiters()
 
     @property
@@ -591,99 +589,47 @@ class JobMaster:
 
     # -- slots -------------------------------------------------------------------------------------
 
-    def _slot_key(self, vertex: ExecutionVertex) -> SlotKey:
-        job_vertex = vertex.job_vertex.job_vertex
-        return shared_slot_key(
-            job_vertex.slot_sharing_group, job_vertex.co_location_group, job_vertex.id, vertex.subtask_index
-        )
-
-    def _all_slot_keys(self) -> set[SlotKey]:
-        if self.graph is None:
-            return set()
-        return {self._slot_key(vertex) for vertex in self.graph.all_execution_vertices()}
-
     def _declare_slot_usage(self) -> None:
-        """Keep co-located slots alive between a producer finishing and its consumer starting.
-
-        Exchanges are blocking, so a consumer never runs beside its producer: sharing a slot
-        only matters for co-location, where the i-th subtasks must meet in one slot. For
-        those keys the slot sharing manager is told how many subtasks will still come.
-        Every other shared slot goes back to the pool as soon as its subtasks finished, as
-        in Flink's pipelined-region scheduling of batch jobs: holding it for a consumer
-        that waits on producers still queued for slots deadlocks a job with more subtasks
-        than slots, and a failed subtask's retry could not use the finished one's slot.
-        """
         assert self.graph is not None
-        counts: dict[SlotKey, int] = {}
-        for vertex in self.graph.all_execution_vertices():
-            if vertex.job_vertex.job_vertex.co_location_group is None:
-                continue
-            key = self._slot_key(vertex)
-            counts[key] = counts.get(key, 0) + 1
-        for key, count in counts.items():
-            self._shared_slots.expect(key, count)
+        self._slots.declare_usage(self.graph.all_execution_vertices())
 
     def _schedule(self, vertex: ExecutionVertex) -> None:
         execution = vertex.current_execution
         if not execution.transition_state(_E.SCHEDULED):
             return
-        key = self._slot_key(vertex)
-        acquired = self._shared_slots.acquire(key, execution.attempt_id)
-        if acquired.allocation_id is not None:
-            self._deploy(execution, acquired.allocation_id)
-        elif acquired.request_slot:
-            request_id = f"{self.job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
-            self._request_of_key[key] = request_id
-            self._key_of_request[request_id] = key
-            slot = self.gateway.request_slot(self, request_id, [])
-            if slot is not None:
-                self.on_slot_allocated(request_id, slot)
+        allocation_id = self._slots.allocate(vertex, execution.attempt_id)
+        if allocation_id is not None:
+            self._deploy(execution, allocation_id)
 
     def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
-        key = self._key_of_request.pop(request_id, None)
-        if key is None or self.status.is_terminal:
+        waiting = self._slots.slot_allocated(request_id, slot) if not self.status.is_terminal else None
+        if waiting is None:
             self.gateway.release_slot(slot.allocation_id or request_id)
             return
-        del self._request_of_key[key]
         assert slot.allocation_id is not None and self.graph is not None
-        for attempt_id in self._shared_slots.bind(key, slot.allocation_id):
+        for attempt_id in waiting:
             execution = self.graph.execution(attempt_id)
             if execution is not None and execution.state is _E.SCHEDULED:
                 self._deploy(execution, slot.allocation_id)
 
     def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
-        key = self._key_of_request.pop(request_id, None)
-        if key is None:
-            return
-        self._request_of_key.pop(key, None)
         reason = (
             f"NoResourceAvailableException: no TaskManager offered a slot within slot.request.timeout "
             f"({timeout:g} s). Start TaskManagers (flink-runtime taskmanager) and check that they "
             f"reach the JobManager at jobmanager.rpc.address:jobmanager.rpc.port."
         )
-        assert self.graph is not None
-        for attempt_id in self._shared_slots.members_of(key):
-            execution = self.graph.execution(attempt_id)
-            if execution is not None:
-                self._fail_execution(execution, reason)
+        self._fail_attempts(self._slots.request_timed_out(request_id), reason)
 
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: fail what ran in it."""
+        self._fail_attempts(self._slots.allocation_lost(allocation_id), reason)
+
+    def _fail_attempts(self, attempt_ids: list[str], reason: str) -> None:
         assert self.graph is not None
-        for attempt_id in self._shared_slots.drop_allocation(allocation_id):
+        for attempt_id in attempt_ids:
             execution = self.graph.execution(attempt_id)
             if execution is not None:
                 self._fail_execution(execution, reason)
-
-    def _release_slot_of(self, execution: Execution) -> None:
-        key = self._slot_key(execution.vertex)
-        allocation_id = self._shared_slots.release(key, execution.attempt_id)
-        if allocation_id is not None:
-            self.gateway.release_slot(allocation_id)
-        elif key in self._request_of_key and not self._shared_slots.is_pending(key):
-            request_id = self._request_of_key.pop(key)
-            self._key_of_request.pop(request_id, None)
-            self.gateway.cancel_slot_request(request_id)
 
     # -- deployment ----------------------------------------------------------------------------
 
@@ -861,7 +807,7 @@ class JobMaster:
                 self._answer_submission_waiters()
         if state.is_terminal:
             self._active_executions -= 1
-            self._release_slot_of(execution)
+            self._slots.release(execution.vertex, execution.attempt_id)
             self.coordinator.execution_stopped(execution.attempt_id)
             if state is _E.FINISHED:
                 self._finished_executions += 1

@@ -7,6 +7,7 @@ import random
 import pytest
 
 from flink_runtime.configuration import Configuration, ConfigurationError
+from flink_runtime.scheduler.failover import ExecutionFailureHandler, FailureHandlingResult
 from flink_runtime.scheduler.restart import (
     ExponentialDelayRestart,
     FailureRateRestart,
@@ -84,3 +85,34 @@ def test_failure_rate_counts_failures_within_the_interval() -> None:
 def test_bad_configuration_names_the_key(values: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         restart_strategy(Configuration(values))
+
+
+# -- the failure handler: restart strategy x failover strategy ------------------------------------
+
+
+def test_region_failover_restarts_only_the_failed_subtask() -> None:
+    handler: ExecutionFailureHandler[str] = ExecutionFailureHandler(FixedDelayRestart(2, 0.5), "region")
+    result = handler.task_failed("map#1", ["source#0", "map#0", "map#1"], now=0.0)
+    assert result == FailureHandlingResult(True, 0.5, frozenset({"map#1"}), global_failover=False)
+
+
+def test_full_failover_restarts_every_subtask() -> None:
+    handler: ExecutionFailureHandler[str] = ExecutionFailureHandler.from_config(
+        Configuration({"restart-strategy.type": "fixed-delay", "jobmanager.execution.failover-strategy": "full"})
+    )
+    result = handler.task_failed("map#1", ["source#0", "map#1"], now=0.0)
+    assert result.can_restart and result.global_failover
+    assert result.vertices_to_restart == {"source#0", "map#1"}
+
+
+def test_no_restart_left_means_the_job_fails() -> None:
+    handler: ExecutionFailureHandler[str] = ExecutionFailureHandler(FixedDelayRestart(1, 0.0), "region")
+    assert handler.task_failed("a", ["a"], now=0.0).can_restart
+    second = handler.task_failed("a", ["a"], now=1.0)
+    assert not second.can_restart and not second.vertices_to_restart
+    assert not handler.global_failure(["a"], now=2.0).can_restart
+
+
+def test_an_unknown_failover_strategy_is_refused() -> None:
+    with pytest.raises(ValueError, match="region or full"):
+        ExecutionFailureHandler(NoRestart(), "partial")

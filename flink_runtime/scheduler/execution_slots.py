@@ -1,0 +1,126 @@
+"""Slots for one job's executions: Flink's ExecutionSlotAllocator.
+
+Executions share slots by key (slot sharing group, co-location group, subtask; see
+slot_sharing.py). The first execution of a key without a slot makes one request to
+the JobManager's slot pool; the others wait on it. The allocator tells its caller which
+executions a slot (or its loss, or a timeout) concerns; deploying or failing them is
+the caller's business.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
+
+if TYPE_CHECKING:
+    from flink_runtime.executiongraph import ExecutionVertex
+    from flink_runtime.scheduler.slotpool import PhysicalSlot
+
+
+def slot_key(vertex: ExecutionVertex) -> SlotKey:
+    job_vertex = vertex.job_vertex.job_vertex
+    return shared_slot_key(
+        job_vertex.slot_sharing_group, job_vertex.co_location_group, job_vertex.id, vertex.subtask_index
+    )
+
+
+class ExecutionSlotAllocator:
+    def __init__(
+        self,
+        job_id: str,
+        request_slot: Callable[[str], PhysicalSlot | None],
+        release_slot: Callable[[str], None],
+        cancel_slot_request: Callable[[str], None],
+    ) -> None:
+        """request_slot(request_id) asks the pool; it returns a slot at once when one is
+        free, else None and the pool calls back (JobMaster.on_slot_allocated) later."""
+        self._job_id = job_id
+        self._request_slot = request_slot
+        self._release_slot = release_slot
+        self._cancel_slot_request = cancel_slot_request
+        self._shared = SharedSlotManager()
+        self._request_of_key: dict[SlotKey, str] = {}
+        self._key_of_request: dict[str, SlotKey] = {}
+        self._request_ids = itertools.count()
+
+    def declare_usage(self, vertices: Iterable[ExecutionVertex]) -> None:
+        """Keep co-located slots alive between a producer finishing and its consumer starting.
+
+        Exchanges are blocking, so a consumer never runs beside its producer: sharing a slot
+        only matters for co-location, where the i-th subtasks must meet in one slot. For
+        those keys the slot sharing manager is told how many subtasks will still come.
+        Every other shared slot goes back to the pool as soon as its subtasks finished, as
+        in Flink's pipelined-region scheduling of batch jobs: holding it for a consumer
+        that waits on producers still queued for slots deadlocks a job with more subtasks
+        than slots, and a failed subtask's retry could not use the finished one's slot.
+        """
+        counts: dict[SlotKey, int] = {}
+        for vertex in vertices:
+            if vertex.job_vertex.job_vertex.co_location_group is None:
+                continue
+            key = slot_key(vertex)
+            counts[key] = counts.get(key, 0) + 1
+        for key, count in counts.items():
+            self._shared.expect(key, count)
+
+    def allocate(self, vertex: ExecutionVertex, execution_id: str) -> str | None:
+        """The allocation id to deploy into now, or None: the execution waits for
+        `slot_allocated` (a request was made, or one for its key is pending)."""
+        key = slot_key(vertex)
+        acquired = self._shared.acquire(key, execution_id)
+        if acquired.allocation_id is not None or not acquired.request_slot:
+            return acquired.allocation_id
+        request_id = f"{self._job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
+        self._request_of_key[key] = request_id
+        self._key_of_request[request_id] = key
+        slot = self._request_slot(request_id)
+        if slot is None:
+            return None
+        waiting = self.slot_allocated(request_id, slot)
+        return slot.allocation_id if waiting is not None and execution_id in waiting else None
+
+    def slot_allocated(self, request_id: str, slot: PhysicalSlot) -> list[str] | None:
+        """The executions waiting on this request, now bound to the slot; None when the
+        request is not (or no longer) this job's, and the caller gives the slot back."""
+        key = self._key_of_request.pop(request_id, None)
+        if key is None:
+            return None
+        del self._request_of_key[key]
+        assert slot.allocation_id is not None
+        return self._shared.bind(key, slot.allocation_id)
+
+    def request_timed_out(self, request_id: str) -> list[str]:
+        """The executions that waited on a request the pool could not fulfil."""
+        key = self._key_of_request.pop(request_id, None)
+        if key is None:
+            return []
+        self._request_of_key.pop(key, None)
+        return self._shared.members_of(key)
+
+    def allocation_lost(self, allocation_id: str) -> list[str]:
+        """The executions that ran in a slot whose TaskManager is gone."""
+        return self._shared.drop_allocation(allocation_id)
+
+    def release(self, vertex: ExecutionVertex, execution_id: str) -> None:
+        """An execution ended: its slot goes back once nothing else uses it."""
+        key = slot_key(vertex)
+        allocation_id = self._shared.release(key, execution_id)
+        if allocation_id is not None:
+            self._release_slot(allocation_id)
+        elif key in self._request_of_key and not self._shared.is_pending(key):
+            request_id = self._request_of_key.pop(key)
+            self._key_of_request.pop(request_id, None)
+            self._cancel_slot_request(request_id)
+
+    def release_all(self, vertices: Iterable[ExecutionVertex]) -> None:
+        """The job is terminal: cancel every request and give back every slot it holds."""
+        for key in list(self._request_of_key):
+            self._cancel_slot_request(self._request_of_key.pop(key))
+        self._key_of_request.clear()
+        for key in {slot_key(vertex) for vertex in vertices}:
+            allocation_id = self._shared.expect(key, 0)
+            if allocation_id is not None:
+                self._release_slot(allocation_id)
