@@ -33,26 +33,24 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
+from flink_runtime.deployment import task_deployment_descriptor
 from flink_runtime.executiongraph import (
     Execution,
     ExecutionGraph,
     ExecutionState,
     ExecutionVertex,
     JobStatus,
-    subpartition_index,
 )
 from flink_runtime.io.partitions import partition_dir
-from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, Partitioner
+from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph
 from flink_runtime.planner import Planner
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
     CancelTask,
-    InputGateDeploymentDescriptor,
     JobStatusChanged,
     JobSubmissionFailure,
     Message,
-    ResultPartitionDeploymentDescriptor,
     SubmitTask,
     Success,
     TaskDeploymentDescriptor,
@@ -661,59 +659,23 @@ class JobMaster:
         self, execution: Execution, allocation_id: str, slot_index: int
     ) -> TaskDeploymentDescriptor:
         vertex = execution.vertex
-        ejv = vertex.job_vertex
-        produced = []
-        for partition in vertex.produced_partitions:
-            edge = partition.result.edge
-            produced.append(
-                ResultPartitionDeploymentDescriptor(
-                    partition_id=partition.partition_id,
-                    result_id=partition.result.id,
-                    partition_number=partition.partition_number,
-                    number_of_subpartitions=partition.number_of_subpartitions,
-                    partitioner=edge.partitioner if edge is not None else Partitioner.FORWARD,
-                    keys=list(edge.keys) if edge is not None else [],
-                    result_type=partition.result.result_type,
-                )
-            )
-        gates = []
-        for group in vertex.consumed_partition_groups:
-            partitions = list(group)
-            gates.append(
-                InputGateDeploymentDescriptor(
-                    result_id=group.result.id,
-                    partitioner=group.result.edge.partitioner if group.result.edge is not None else Partitioner.FORWARD,
-                    consumed_subpartition_index=subpartition_index(partitions[0], vertex.subtask_index),
-                    partition_locations=[
-                        self._partition_locations[p.partition_id]
-                        for p in partitions
-                        if p.partition_id in self._partition_locations
-                    ],
-                    chunk_locations=self.tracker.chunks_for(group.result.id, group.partition_range),
-                )
-            )
-        return TaskDeploymentDescriptor(
+        vertex_id = vertex.job_vertex.id
+        return task_deployment_descriptor(
+            execution,
             job_id=self.job_id,
             job_name=self.name,
-            execution_id=execution.attempt_id,
             jobmanager_id=self.gateway.jobmanager_id,
             allocation_id=allocation_id,
             slot_index=slot_index,
             data_namespace=self.data_namespace,
-            vertex_id=ejv.id,
-            task_name=vertex.task_name_with_subtask,
-            subtask_index=vertex.subtask_index,
-            parallelism=ejv.parallelism,
-            attempt_number=execution.attempt_number,
-            invokable=ejv.job_vertex.invokable,
             vertex_config={
-                **self._vertex_config(ejv.id, vertex.subtask_index),
-                STATE_CONFIG_KEY: self.tracker.state_config(ejv.id, vertex.subtask_index, execution.attempt_id),
+                **self._vertex_config(vertex_id, vertex.subtask_index),
+                STATE_CONFIG_KEY: self.tracker.state_config(vertex_id, vertex.subtask_index, execution.attempt_id),
             },
             job_config=self.job_graph.config,
             libraries=self.job_graph.libraries,
-            produced_partitions=produced,
-            input_gates=gates,
+            partition_locations=self._partition_locations,
+            chunk_locations=self.tracker.chunks_for,
         )
 
     # -- messages from TaskManagers --------------------------------------------------------------

@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from flink_runtime.blob import BlobServer, activate_libraries
+from flink_runtime.deployment import partition_writers, task_environment
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.filesystem import is_local
-from flink_runtime.io.partitions import InputGate, ResultPartitionWriter, abort_chunks, partition_dir
+from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.taskmanager.invokable import (
     AbstractInvokable,
-    Environment,
     TaskCancelledError,
     resolve_invokable,
 )
@@ -124,45 +124,13 @@ class Task:
             )
             invokable_class = resolve_invokable(descriptor.invokable)
             own_partitions = invokable_class.writes_own_partitions
-            writers = (
-                []
-                if own_partitions
-                else [
-                    ResultPartitionWriter(
-                        self.data_dir,
-                        descriptor.data_namespace or descriptor.job_id,
-                        partition.result_id,
-                        partition.partition_number,
-                        partition.number_of_subpartitions,
-                        partition.partitioner,
-                        partition.keys,
-                        descriptor.execution_id,
-                    )
-                    for partition in descriptor.produced_partitions
-                ]
-            )
-            environment = Environment(
-                job_id=descriptor.job_id,
-                vertex_id=descriptor.vertex_id,
-                task_name=descriptor.task_name,
-                subtask_index=descriptor.subtask_index,
-                parallelism=descriptor.parallelism,
-                attempt_number=descriptor.attempt_number,
-                config=descriptor.vertex_config,
-                job_config=descriptor.job_config,
+            writers = [] if own_partitions else partition_writers(descriptor, self.data_dir)
+            environment = task_environment(
+                descriptor,
                 outputs=writers,
-                inputs=[
-                    InputGate(gate.result_id, gate.consumed_subpartition_index, gate.partition_locations)
-                    for gate in descriptor.input_gates
-                ],
                 next_input_split=self._request_split,
                 cancelled=self.cancelled,
-                execution_id=descriptor.execution_id,
-                slot_index=descriptor.slot_index,
-                data_namespace=descriptor.data_namespace or descriptor.job_id,
                 data_dir=self.data_dir,
-                produced_partitions=descriptor.produced_partitions,
-                input_gates=descriptor.input_gates,
                 spark=self._spark,
             )
             self.invokable = invokable_class(environment)
