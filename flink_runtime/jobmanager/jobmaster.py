@@ -24,10 +24,8 @@ import logging
 import os
 import tempfile
 import time
-import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
@@ -56,9 +54,16 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
+from flink_runtime.scheduler.exception_history import (
+    ExceptionEntry,
+    exception_entry,
+    task_failure_entry,
+    user_code_entry,
+)
 from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
-from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
+from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
+from flink_runtime.scheduler.split_assigner import InputSplit
 from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 
 if TYPE_CHECKING:
@@ -103,35 +108,6 @@ class JobMasterGateway(Protocol):
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None: ...
 
 
-@dataclass
-class SplitProgress:
-    # split number -> the subtask that completed it (whose partition holds its chunk)
-    completed: dict[int, int] = field(default_factory=dict)
-    assignments: int = 0
-
-
-@dataclass
-class ExceptionEntry:
-    """One entry of the job's exception history (Flink's REST field names)."""
-
-    exception_name: str
-    stacktrace: str
-    timestamp: float
-    task_name: str | None = None
-    location: str | None = None
-    task_manager_id: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "exceptionName": self.exception_name,
-            "stacktrace": self.stacktrace,
-            "timestamp": int(self.timestamp * 1000),
-            "taskName": self.task_name,
-            "location": self.location,
-            "taskManagerId": self.task_manager_id,
-        }
-
-
 class JobMaster:
     def __init__(self, job_graph: JobGraph, gateway: JobMasterGateway, cluster_config: Configuration) -> None:
         assert job_graph.job_id is not None
@@ -150,7 +126,6 @@ class JobMaster:
             gateway.release_slot,
             gateway.cancel_slot_request,
         )
-        self._split_assigners: dict[str, LocatableInputSplitAssigner] = {}
         self._partition_locations: dict[str, str] = {}
         self._active_executions = 0
         self._finished_executions = 0
@@ -165,13 +140,7 @@ class JobMaster:
             self.config
         )
         self._restart_delay = 0.0
-        # Per source vertex: which splits are completed (their output committed) and how
-        # often splits were handed out; a split completed is never handed out again.
-        self.split_progress: dict[str, SplitProgress] = {}
-        # Per attempt: the splits handed to it that it has not reported completed. A failed
-        # attempt's go back to the assigner, all of them: an invokable that commits its
-        # output only when it finishes (not per split) loses every split it was given.
-        self._inflight_splits: dict[str, list[InputSplit]] = {}
+        self.splits = SourceSplits()
         self.coordinator = CheckpointCoordinator(self, self.config)
         self.tracker = ProgressTracker(self)
         # request id -> Flink's AsynchronousOperationResult for savepoint and stop requests
@@ -225,9 +194,8 @@ class JobMaster:
         assert self.graph is not None
         self._prepared = prepared
         self.is_continuous = any(p.monitor_interval for p in prepared.values())
-        for vertex_id, vertex_prepared in prepared.items():
-            if self.graph.vertices[vertex_id].inputs == [] or vertex_prepared.splits:
-                self._split_assigners[vertex_id] = LocatableInputSplitAssigner(vertex_prepared.splits)
+        graph = self.graph
+        self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._transition(JobStatus.CREATED)
         self._declare_slot_usage()
         self.tracker.apply_restore()
@@ -255,15 +223,7 @@ class JobMaster:
     def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
         self._invalid_reason = str(error) if invalid else None
         if isinstance(error, UserCodeError) and error.cause_name:
-            # Raised in the planner process: what the job's code raised comes as text.
-            self.exceptions.append(
-                ExceptionEntry(
-                    exception_name=error.cause_name,
-                    stacktrace=f"{error.cause_name}: {error}\n\n{error.cause_trace}",
-                    timestamp=time.time(),
-                    task_name=None,
-                )
-            )
+            self.exceptions.append(user_code_entry(error.cause_name, str(error), error.cause_trace))
         else:
             self._record_exception(error, None)
         self._transition(JobStatus.FAILED)
@@ -272,19 +232,21 @@ class JobMaster:
     @property
     def prepared_splits(self) -> dict[str, int]:
         """How many input splits each source vertex was prepared with."""
-        return {
-            vertex_id: len(p.splits) for vertex_id, p in self._prepared.items() if vertex_id in self._split_assigners
-        }
+        return self.splits.total()
+
+    @property
+    def split_progress(self) -> dict[str, SplitProgress]:
+        return self.splits.progress
 
     def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
         base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
         extra = dict(self._prepared[vertex_id].config) if vertex_id in self._prepared else {}
-        progress = self.split_progress.get(vertex_id)
-        if progress is not None and progress.completed:
+        completed = self.splits.completed_by(vertex_id, subtask_index)
+        if completed:
             # The chunks a new attempt of this subtask keeps; any other split chunk in its
             # partition was committed by an attempt that died before reporting it, and
             # that split is being (or was) redone elsewhere.
-            extra[COMPLETED_SPLITS_KEY] = sorted(n for n, s in progress.completed.items() if s == subtask_index)
+            extra[COMPLETED_SPLITS_KEY] = completed
         return {**base, **extra} if extra else base
 
     def wait_until_running(self) -> asyncio.Future[Message]:
@@ -388,17 +350,7 @@ class JobMaster:
         self._finished_executions = 0
         self._partition_locations.clear()
         # Completed splits' chunks stay committed: the new attempts skip them.
-        self._split_assigners = {
-            vertex_id: LocatableInputSplitAssigner(
-                [
-                    split
-                    for split in self._prepared[vertex_id].splits
-                    if split.split_number not in self.split_progress.get(vertex_id, SplitProgress()).completed
-                ]
-            )
-            for vertex_id in self._split_assigners
-        }
-        self._inflight_splits.clear()
+        self.splits.restart()
         self._declare_slot_usage()
         self._transition(JobStatus.RUNNING)
         for ejv in self.graph.source_vertices():
@@ -547,10 +499,8 @@ class JobMaster:
         self._active_executions = self.graph.total_subtasks
         self._finished_executions = 0
         self._partition_locations.clear()
-        self.split_progress = {}
-        self._inflight_splits.clear()
         self._prepared.update(prepared)
-        self._split_assigners = {vertex_id: LocatableInputSplitAssigner(p.splits) for vertex_id, p in prepared.items()}
+        self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
         self._declare_slot_usage()
         log.info(
             "Job %s: round %d over %d new input splits.",
@@ -704,29 +654,11 @@ class JobMaster:
             raise UnknownExecution(f"execution {execution_id} of job {self.job_id} is {state}: it must stop")
         if self.status is not JobStatus.RUNNING or execution.state is _E.CANCELING:
             return None  # being cancelled: the task stops, and its partitions are never used
-        vertex_id = execution.vertex.job_vertex.id
+        vertex = execution.vertex
         stopping = self._stop_request is not None
-        progress = self.split_progress.setdefault(vertex_id, SplitProgress())
-        inflight = self._inflight_splits.setdefault(execution_id, [])
-        if completed_split is not None:
-            progress.completed[completed_split] = execution.vertex.subtask_index
-            inflight[:] = [split for split in inflight if split.split_number != completed_split]
-        assigner = self._split_assigners.get(vertex_id)
-        # Stopping (stop-with-savepoint): in-flight splits finish, no new ones start.
-        split = (
-            assigner.get_next_input_split(host, execution.vertex.subtask_index) if assigner and not stopping else None
+        return self.splits.next_split(
+            vertex.job_vertex.id, execution_id, vertex.subtask_index, host, completed_split, stopping
         )
-        if split is not None:
-            progress.assignments += 1
-            inflight.append(split)
-        return split
-
-    def _return_inflight_splits(self, execution: Execution) -> None:
-        """A source attempt stopped before completing its splits: hand them out again."""
-        splits = self._inflight_splits.pop(execution.attempt_id, None)
-        assigner = self._split_assigners.get(execution.vertex.job_vertex.id)
-        if splits and assigner is not None:
-            assigner.return_input_splits(splits, execution.vertex.subtask_index)
 
     def schedule_or_update_consumers(self, partition_id: str, location: str, execution_id: str) -> str | None:
         """A producer committed a partition; deploy consumers whose inputs are now complete."""
@@ -773,9 +705,10 @@ class JobMaster:
             self.coordinator.execution_stopped(execution.attempt_id)
             if state is _E.FINISHED:
                 self._finished_executions += 1
-                self._inflight_splits.pop(execution.attempt_id, None)  # all in its output
+                self.splits.attempt_finished(execution.attempt_id)
             else:
-                self._return_inflight_splits(execution)
+                vertex = execution.vertex
+                self.splits.attempt_stopped(vertex.job_vertex.id, execution.attempt_id, vertex.subtask_index)
             if state is _E.FAILED:
                 self._record_failure(execution, error or "unknown failure")
                 self._handle_task_failure(execution)
@@ -939,29 +872,12 @@ class JobMaster:
     # -- exceptions ---------------------------------------------------------------------------------
 
     def _record_failure(self, execution: Execution, error: str) -> None:
-        first_line = error.splitlines()[0] if error else "failure"
-        name = first_line.split(":", 1)[0] if ":" in first_line else "TaskFailure"
         address = self.gateway.task_manager_address(execution.task_manager_id or "")
-        self.exceptions.append(
-            ExceptionEntry(
-                exception_name=name,
-                stacktrace=error,
-                timestamp=time.time(),
-                task_name=execution.vertex.task_name_with_subtask,
-                location=address,
-                task_manager_id=execution.task_manager_id,
-            )
-        )
+        task_name = execution.vertex.task_name_with_subtask
+        self.exceptions.append(task_failure_entry(error, task_name, address, execution.task_manager_id))
 
     def _record_exception(self, exc: BaseException, task_name: str | None, message: str | None = None) -> None:
-        self.exceptions.append(
-            ExceptionEntry(
-                exception_name=type(exc).__name__,
-                stacktrace=f"{type(exc).__name__}: {message or exc}\n\n" + "".join(traceback.format_exception(exc)),
-                timestamp=time.time(),
-                task_name=task_name,
-            )
-        )
+        self.exceptions.append(exception_entry(exc, task_name, message))
 
     @property
     def root_exception(self) -> ExceptionEntry | None:
