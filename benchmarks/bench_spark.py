@@ -109,7 +109,7 @@ def pipeline_job(job: str, data: Path, out: Path, split_size: str, parallelism: 
 
 def spark_settings(extra: dict[str, str]) -> dict[str, str]:
     """What both sides give Spark: local[2] and the extra settings, over the runtime's defaults."""
-    from flink_runtime.operators.spark.session import spark_properties
+    from flink_runtime.spark.session import spark_properties
 
     return spark_properties({"spark.master": f"local[{CORES}]", **extra})
 
@@ -130,7 +130,7 @@ def warmup_data(data: Path, scratch: Path) -> Path:
 
 
 def run_plain(args: argparse.Namespace, extra: dict[str, str]) -> dict[str, Any]:
-    from flink_runtime.operators.spark.session import acquire_session, release_session
+    from flink_runtime.spark.session import acquire_session, release_session
 
     data, out, scratch = Path(args.data), Path(args.out), Path(args.scratch)
     result: dict[str, Any] = {"side": "plain", "runs": []}
@@ -161,7 +161,7 @@ def run_runtime(args: argparse.Namespace, extra: dict[str, str]) -> dict[str, An
     from flink_runtime.client.job_client import JobClient
     from flink_runtime.configuration import Configuration
     from flink_runtime.minicluster import MiniCluster
-    from flink_runtime.operators.spark.session import acquire_session, release_session
+    from flink_runtime.spark.session import acquire_session, release_session
 
     data, out, scratch = Path(args.data), Path(args.out), Path(args.scratch)
     result: dict[str, Any] = {"side": "runtime", "runs": []}

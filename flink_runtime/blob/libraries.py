@@ -243,7 +243,7 @@ def _add_to_sys_path(paths: list[str]) -> None:
 
 
 def _register_with_spark(session: Any, entry: str, path: str, sha: str) -> None:
-    from flink_runtime.operators.spark.session import is_connect
+    from flink_runtime.spark.session import is_connect
 
     spark_path = _spark_path(path)
     name = os.path.basename(spark_path)

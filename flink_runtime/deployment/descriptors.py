@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from flink_runtime.executiongraph import Execution, subpartition_index
+from flink_runtime.invokable import Environment
 from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.rpc.messages import (
@@ -16,7 +17,6 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
 )
 from flink_runtime.scheduler.split_assigner import InputSplit
-from flink_runtime.taskmanager.invokable import Environment
 
 
 def task_deployment_descriptor(

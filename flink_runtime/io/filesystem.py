@@ -192,7 +192,7 @@ def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:
     if is_local(path):
         return LocalFileSystem()
     if spark is None:
-        from flink_runtime.operators.spark.session import current_session
+        from flink_runtime.spark.session import current_session
 
         spark = current_session()
     if spark is None or not hasattr(spark, "sparkContext"):

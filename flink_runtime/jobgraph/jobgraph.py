@@ -74,7 +74,7 @@ class ResourceProfile(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=
 class JobVertex(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     id: Identifier
     name: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-    # What runs in each subtask: a built-in name (see taskmanager.invokables) or
+    # What runs in each subtask: a built-in name (see invokable.builtin_invokable) or
     # "package.module:ClassName" of an AbstractInvokable subclass.
     invokable: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     parallelism: Parallelism = 1

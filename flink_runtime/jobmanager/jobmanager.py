@@ -32,6 +32,7 @@ from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
+from flink_runtime.invokable import BUILTIN_INVOKABLES
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
@@ -40,7 +41,6 @@ from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
-from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rest import views
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -74,7 +74,7 @@ from flink_runtime.rpc.messages import (
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
 from flink_runtime.security.paths import allowed_directories, job_path_problems
-from flink_runtime.taskmanager.invokable import BUILTIN_INVOKABLES
+from flink_runtime.spark.session import acquire_session, release_session
 
 log = logging.getLogger(__name__)
 

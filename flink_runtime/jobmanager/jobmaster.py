@@ -39,6 +39,7 @@ from flink_runtime.executiongraph import (
     ExecutionVertex,
     JobStatus,
 )
+from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 from flink_runtime.io.partitions import partition_dir
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph
 from flink_runtime.planner import Planner
@@ -64,7 +65,6 @@ from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.split_assigner import InputSplit
-from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 
 if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot

@@ -15,8 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from flink_runtime.invokable import AbstractInvokable, TaskCancelledError
 from flink_runtime.scheduler.split_assigner import InputSplit
-from flink_runtime.taskmanager.invokable import AbstractInvokable, TaskCancelledError
 
 
 class NoOpInvokable(AbstractInvokable):

@@ -19,8 +19,8 @@ from typing import Any
 from flink_runtime.blob import activate_libraries
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
+from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
-from flink_runtime.taskmanager.invokable import MasterContext, Prepared, resolve_invokable
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def initialize(config: dict[str, Any]) -> None:
 
 def _own_spark() -> Any:
     """The planner process's SparkSession (local[1], plan checks only), started on first use."""
-    from flink_runtime.operators.spark.session import acquire_session, current_session
+    from flink_runtime.spark.session import acquire_session, current_session
 
     return current_session() or acquire_session(_config, default_cores=1, planning_only=True)
 

@@ -26,13 +26,13 @@ from urllib.parse import urlparse
 from flink_runtime.blob import BlobServer, activate_libraries
 from flink_runtime.deployment import partition_writers, task_environment
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.filesystem import is_local
-from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
-from flink_runtime.taskmanager.invokable import (
+from flink_runtime.invokable import (
     AbstractInvokable,
     TaskCancelledError,
     resolve_invokable,
 )
+from flink_runtime.io.filesystem import is_local
+from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 
 if TYPE_CHECKING:
     from flink_runtime.rpc.messages import ResultPartitionDeploymentDescriptor, TaskDeploymentDescriptor

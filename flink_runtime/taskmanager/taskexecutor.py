@@ -28,7 +28,6 @@ from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
-from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
@@ -53,6 +52,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import AskTimeoutError, RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
+from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ TOKEN = "integration-t0ken"
 S3_SECRET = "s3-secret-value"
 
 TOUCH = """\
-from flink_runtime.taskmanager.invokable import AbstractInvokable
+from flink_runtime.invokable import AbstractInvokable
 
 
 class Touch(AbstractInvokable):

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
-from flink_runtime.operators.spark.session import acquire_session, release_session
 from flink_runtime.pipeline import Pipeline
+from flink_runtime.spark.session import acquire_session, release_session
 
 pytestmark = pytest.mark.integration
 

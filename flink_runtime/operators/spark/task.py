@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
 from flink_runtime.io.filesystem import filesystem_for, join
 from flink_runtime.io.partitions import (
     chunk_dirs,
@@ -35,9 +36,8 @@ from flink_runtime.io.partitions import (
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
-from flink_runtime.operators.spark.session import TaskScope
 from flink_runtime.pipeline.pipeline import parse_size
-from flink_runtime.taskmanager.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
+from flink_runtime.spark.session import TaskScope
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
