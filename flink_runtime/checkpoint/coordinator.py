@@ -37,7 +37,7 @@ from flink_runtime.rpc.messages import TriggerCheckpoint
 from flink_runtime.security.paths import allowed_directories, path_problem
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.checkpoint.job import CheckpointedJob
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class CheckpointStats:
 
 
 class CheckpointCoordinator:
-    def __init__(self, job: JobMaster, config: Configuration, first_checkpoint_id: int = 1) -> None:
+    def __init__(self, job: CheckpointedJob, config: Configuration, first_checkpoint_id: int = 1) -> None:
         self.job = job
         interval = config.raw(INTERVAL_KEY)
         self.interval = parse_duration_ms(interval, INTERVAL_KEY) / 1000 if interval not in (None, "", "0") else None

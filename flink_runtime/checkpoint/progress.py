@@ -20,11 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check_matches, read_metadata
 from flink_runtime.io import filesystem
-from flink_runtime.operators.spark.chain import reemits_all_it_read
 
 if TYPE_CHECKING:
-    from flink_runtime.jobgraph.jobgraph import JobGraph
-    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.checkpoint.job import CheckpointedJob
+    from flink_runtime.executiongraph import ExecutionVertex
 
 SAVEPOINT_PATH_KEY = "execution.savepoint.path"
 IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"
@@ -34,8 +33,9 @@ STATE_CONFIG_KEY = "__state__"
 
 
 class ProgressTracker:
-    def __init__(self, job: JobMaster) -> None:
+    def __init__(self, job: CheckpointedJob, checkpoints_dir: str) -> None:
         self.job = job
+        self._checkpoints_dir = checkpoints_dir  # keyed-state snapshots go under it
         self.restore: JobProgress | None = None
         self.restore_location: str | None = None
         # (vertex id, subtask) -> state handle reported by a FINISHED stateful subtask
@@ -49,16 +49,18 @@ class ProgressTracker:
 
     # -- restoring (load in a worker thread, apply in the mailbox) ----------------------------
 
-    def load_restore(self, vertex_ids: set[str]) -> None:
+    def load_restore(self, vertex_ids: set[str]) -> dict[str, Any] | None:
+        """Read and check the savepoint the job starts from, if any; returns what the
+        checkpoint statistics say about it (Flink's `latest.restored`)."""
         location = self.job.config.raw(SAVEPOINT_PATH_KEY)
         if not location:
-            return
+            return None
         progress = read_metadata(str(location))
         allow = str(self.job.config.raw(IGNORE_UNCLAIMED_KEY) or "false").lower() == "true"
         check_matches(progress, vertex_ids, str(location), allow)
         self.restore = progress
         self.restore_location = str(location)
-        self.job.coordinator.restored = {
+        return {
             "id": progress.checkpoint_id,
             "restore_timestamp": int(progress.timestamp * 1000),
             "is_savepoint": progress.is_savepoint,
@@ -68,11 +70,13 @@ class ProgressTracker:
     def restored_vertex(self, vertex_id: str) -> VertexProgress | None:
         return self.restore.vertices.get(vertex_id) if self.restore is not None else None
 
-    def apply_restore(self) -> None:
-        """Mark the savepoint's finished subtasks FINISHED and collect its chunks."""
+    def apply_restore(self) -> list[ExecutionVertex]:
+        """Collect the savepoint's chunks; returns the subtasks it recorded as finished
+        (the job counts them done instead of running them again)."""
         graph = self.job.graph
+        finished: list[ExecutionVertex] = []
         if self.restore is None or graph is None:
-            return
+            return finished
         for vertex_id, saved in self.restore.vertices.items():
             ejv = graph.vertices.get(vertex_id)
             if ejv is None:
@@ -82,9 +86,10 @@ class ProgressTracker:
                     self.restored_chunks.setdefault(result_id, {}).setdefault(int(partition), []).extend(chunks)
             if self.restore.terminal:
                 continue  # the job ended: every vertex runs again, on the input not yet read
-            for subtask in saved.finished_subtasks:
-                if subtask < ejv.parallelism:
-                    self.job.restore_finished(ejv.task_vertices[subtask])
+            finished.extend(
+                ejv.task_vertices[subtask] for subtask in saved.finished_subtasks if subtask < ejv.parallelism
+            )
+        return finished
 
     def restored_state(self, vertex_id: str, subtask: int) -> dict[str, Any] | None:
         if (vertex_id, subtask) in self.round_states:
@@ -115,7 +120,7 @@ class ProgressTracker:
         return {
             "enabled": enabled,
             "backend": str(self.job.config.raw(STATE_BACKEND_KEY) or "hashmap"),
-            "snapshot_dir": filesystem.join(self.job.coordinator.checkpoints_dir, self.job.job_id, "state", attempt_id),
+            "snapshot_dir": filesystem.join(self._checkpoints_dir, self.job.job_id, "state", attempt_id),
             "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
             "restored": restored,
         }
@@ -160,7 +165,7 @@ class ProgressTracker:
             result: {p: list(chunks) for p, chunks in partitions.items()}
             for result, partitions in self.restored_chunks.items()
         }
-        kept_for_joins = _inputs_joins_need_again(job.job_graph) if terminal else set()
+        kept_for_joins = job.inputs_needed_after_stop() if terminal else set()
 
         def materialize() -> JobProgress:
             vertices = {}
@@ -191,23 +196,6 @@ class ProgressTracker:
             )
 
         return materialize
-
-
-def _inputs_joins_need_again(job_graph: JobGraph) -> set[str]:
-    """Vertices whose whole output a join must see again after a stop: every producer
-    feeding a join, unless it re-emits everything itself (a keyed final aggregate, whose
-    state carries what it read before the stop)."""
-    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
-    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
-    needed: set[str] = set()
-    for edge in job_graph.edges:
-        operators = vertices[edge.target].config.get("operators") or [{}]
-        if operators[0].get("op") != "join":
-            continue
-        producer = producer_of.get(edge.source)
-        if producer is not None and not reemits_all_it_read(vertices[producer].config.get("operators") or []):
-            needed.add(producer)
-    return needed
 
 
 def _committed_chunks(

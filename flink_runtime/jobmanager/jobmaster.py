@@ -42,6 +42,7 @@ from flink_runtime.executiongraph import (
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 from flink_runtime.io.partitions import partition_dir
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph
+from flink_runtime.operators.spark.chain import inputs_needed_after_stop
 from flink_runtime.planner import Planner
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
@@ -142,7 +143,7 @@ class JobMaster:
         self._restart_delay = 0.0
         self.splits = SourceSplits()
         self.coordinator = CheckpointCoordinator(self, self.config)
-        self.tracker = ProgressTracker(self)
+        self.tracker = ProgressTracker(self, self.coordinator.checkpoints_dir)
         # request id -> Flink's AsynchronousOperationResult for savepoint and stop requests
         self.savepoint_requests: dict[str, dict[str, Any]] = {}
         self._stop_request: tuple[str, str | None] | None = None
@@ -173,7 +174,7 @@ class JobMaster:
         """Runs in a worker thread. The job's code (invokables, transforms, libraries) is
         imported and its plan resolved in the planner process, never here."""
         assert self.graph is not None
-        self.tracker.load_restore(set(self.graph.vertices))
+        self.coordinator.restored = self.tracker.load_restore(set(self.graph.vertices))
         restored = self.tracker.restore.vertices if self.tracker.restore is not None else {}
         return self.gateway.planner.run(
             planner_tasks.prepare_job,
@@ -198,7 +199,8 @@ class JobMaster:
         self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._transition(JobStatus.CREATED)
         self._declare_slot_usage()
-        self.tracker.apply_restore()
+        for vertex in self.tracker.apply_restore():
+            self._restore_finished(vertex)
         self._transition(JobStatus.RUNNING)
         self.coordinator.start_periodic()
         for ejv in self.graph.vertices.values():
@@ -209,7 +211,7 @@ class JobMaster:
                     self._schedule(vertex)
         self._complete_if_all_stopped()  # a savepoint may have restored every subtask as finished
 
-    def restore_finished(self, vertex: ExecutionVertex) -> None:
+    def _restore_finished(self, vertex: ExecutionVertex) -> None:
         """A savepoint says this subtask finished: count it done and its partitions
         available (their chunks are read from the savepoint)."""
         self._set_execution_state(vertex.current_execution, _E.FINISHED)
@@ -859,6 +861,9 @@ class JobMaster:
             return self._partition_locations[partition_id]
         result_id, _, number = partition_id.rpartition("#")
         return partition_dir(self._data_dir, self.data_namespace, result_id, int(number))
+
+    def inputs_needed_after_stop(self) -> set[str]:
+        return inputs_needed_after_stop(self.job_graph)
 
     def sink_staging_root(self, vertex_id: str) -> str | None:
         if self.graph is None:
