@@ -37,12 +37,19 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
+from flink_runtime.jobmanager import snapshots
+from flink_runtime.jobmanager.errors import (
+    InvalidRequest,
+    JobNotFound,
+    JobNotRunning,
+    OperationInProgress,
+    RequestNotFound,
+)
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
-from flink_runtime.rest import views
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
@@ -80,15 +87,6 @@ log = logging.getLogger(__name__)
 
 # How often libraries no job refers to are looked for (blob.expiration-time says when they go).
 BLOB_CLEANUP_INTERVAL = 60.0
-
-
-class SavepointRequestError(Exception):
-    """A savepoint / stop / checkpoint request the REST layer answers with `status`."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass
@@ -458,7 +456,7 @@ class JobManager(RpcEndpoint):
             self._finished_at[job.job_id] = time.monotonic()
             self.release_partitions(job.job_id)
             if job.status.is_globally_terminal and self.job_store is not None:
-                self._store("archive", job.job_id, views.job_details(job), views.job_exceptions(job))
+                self._store("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
                 self._store("prune", *self._retention())
 
     def _retention(self) -> tuple[int, float]:
@@ -600,13 +598,13 @@ class JobManager(RpcEndpoint):
     # -- savepoints and checkpoints (REST entry points) -------------------------------------------
     #
     # Contract for the REST layer: the two triggers return a request id at once (the
-    # savepoint completes later); they raise SavepointRequestError(status, message) with
-    # 404 for an unknown job and 409 for a job that is not RUNNING. savepoint_status
+    # savepoint completes later); they raise JobNotFound for an unknown job, JobNotRunning
+    # for a job that is not RUNNING (errors.py; rest/ maps each to a status). savepoint_status
     # answers Flink's AsynchronousOperationResult shape:
     #   {"status": {"id": "IN_PROGRESS"}}  or
     #   {"status": {"id": "COMPLETED"}, "operation": {"location": "<savepoint dir>"}}  or
     #   {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"class": "...", "stack-trace": "..."}}}
-    # and raises SavepointRequestError(404, ...) for an unknown job or request id.
+    # and raises JobNotFound or RequestNotFound for an unknown job or request id.
     # checkpoint_stats answers GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics).
 
     async def trigger_savepoint(
@@ -637,8 +635,7 @@ class JobManager(RpcEndpoint):
             if status.get("status", {}).get("id") == "IN_PROGRESS"
         ]
         if in_flight:
-            raise SavepointRequestError(
-                409,
+            raise OperationInProgress(
                 f"Job {job_id} already has savepoint request {in_flight[0]} in progress; poll "
                 f"GET /jobs/{job_id}/savepoints/{in_flight[0]} and trigger again once it completed.",
             )
@@ -647,14 +644,14 @@ class JobManager(RpcEndpoint):
                 return job.trigger_savepoint(target_directory, cancel_job=flag, request_id=trigger_id)
             return job.stop_with_savepoint(target_directory, drain=flag, request_id=trigger_id)
         except CheckpointFailure as exc:
-            raise SavepointRequestError(400, str(exc)) from None
+            raise InvalidRequest(str(exc)) from None
 
     def _running_job(self, job_id: str, action: str) -> JobMaster:
         job = self.jobs.get(job_id)
         if job is None:
-            raise SavepointRequestError(404, f"Job {job_id} not found.")
+            raise JobNotFound(f"Job {job_id} not found.")
         if job.status is not JobStatus.RUNNING:
-            raise SavepointRequestError(409, f"Cannot {action} job {job_id}: it is {job.status.value}, not RUNNING.")
+            raise JobNotRunning(f"Cannot {action} job {job_id}: it is {job.status.value}, not RUNNING.")
         return job
 
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
@@ -664,16 +661,16 @@ class JobManager(RpcEndpoint):
         elif job_id in self.archived and self.job_store is not None:  # ended in an earlier run
             requests = self.job_store.savepoint_requests(job_id)
         else:
-            raise SavepointRequestError(404, f"Job {job_id} not found.")
+            raise JobNotFound(f"Job {job_id} not found.")
         status = requests.get(request_id)
         if status is None:
-            raise SavepointRequestError(404, f"No savepoint request {request_id} for job {job_id}.")
+            raise RequestNotFound(f"No savepoint request {request_id} for job {job_id}.")
         return status
 
     def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
         job = self.jobs.get(job_id)
         if job is None:
-            raise SavepointRequestError(404, f"Job {job_id} not found.")
+            raise JobNotFound(f"Job {job_id} not found.")
         return job.coordinator.statistics()
 
     @handles(AcknowledgeCheckpoint)

@@ -26,8 +26,15 @@ from flink_runtime.blob.store import BlobStoreFull
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobgraph.validation import InvalidJobGraph
-from flink_runtime.jobmanager.jobmanager import SavepointRequestError
-from flink_runtime.rest import views
+from flink_runtime.jobmanager import snapshots
+from flink_runtime.jobmanager.errors import (
+    InvalidRequest,
+    JobNotFound,
+    JobNotRunning,
+    JobRequestError,
+    OperationInProgress,
+    RequestNotFound,
+)
 from flink_runtime.rest.guard import internal_error
 from flink_runtime.rpc.messages import (
     CancelJob,
@@ -53,6 +60,20 @@ class RestError(Exception):
         super().__init__("; ".join(errors))
         self.status = status
         self.errors = list(errors)
+
+
+# How the JobManager's refusals of a request about a job are answered.
+STATUS_OF_REFUSAL: dict[type[JobRequestError], int] = {
+    JobNotFound: 404,
+    RequestNotFound: 404,
+    JobNotRunning: 409,
+    OperationInProgress: 409,
+    InvalidRequest: 400,
+}
+
+
+def status_of_refusal(error: JobRequestError) -> int:
+    return next((status for kind, status in STATUS_OF_REFUSAL.items() if isinstance(error, kind)), 400)
 
 
 def _error_response(status: int, errors: list[str]) -> JSONResponse:
@@ -199,7 +220,8 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     async def taskmanagers() -> dict[str, Any]:
         return {
             "taskmanagers": [
-                views.taskmanager_info(jobmanager, registration) for registration in jobmanager.task_managers.values()
+                snapshots.taskmanager_info(jobmanager, registration)
+                for registration in jobmanager.task_managers.values()
             ]
         }
 
@@ -208,7 +230,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         registration = jobmanager.task_managers.get(taskmanager_id)
         if registration is None:
             raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return views.taskmanager_info(jobmanager, registration)
+        return snapshots.taskmanager_info(jobmanager, registration)
 
     # -- jobs --------------------------------------------------------------------------------------
 
@@ -219,7 +241,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
 
     @app.get("/jobs/overview", summary="Overview of all jobs")
     async def jobs_overview() -> dict[str, Any]:
-        live = [views.job_overview(job) for job in jobmanager.jobs.values()]
+        live = [snapshots.job_overview(job) for job in jobmanager.jobs.values()]
         return {"jobs": live + [archived_overview(record) for record in archived_only()]}
 
     @app.post(
@@ -264,7 +286,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     async def job_details(job_id: str) -> dict[str, Any]:
         if job_id not in jobmanager.jobs and job_id in jobmanager.archived:
             return jobmanager.archived[job_id].details or {}
-        return views.job_details(job_or_404(job_id))
+        return snapshots.job_details(job_or_404(job_id))
 
     @app.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
     async def vertex_details(job_id: str, vertex_id: str) -> dict[str, Any]:
@@ -272,17 +294,17 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
         ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
         if ejv is None:
             raise RestError(404, f"Job {job_id} has no vertex {vertex_id!r}.")
-        return views.vertex_subtasks(jobmanager, job, ejv)
+        return snapshots.vertex_subtasks(jobmanager, job, ejv)
 
     @app.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:
-        return {"plan": views.job_plan(job_or_404(job_id))}
+        return {"plan": snapshots.job_plan(job_or_404(job_id))}
 
     @app.get("/jobs/{job_id}/exceptions", summary="The job's exception history")
     async def job_exceptions(job_id: str, maxExceptions: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:  # noqa: N803
         if job_id not in jobmanager.jobs and job_id in jobmanager.archived:
             return jobmanager.archived[job_id].exceptions or {}
-        return views.job_exceptions(job_or_404(job_id), maxExceptions)
+        return snapshots.job_exceptions(job_or_404(job_id), maxExceptions)
 
     @app.patch("/jobs/{job_id}", status_code=202, summary="Cancel a job (mode=cancel)")
     async def cancel_job(job_id: str, mode: str = Query("cancel")) -> dict[str, Any]:
@@ -326,11 +348,11 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     #
     # The JobManager answers at once with a request id; the savepoint completes later and
     # its outcome is polled (Flink's asynchronous operations). The JobManager's
-    # SavepointRequestError carries the status to answer (404, 409, 501).
+    # Its refusals (jobmanager/errors.py) are answered with STATUS_OF_REFUSAL.
 
-    @app.exception_handler(SavepointRequestError)
-    async def savepoint_request_error(request: Request, exc: SavepointRequestError) -> JSONResponse:
-        return _error_response(exc.status, [exc.message])
+    @app.exception_handler(JobRequestError)
+    async def job_request_error(request: Request, exc: JobRequestError) -> JSONResponse:
+        return _error_response(status_of_refusal(exc), [exc.message])
 
     @app.post(
         "/jobs/{job_id}/savepoints",

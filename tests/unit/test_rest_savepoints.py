@@ -1,7 +1,7 @@
 """The REST layer of savepoints and checkpoints, against a stub JobManager.
 
 Only the HTTP side is under test here: paths, body field names, status codes and the
-mapping of SavepointRequestError to `{"errors": [...]}`. The stub records how it was
+mapping of the JobManager's refusals (jobmanager/errors.py) to `{"errors": [...]}`. The stub records how it was
 called and answers like the JobManager's contract (jobmanager.py, "savepoints and
 checkpoints"); the JobManager itself is tested elsewhere.
 """
@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration
-from flink_runtime.jobmanager.jobmanager import SavepointRequestError
+from flink_runtime.jobmanager.errors import JobNotFound, JobNotRunning, OperationInProgress, RequestNotFound
 from flink_runtime.rest.app import create_app
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
@@ -36,9 +36,9 @@ class StubJobManager:
 
     def _check_running(self, job_id: str) -> None:
         if job_id == OTHER_JOB:
-            raise SavepointRequestError(409, f"Job {job_id} is FINISHED, not RUNNING.")
+            raise JobNotRunning(f"Job {job_id} is FINISHED, not RUNNING.")
         if job_id != JOB_ID:
-            raise SavepointRequestError(404, f"Job {job_id} not found.")
+            raise JobNotFound(f"Job {job_id} not found.")
 
     async def trigger_savepoint(
         self, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
@@ -57,13 +57,13 @@ class StubJobManager:
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         self.calls.append(("savepoint_status", job_id, request_id))
         if job_id != JOB_ID or request_id not in self.statuses:
-            raise SavepointRequestError(404, f"no savepoint request {request_id} for job {job_id}")
+            raise RequestNotFound(f"no savepoint request {request_id} for job {job_id}")
         return self.statuses[request_id]
 
     def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
         self.calls.append(("checkpoint_stats", job_id))
         if job_id != JOB_ID:
-            raise SavepointRequestError(404, f"Job {job_id} not found.")
+            raise JobNotFound(f"Job {job_id} not found.")
         return {"counts": {"restored": 0, "total": 2, "in_progress": 0, "completed": 2, "failed": 0}}
 
 
@@ -175,13 +175,13 @@ def test_jobmanager_refusals_keep_their_status_and_message(
     assert message in error and job_id in error
 
 
-def test_not_implemented_is_passed_on_as_501(rest: TestClient, jobmanager: StubJobManager) -> None:
-    async def not_yet(*args: Any) -> str:
-        raise SavepointRequestError(501, "savepoints are not implemented yet")
+def test_a_savepoint_already_in_progress_is_a_409(rest: TestClient, jobmanager: StubJobManager) -> None:
+    async def busy(*args: Any) -> str:
+        raise OperationInProgress("Job has savepoint request abc in progress")
 
-    jobmanager.trigger_savepoint = not_yet  # type: ignore[method-assign]
+    jobmanager.trigger_savepoint = busy  # type: ignore[method-assign]
     answer = rest.post(f"/jobs/{JOB_ID}/savepoints", json={})
-    assert (answer.status_code, answer.json()) == (501, {"errors": ["savepoints are not implemented yet"]})
+    assert (answer.status_code, answer.json()) == (409, {"errors": ["Job has savepoint request abc in progress"]})
 
 
 # -- POST /jobs/:id/stop ------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""JSON views of JobManager state, with Flink REST API v1 field names.
+"""Snapshots of JobManager state as JSON, with Flink REST API v1 field names: REST serves
+them, and the JobManager archives a job's last ones in the job store when it ends.
 
 Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answers.
 """
