@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 
 from flink_runtime.configuration import Configuration
+from flink_runtime.rpc.supervision import ProcessSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def run_jobmanager(config: Configuration) -> None:
         store = os.path.join(tempfile.gettempdir(), "flink-runtime", f"jobstore-{cluster_id}.db")
         config.set("jobstore.url", f"sqlite:///{store}")
     jobmanager = JobManager(config)
+    jobmanager.parent = ProcessSupervisor()  # what it cannot handle ends the process
     rest = RestServer(jobmanager, config)
 
     async def start() -> None:
@@ -63,6 +65,7 @@ def run_taskmanager(config: Configuration) -> None:
     from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
     taskmanager = TaskExecutor(config)
+    taskmanager.parent = ProcessSupervisor()  # what it cannot handle ends the process
 
     async def start() -> None:
         await taskmanager.start()

@@ -444,6 +444,14 @@ class JobManager(RpcEndpoint):
 
         self.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
 
+    # -- supervision of the JobMasters ---------------------------------------------------------
+
+    def child_of(self, message: Any) -> JobMaster | None:
+        """A message about a live job: a handler that raises on it failed that job's
+        JobMaster (child_failed restarts it: the job fails globally), not the JobManager."""
+        job_id = getattr(message, "job_id", None)
+        return self.jobs.get(job_id) if isinstance(job_id, str) else None
+
     def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
         self.events.publish(event)
         for listener in self.status_listeners:

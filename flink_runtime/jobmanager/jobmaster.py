@@ -20,13 +20,14 @@ FAILED when all of them have stopped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
@@ -42,8 +43,8 @@ from flink_runtime.executiongraph import (
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 from flink_runtime.io.partitions import partition_dir
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph
+from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway
 from flink_runtime.operators.spark.chain import inputs_needed_after_stop
-from flink_runtime.planner import Planner
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
@@ -56,6 +57,7 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
+from flink_runtime.rpc.supervision import supervise
 from flink_runtime.scheduler.exception_history import (
     ExceptionEntry,
     exception_entry,
@@ -84,29 +86,18 @@ class UnknownExecution(LookupError):
     """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
 
 
-class JobMasterGateway(Protocol):
-    """What a JobMaster needs from the JobManager that hosts it."""
+def _supervised(method: Callable[..., None]) -> Callable[..., None]:
+    """An entry point the JobManager calls outside a message about the job (slot pool
+    events, start): what it raises is this job's failure (see JobMaster.restart)."""
 
-    ask_timeout: float
-    blob_dir: str  # where uploaded libraries live on the JobManager
-    planner: Planner  # runs the job's own code (planner/)
-    planner_timeout: float  # seconds
-    jobmanager_id: str  # the fencing token deployed tasks carry back
+    @functools.wraps(method)
+    def call(self: JobMaster, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except Exception as error:
+            supervise(self._supervisor, self, error)
 
-    def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
-    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
-    def release_slot(self, allocation_id: str) -> None: ...
-    def cancel_slot_request(self, request_id: str) -> None: ...
-    def slot_of(self, allocation_id: str) -> PhysicalSlot | None: ...
-    def task_manager_address(self, task_manager_id: str) -> str | None: ...
-    def ask_task_manager(
-        self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
-    ) -> None: ...
-    def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
-    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
-    def tell_task_manager(self, address: str, message: Message) -> None: ...
-    def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
-    def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None: ...
+    return call
 
 
 class JobMaster:
@@ -115,7 +106,9 @@ class JobMaster:
         self.job_graph = job_graph
         self.job_id: str = job_graph.job_id
         self.name = job_graph.name
-        self.gateway = gateway
+        # Its callbacks run supervised: what they raise fails this job (restart below).
+        self.gateway = SupervisedGateway(gateway, self)
+        self._supervisor = gateway
         self.config = cluster_config.copy(job_graph.config)
         self.status = JobStatus.INITIALIZING
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
@@ -158,6 +151,7 @@ class JobMaster:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
+    @_supervised
     def start(self) -> None:
         """Build the ExecutionGraph, then prepare the vertices off the mailbox (input
         splits, plan checks: file listings and Spark analysis take time)."""
@@ -300,6 +294,27 @@ class JobMaster:
         self._cancel_all_executions()
         self._complete_if_all_stopped()
         return None
+
+    def restart(self, error: BaseException) -> None:
+        """Supervision: a handler or callback of this job raised, so its state cannot be
+        trusted. As Flink's global failover without restart: the job fails with that
+        exception, its tasks are cancelled and its slots given back; never a stuck job."""
+        if self.status.is_terminal:
+            return
+        log.error("Job %s (%s) fails: its JobMaster raised %r", self.name, self.job_id, error)
+        self._record_exception(error, None, f"the JobMaster of this job failed: {error}")
+        self._finalizing = False
+        if self.status is JobStatus.INITIALIZING:
+            self._transition(JobStatus.FAILED)
+        else:
+            if self.status.can_transition_to(JobStatus.FAILING):
+                self._transition(JobStatus.FAILING)
+            self._cancel_all_executions()  # may end the job FAILED already (nothing ran)
+            if self.status.is_terminal:
+                return
+            self._transition(JobStatus.FAILED)
+            self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, self.status))  # discard staged output
+        self._finish()
 
     def _handle_task_failure(self, execution: Execution) -> None:
         """A subtask failed: restart what the failure handler says (scheduler/failover.py),
@@ -551,6 +566,7 @@ class JobMaster:
         if allocation_id is not None:
             self._deploy(execution, allocation_id)
 
+    @_supervised
     def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
         waiting = self._slots.slot_allocated(request_id, slot) if not self.status.is_terminal else None
         if waiting is None:
@@ -562,6 +578,7 @@ class JobMaster:
             if execution is not None and execution.state is _E.SCHEDULED:
                 self._deploy(execution, slot.allocation_id)
 
+    @_supervised
     def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
         reason = (
             f"NoResourceAvailableException: no TaskManager offered a slot within slot.request.timeout "
@@ -570,6 +587,7 @@ class JobMaster:
         )
         self._fail_attempts(self._slots.request_timed_out(request_id), reason)
 
+    @_supervised
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: fail what ran in it."""
         self._fail_attempts(self._slots.allocation_lost(allocation_id), reason)

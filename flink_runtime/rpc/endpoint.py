@@ -6,6 +6,11 @@ answer later while the mailbox goes on (SubmitJob is answered only once the sour
 run, long after the handler returned). Work that must wait on the network or a thread
 is started with `run_async`, and its result comes back through the mailbox as a
 callback, so the state it touches is still touched only here.
+
+A handler that raises is supervised (supervision.py): a failure that concerns one of
+the endpoint's children (`child_of`, e.g. the JobMaster of the message's job) goes to
+the endpoint's own strategy (`child_failed`); any other failure is the endpoint's own
+and goes to its parent: the process's supervisor, or a MiniCluster.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any, TypeVar
 
 from flink_runtime.rpc.messages import Message, RpcError
 from flink_runtime.rpc.service import RpcService
+from flink_runtime.rpc.supervision import Directive, ResumingSupervisor, Supervised, Supervisor, supervise
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,9 @@ class RpcEndpoint:
     def __init__(self, name: str, rpc: RpcService) -> None:
         self.name = name
         self.rpc = rpc
+        # Told of this endpoint's own failures. Hosted endpoints resume after them; the
+        # command line makes a process's top endpoint exit on what it cannot resume.
+        self.parent: Supervisor | None = ResumingSupervisor()
         self._mailbox: asyncio.Queue[tuple[Any, Reply | None]] = asyncio.Queue()
         self._handlers = {t: getattr(self, n) for t, n in self._handler_types.items()}
         self._drainer: asyncio.Task[None] | None = None
@@ -92,6 +101,11 @@ class RpcEndpoint:
 
     def on_stop(self) -> None:
         """Hook run before the mailbox stops."""
+
+    def restart(self, error: BaseException) -> None:
+        """Start afresh after a failure (supervision). An endpoint holds the process's
+        state: by default it cannot, and the failure escalates."""
+        raise error
 
     # -- the mailbox ---------------------------------------------------------------------------
 
@@ -200,9 +214,31 @@ class RpcEndpoint:
             try:
                 self._dispatch(message, reply)
             except Exception as exc:
-                log.exception("%s: handler failed on %s", self.name, type(message).__name__)
                 if reply is not None:
                     reply(RpcError(error=f"{type(exc).__name__}: {exc}"))
+                self._handler_failed(message, exc)
+
+    def _handler_failed(self, message: Any, error: Exception) -> None:
+        child = self.child_of(message)
+        if child is not None:
+            supervise(self, child, error)
+        else:
+            supervise(self.parent, _OwnFailure(self, message), error)
+
+    # -- supervision -----------------------------------------------------------------------------
+
+    def child_of(self, message: Any) -> Supervised | None:
+        """The child a message concerns, whose failure this endpoint handles; None: the
+        failure is the endpoint's own."""
+        return None
+
+    def child_failed(self, child: Supervised, error: BaseException) -> Directive:
+        """Strategy for children: start them afresh (override to decide otherwise)."""
+        return Directive.RESTART
+
+    def escalate_failure(self, child: Supervised, error: BaseException) -> None:
+        """A child failed beyond what this endpoint can handle: it fails in turn."""
+        supervise(self.parent, _OwnFailure(self, None), error)
 
     def _dispatch(self, message: Any, reply: Reply | None) -> None:
         if isinstance(message, _Callback):
@@ -219,6 +255,21 @@ class RpcEndpoint:
                 self.run_async(answer)
         elif reply is not None:
             reply(answer)
+
+
+class _OwnFailure:
+    """An endpoint as the child its parent is told about: the handler or callback that
+    failed, and whether it was a message from outside (one request) or the endpoint's
+    own continuation (a timer, a result of its background work)."""
+
+    def __init__(self, endpoint: RpcEndpoint, message: Any) -> None:
+        self.endpoint = endpoint
+        self.name = endpoint.name
+        self.internal = message is None or isinstance(message, _Callback)
+        self.message_type = type(message).__name__ if message is not None else "escalated failure"
+
+    def restart(self, error: BaseException) -> None:
+        self.endpoint.restart(error)
 
 
 def _answer_later(reply: Reply, result: Any, error: BaseException | None) -> None:

@@ -1,0 +1,69 @@
+"""What a JobMaster needs from the JobManager that hosts it, and the supervised view of
+it each JobMaster gets: a callback the job scheduled (a timer, the result of work in a
+thread or of an RPC) that raises is reported as the job's failure, never lost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.planner import Planner
+    from flink_runtime.rpc.messages import JobStatusChanged, Message
+    from flink_runtime.scheduler.slotpool import PhysicalSlot
+
+Callback = Callable[[Any, BaseException | None], None]
+
+
+class JobMasterGateway(Supervisor, Protocol):
+    """The JobManager, as its JobMasters use it (it supervises them too)."""
+
+    ask_timeout: float
+    blob_dir: str  # where uploaded libraries live on the JobManager
+    planner: Planner  # runs the job's own code (planner/)
+    planner_timeout: float  # seconds
+    jobmanager_id: str  # the fencing token deployed tasks carry back
+
+    def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
+    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
+    def release_slot(self, allocation_id: str) -> None: ...
+    def cancel_slot_request(self, request_id: str) -> None: ...
+    def slot_of(self, allocation_id: str) -> PhysicalSlot | None: ...
+    def task_manager_address(self, task_manager_id: str) -> str | None: ...
+    def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None: ...
+    def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
+    def tell_task_manager(self, address: str, message: Message) -> None: ...
+    def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
+    def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None: ...
+    def checkpoint_completed(
+        self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
+    ) -> None: ...
+
+
+class SupervisedGateway:
+    """The gateway as one job sees it: the callbacks it hands over run guarded, so what
+    they raise goes to the JobManager's supervision of that job. Everything else is the
+    JobManager's own."""
+
+    def __init__(self, gateway: JobMasterGateway, job: Supervised) -> None:
+        self._gateway = gateway
+        self._job = job
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._gateway, name)
+
+    def _guard(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        return guarded(self._gateway, self._job, function)
+
+    def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any:
+        return self._gateway.run_async(awaitable, self._guard(on_done) if on_done is not None else None)
+
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any:
+        return self._gateway.schedule_once(delay, self._guard(function), *args)
+
+    def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None:
+        self._gateway.ask_task_manager(address, message, self._guard(on_done))
