@@ -229,7 +229,7 @@ class JobManager(RpcEndpoint):
                 [checkpoint.checkpoint_id for checkpoint in stored],
                 [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
             )
-            job.restore_savepoint_requests(self.job_store.savepoint_requests(record.job_id))
+            job.savepoint_requests.restore(self.job_store.savepoint_requests(record.job_id))
             self.jobs[record.job_id] = job
             attempts = self.job_store.begin_recovery(record.job_id)
             if attempts > max_attempts:
@@ -637,11 +637,7 @@ class JobManager(RpcEndpoint):
         if job is not None and trigger_id is not None and trigger_id in job.savepoint_requests:
             return trigger_id
         job = self._running_job(job_id, "take a savepoint of" if kind == "trigger" else "stop")
-        in_flight = [
-            request_id
-            for request_id, status in job.savepoint_requests.items()
-            if status.get("status", {}).get("id") == "IN_PROGRESS"
-        ]
+        in_flight = job.savepoint_requests.in_progress()
         if in_flight:
             raise OperationInProgress(
                 f"Job {job_id} already has savepoint request {in_flight[0]} in progress; poll "

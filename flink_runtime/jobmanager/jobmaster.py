@@ -4,7 +4,7 @@ A JobMaster is not an actor of its own: the JobManager's mailbox drives it, so i
 state is touched only there. It asks the JobManager (its `JobMasterGateway`) for
 slots and RPCs and answers the messages the JobManager routes to it by job id.
 
-Scheduling is lazy from the sources, as Flink's batch scheduling:
+Scheduling is lazy from the sources, as Flink's batch scheduling (scheduler/strategy.py):
 
   1. every source subtask asks for a (shared) slot and is deployed into it;
   2. a producer that finishes commits its partitions and reports them with
@@ -25,11 +25,10 @@ import logging
 import os
 import tempfile
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure, describe_failure
+from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
 from flink_runtime.deployment import task_deployment_descriptor
@@ -42,18 +41,18 @@ from flink_runtime.executiongraph import (
 )
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 from flink_runtime.io.partitions import partition_dir
-from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph
+from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway
+from flink_runtime.jobmanager.savepoint_requests import SavepointRequests
+from flink_runtime.jobmanager.submission import SubmissionWaiters
 from flink_runtime.operators.spark.chain import inputs_needed_after_stop
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
     CancelTask,
     JobStatusChanged,
-    JobSubmissionFailure,
     Message,
     SubmitTask,
-    Success,
     TaskDeploymentDescriptor,
     TaskOperationResult,
 )
@@ -68,6 +67,7 @@ from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.split_assigner import InputSplit
+from flink_runtime.scheduler.strategy import consumers_ready, sources_to_restart, vertices_to_start
 
 if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot
@@ -123,12 +123,8 @@ class JobMaster:
         self._partition_locations: dict[str, str] = {}
         self._active_executions = 0
         self._finished_executions = 0
-        # Source vertices none of whose subtasks has run yet: SubmitJob is answered when
-        # this empties (with more subtasks than slots, not all can run at once).
-        self._sources_not_running: set[str] = set()
-        self._submission_waiters: list[asyncio.Future[Message]] = []
+        self._submission = SubmissionWaiters(self.job_id)
         self._prepared: dict[str, Prepared] = {}
-        self._invalid_reason: str | None = None
         self._finalizing = False
         self._failure_handler: ExecutionFailureHandler[ExecutionVertex] = ExecutionFailureHandler.from_config(
             self.config
@@ -137,8 +133,9 @@ class JobMaster:
         self.splits = SourceSplits()
         self.coordinator = CheckpointCoordinator(self, self.config)
         self.tracker = ProgressTracker(self, self.coordinator.checkpoints_dir)
-        # request id -> Flink's AsynchronousOperationResult for savepoint and stop requests
-        self.savepoint_requests: dict[str, dict[str, Any]] = {}
+        self.savepoint_requests = SavepointRequests(
+            lambda request_id, status: gateway.savepoint_request_changed(self, request_id, status)
+        )
         self._stop_request: tuple[str, str | None] | None = None
         self.is_continuous = False
         self.data_namespace = job_graph.job_id
@@ -161,7 +158,7 @@ class JobMaster:
             self._fail_before_running(exc, invalid=True)
             return
         self._active_executions = graph.total_subtasks
-        self._sources_not_running = {ejv.id for ejv in graph.source_vertices()}
+        self._submission.expect_sources({ejv.id for ejv in graph.source_vertices()})
         self.gateway.run_async(asyncio.to_thread(self._prepare_vertices), self._on_prepared)
 
     def _prepare_vertices(self) -> dict[str, Prepared]:
@@ -197,12 +194,7 @@ class JobMaster:
             self._restore_finished(vertex)
         self._transition(JobStatus.RUNNING)
         self.coordinator.start_periodic()
-        for ejv in self.graph.vertices.values():
-            for vertex in ejv.task_vertices:
-                if vertex.current_execution.state is _E.CREATED and all(
-                    group.all_finished() for group in vertex.consumed_partition_groups
-                ):
-                    self._schedule(vertex)
+        self._schedule_all(vertices_to_start(self.graph))
         self._complete_if_all_stopped()  # a savepoint may have restored every subtask as finished
 
     def _restore_finished(self, vertex: ExecutionVertex) -> None:
@@ -217,7 +209,7 @@ class JobMaster:
         self._fail_before_running(RecoveryGivenUp(reason), invalid=False)
 
     def _fail_before_running(self, error: BaseException, invalid: bool) -> None:
-        self._invalid_reason = str(error) if invalid else None
+        self._submission.invalid_reason = str(error) if invalid else None
         if isinstance(error, UserCodeError) and error.cause_name:
             self.exceptions.append(user_code_entry(error.cause_name, str(error), error.cause_trace))
         else:
@@ -246,28 +238,11 @@ class JobMaster:
         return {**base, **extra} if extra else base
 
     def wait_until_running(self) -> asyncio.Future[Message]:
-        """Resolves with Success once every source subtask runs, or a failure."""
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
-        if self.status.is_terminal or not self._sources_not_running and self.status is JobStatus.RUNNING:
-            future.set_result(self._submission_answer())
-        else:
-            self._submission_waiters.append(future)
-        return future
+        """Resolves with Success once every source vertex has a subtask running, or a failure."""
+        return self._submission.wait(self.status, self._root_cause())
 
-    def _submission_answer(self) -> Message:
-        if self._invalid_reason is not None:
-            return JobSubmissionFailure(job_id=self.job_id, reason=self._invalid_reason, kind="invalid")
-        if self.status in (JobStatus.FAILED, JobStatus.CANCELED) and self._sources_not_running:
-            reason = self.exceptions[0].stacktrace if self.exceptions else self.status.value
-            return JobSubmissionFailure(job_id=self.job_id, reason=reason, kind="failed")
-        return Success(job_id=self.job_id)
-
-    def _answer_submission_waiters(self) -> None:
-        answer = self._submission_answer()
-        for future in self._submission_waiters:
-            if not future.done():
-                future.set_result(answer)
-        self._submission_waiters.clear()
+    def _root_cause(self) -> str | None:
+        return self.exceptions[0].stacktrace if self.exceptions else None
 
     # -- job status ---------------------------------------------------------------------------
 
@@ -360,19 +335,26 @@ class JobMaster:
         """
         if self.status is not JobStatus.RESTARTING:
             return
+        self._reset_all_executions()
+        # Completed splits' chunks stay committed: the new attempts skip them.
+        self.splits.restart()
+        self._transition(JobStatus.RUNNING)
+        self._schedule_all(sources_to_restart(self.graph))
+
+    def _reset_all_executions(self) -> None:
+        """A new attempt for every subtask (a full restart, a new round); their partitions
+        are reported anew."""
         assert self.graph is not None
         for vertex in self.graph.all_execution_vertices():
             vertex.reset_for_new_execution()
         self._active_executions = self.graph.total_subtasks
         self._finished_executions = 0
         self._partition_locations.clear()
-        # Completed splits' chunks stay committed: the new attempts skip them.
-        self.splits.restart()
         self._declare_slot_usage()
-        self._transition(JobStatus.RUNNING)
-        for ejv in self.graph.source_vertices():
-            for vertex in ejv.task_vertices:
-                self._schedule(vertex)
+
+    def _schedule_all(self, vertices: Iterable[ExecutionVertex]) -> None:
+        for vertex in vertices:
+            self._schedule(vertex)
 
     def _complete_if_all_stopped(self) -> None:
         if self._active_executions > 0 or self.status.is_terminal or self._finalizing:
@@ -511,26 +493,15 @@ class JobMaster:
         self._round += 1
         previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
         self.gateway.release_partitions(self.job_id, previous)
-        for vertex in self.graph.all_execution_vertices():
-            vertex.reset_for_new_execution()
-        self._active_executions = self.graph.total_subtasks
-        self._finished_executions = 0
-        self._partition_locations.clear()
+        self._reset_all_executions()
         self._prepared.update(prepared)
         self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
-        self._declare_slot_usage()
-        log.info(
-            "Job %s: round %d over %d new input splits.",
-            self.job_id,
-            self._round,
-            sum(len(p.splits) for p in prepared.values()),
-        )
-        for ejv in self.graph.source_vertices():
-            for vertex in ejv.task_vertices:
-                self._schedule(vertex)
+        splits = sum(len(p.splits) for p in prepared.values())
+        log.info("Job %s: round %d over %d new input splits.", self.job_id, self._round, splits)
+        self._schedule_all(sources_to_restart(self.graph))
 
     def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
-        self._record_savepoint_result(request_id, location, failure)
+        self.savepoint_requests.complete(request_id, location, failure)
         if failure is not None:
             # As in Flink, a stop whose savepoint failed leaves the job running. What the
             # stopped run read is published (as a stop does); the job goes on in rounds,
@@ -546,7 +517,7 @@ class JobMaster:
         """The job is terminal: give back every slot and slot request it still holds."""
         self.coordinator.fail_all(f"job {self.job_id} is {self.status.value}")
         self._slots.release_all(self.graph.all_execution_vertices() if self.graph is not None else ())
-        self._answer_submission_waiters()
+        self._submission.answer_all(self.status, self._root_cause())
 
     @property
     def _total_subtasks(self) -> int:
@@ -692,21 +663,8 @@ class JobMaster:
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
         self._partition_locations[partition_id] = location
-        if not partition.mark_finished() or self.status is not JobStatus.RUNNING:
-            return None
-        group = partition.consumer_vertex_group
-        if group is None:
-            return None
-        result = partition.result
-        all_to_all = result.edge is not None and result.edge.distribution_pattern is DistributionPattern.ALL_TO_ALL
-        if all_to_all and not result.all_partitions_finished:
-            # Every consumer reads every partition: nothing to do until the last one.
-            return None
-        for consumer in group:
-            if consumer.current_execution.state is _E.CREATED and all(
-                g.all_finished() for g in consumer.consumed_partition_groups
-            ):
-                self._schedule(consumer)
+        if partition.mark_finished() and self.status is JobStatus.RUNNING:
+            self._schedule_all(consumers_ready(partition))
         return None
 
     # -- execution state changes (all go through here) --------------------------------------------
@@ -715,10 +673,7 @@ class JobMaster:
         if not execution.transition_state(state, error):
             return False
         if state is _E.RUNNING or state is _E.FINISHED:
-            if self._sources_not_running:
-                self._sources_not_running.discard(execution.vertex.job_vertex.id)
-            if not self._sources_not_running and self._submission_waiters:
-                self._answer_submission_waiters()
+            self._submission.vertex_running(execution.vertex.job_vertex.id, self.status, self._root_cause())
         if state.is_terminal:
             self._active_executions -= 1
             self._slots.release(execution.vertex, execution.attempt_id)
@@ -768,11 +723,10 @@ class JobMaster:
         """Start a savepoint; returns its request id (`request_id`, the client's triggerId,
         or a new one). CheckpointFailure if it cannot start."""
         target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = request_id or uuid.uuid4().hex
-        self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
+        request_id = self.savepoint_requests.start(request_id)
 
         def done(location: str | None, failure: BaseException | None) -> None:
-            self._record_savepoint_result(request_id, location, failure)
+            self.savepoint_requests.complete(request_id, location, failure)
             if failure is None and cancel_job:
                 self.cancel()
 
@@ -784,8 +738,7 @@ class JobMaster:
         write a savepoint and end FINISHED. `drain` changes nothing for batch pipelines:
         there are no windows or timers to flush."""
         target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = request_id or uuid.uuid4().hex
-        self._set_savepoint_request(request_id, {"status": {"id": "IN_PROGRESS"}})
+        request_id = self.savepoint_requests.start(request_id)
         self._stop_request = (request_id, target_directory)
         # Aggregations deployed from now on keep their keyed state, so the job resumed
         # from this savepoint continues their totals.
@@ -795,31 +748,6 @@ class JobMaster:
             self._finalizing = True
             self._on_finalized(None, None)
         return request_id
-
-    def _record_savepoint_result(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
-        operation = {"location": location} if failure is None else {"failure-cause": describe_failure(failure)}
-        self._set_savepoint_request(request_id, {"status": {"id": "COMPLETED"}, "operation": operation})
-
-    def _set_savepoint_request(self, request_id: str, status: dict[str, Any]) -> None:
-        self.savepoint_requests[request_id] = status
-        self.gateway.savepoint_request_changed(self, request_id, status)
-
-    def restore_savepoint_requests(self, stored: dict[str, dict[str, Any]]) -> None:
-        """Requests of the run a JobManager failover ended: their outcome where it was
-        recorded; one still in progress then can never complete, and says so."""
-        for request_id, status in stored.items():
-            if status.get("status", {}).get("id") != "COMPLETED":
-                cause = (
-                    "The JobManager failed before this savepoint completed; the job was recovered from "
-                    "its latest checkpoint and is running again. Trigger the savepoint or stop again."
-                )
-                status = {
-                    "status": {"id": "COMPLETED"},
-                    "operation": {"failure-cause": {"class": "JobManagerFailover", "stack-trace": cause}},
-                }
-                self._set_savepoint_request(request_id, status)
-            else:
-                self.savepoint_requests[request_id] = status
 
     def accepts_checkpoints(self) -> bool:
         # Not once a stop-with-savepoint began (or the job is publishing): sources that end
