@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
     from flink_runtime.executiongraph.states import JobStatus
     from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
+    from flink_runtime.io.splits import InputSplit
     from flink_runtime.jobgraph.jobgraph import JobVertex
     from flink_runtime.rpc.messages import InputGateDeploymentDescriptor, ResultPartitionDeploymentDescriptor
-    from flink_runtime.scheduler.split_assigner import InputSplit
 
 # Short names for the invokables shipped with the runtime.
 BUILTIN_INVOKABLES: dict[str, str] = {

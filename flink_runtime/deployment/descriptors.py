@@ -10,13 +10,13 @@ from typing import Any
 from flink_runtime.executiongraph import Execution, subpartition_index
 from flink_runtime.invokable import Environment
 from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.rpc.messages import (
     InputGateDeploymentDescriptor,
     ResultPartitionDeploymentDescriptor,
     TaskDeploymentDescriptor,
 )
-from flink_runtime.scheduler.split_assigner import InputSplit
 
 
 def task_deployment_descriptor(

@@ -41,6 +41,7 @@ from flink_runtime.executiongraph import (
 )
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
 from flink_runtime.io.partitions import partition_dir
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway
 from flink_runtime.jobmanager.savepoint_requests import SavepointRequests
@@ -66,7 +67,6 @@ from flink_runtime.scheduler.exception_history import (
 from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
-from flink_runtime.scheduler.split_assigner import InputSplit
 from flink_runtime.scheduler.strategy import consumers_ready, sources_to_restart, vertices_to_start
 
 if TYPE_CHECKING:

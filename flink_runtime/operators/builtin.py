@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from flink_runtime.invokable import AbstractInvokable, TaskCancelledError
-from flink_runtime.scheduler.split_assigner import InputSplit
+from flink_runtime.io.splits import InputSplit
 
 
 class NoOpInvokable(AbstractInvokable):

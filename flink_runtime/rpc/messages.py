@@ -28,8 +28,8 @@ from typing import Any
 
 import msgspec
 
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartitionType
-from flink_runtime.scheduler.split_assigner import InputSplit
 
 # Bumped on any incompatible change to a message below.
 PROTOCOL_VERSION = 2

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from flink_runtime.scheduler.split_assigner import InputSplit, LocatableInputSplitAssigner
+from flink_runtime.io.splits import InputSplit
+from flink_runtime.scheduler.split_assigner import LocatableInputSplitAssigner
 
 
 @dataclass

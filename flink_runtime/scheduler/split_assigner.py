@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
-import msgspec
+from flink_runtime.io.splits import InputSplit
 
 __all__ = [
     "InputSplit",
@@ -32,16 +32,6 @@ __all__ = [
     "LocatableInputSplitAssigner",
     "DefaultInputSplitAssigner",
 ]
-
-
-class InputSplit(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """One unit of source input; sent to a TaskManager in ``NextInputSplit``."""
-
-    split_number: int
-    # Hosts storing the split's data; empty when location does not matter.
-    hosts: list[str] = []
-    # What the source needs to read the split (a path and range, a query, ...).
-    payload: Any = None
 
 
 class InputSplitAssigner(Protocol):

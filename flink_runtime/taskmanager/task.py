@@ -35,8 +35,8 @@ from flink_runtime.io.filesystem import is_local
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 
 if TYPE_CHECKING:
+    from flink_runtime.io.splits import InputSplit
     from flink_runtime.rpc.messages import ResultPartitionDeploymentDescriptor, TaskDeploymentDescriptor
-    from flink_runtime.scheduler.split_assigner import InputSplit
 
 log = logging.getLogger(__name__)
 

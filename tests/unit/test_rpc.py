@@ -13,6 +13,7 @@ import msgspec
 import pytest
 import zmq
 
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex, Partitioner
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
@@ -59,7 +60,6 @@ from flink_runtime.rpc.service import (
     RpcException,
     RpcService,
 )
-from flink_runtime.scheduler.split_assigner import InputSplit
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.scheduler.source_splits import SourceSplits
-from flink_runtime.scheduler.split_assigner import InputSplit
 
 
 def splits(n: int) -> list[InputSplit]:

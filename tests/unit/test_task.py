@@ -12,6 +12,7 @@ import pytest
 
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.partitions import InputGate, stable_hash
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.operators.builtin import NumberSource
 from flink_runtime.rpc.messages import (
@@ -19,7 +20,6 @@ from flink_runtime.rpc.messages import (
     ResultPartitionDeploymentDescriptor,
     TaskDeploymentDescriptor,
 )
-from flink_runtime.scheduler.split_assigner import InputSplit
 from flink_runtime.taskmanager.task import Task
 
 JOB = "0123456789abcdef0123456789abcdef"
