@@ -206,6 +206,13 @@ CHECKPOINTING_MIN_INTERVAL = _option(
 )
 PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")
 RESTART_STRATEGY = _option("restart-strategy.type", "none", "none | fixed-delay | exponential-delay | failure-rate.")
+SAVEPOINT_PATH = _option("execution.savepoint.path", None, "Savepoint or retained checkpoint a job starts from.")
+SAVEPOINT_IGNORE_UNCLAIMED_STATE = _option(
+    "execution.savepoint.ignore-unclaimed-state",
+    False,
+    "Start from a savepoint even if some of its state belongs to no vertex of the job.",
+    "bool",
+)
 
 # -- MiniCluster ---------------------------------------------------------------------------
 MINICLUSTER_TASKMANAGERS = _option("minicluster.number-of-taskmanagers", 1, "TaskManagers a MiniCluster starts.", "int")
@@ -217,9 +224,13 @@ _DURATION_UNITS = {
     "h": 3600e3, "hour": 3600e3, "hours": 3600e3,
     "d": 86400e3, "day": 86400e3, "days": 86400e3,
 }  # fmt: skip
+# Flink's MemorySize units (binary: 1k = 1024 bytes), plus the IEC spellings "KiB", "MiB", ...
 _SIZE_UNITS = {
-    "": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
-    "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "kibibytes": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20, "mebibytes": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "gibibytes": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40, "tebibytes": 1 << 40,
 }  # fmt: skip
 _NUMBER_AND_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -235,13 +246,25 @@ def parse_duration_ms(value: Any, key: str = "duration") -> float:
     return float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
 
 
-def parse_size_bytes(value: Any, key: str = "size") -> int:
+def parse_size_bytes(value: Any, key: str = "size", minimum: int = 0) -> int:
+    """Bytes from an int or a string such as "64m", "10 mb", "512KiB" or "1048576".
+
+    The one size grammar of the project: configuration options, Pipeline arguments and
+    source configs all read sizes through here.
+    """
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _NUMBER_AND_UNIT.match(str(value))
-    if not match or match.group(2).lower() not in _SIZE_UNITS:
-        raise ConfigurationError(f"{key}: expected a size such as '10 mb' or '1048576', got {value!r}")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+        size = value
+    else:
+        match = _NUMBER_AND_UNIT.match(str(value)) if isinstance(value, str) else None
+        if not match or match.group(2).lower() not in _SIZE_UNITS:
+            raise ConfigurationError(
+                f"{key} must be a number of bytes or a size such as '64m', '10 mb' or '1g' "
+                f"(units b, k, m, g, t), got {value!r}"
+            )
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+    if size < minimum:
+        raise ConfigurationError(f"{key} must be at least {minimum} byte{'s' if minimum != 1 else ''}, got {value!r}")
+    return size
 
 
 def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

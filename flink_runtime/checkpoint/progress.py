@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from flink_runtime import configuration as cfg
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check_matches, read_metadata
 from flink_runtime.io import filesystem
 
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from flink_runtime.checkpoint.job import CheckpointedJob
     from flink_runtime.executiongraph import ExecutionVertex
 
-SAVEPOINT_PATH_KEY = "execution.savepoint.path"
-IGNORE_UNCLAIMED_KEY = "execution.savepoint.ignore-unclaimed-state"
+SAVEPOINT_PATH_KEY = cfg.SAVEPOINT_PATH.key
+IGNORE_UNCLAIMED_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
 STATE_BACKEND_KEY = "state.backend.type"
 # Vertex config key with a subtask's keyed-state settings (see SparkTask).
 STATE_CONFIG_KEY = "__state__"
@@ -52,11 +53,11 @@ class ProgressTracker:
     def load_restore(self, vertex_ids: set[str]) -> dict[str, Any] | None:
         """Read and check the savepoint the job starts from, if any; returns what the
         checkpoint statistics say about it (Flink's `latest.restored`)."""
-        location = self.job.config.raw(SAVEPOINT_PATH_KEY)
+        location = self.job.config.raw(cfg.SAVEPOINT_PATH)
         if not location:
             return None
         progress = read_metadata(str(location))
-        allow = str(self.job.config.raw(IGNORE_UNCLAIMED_KEY) or "false").lower() == "true"
+        allow = self.job.config.get(cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE)
         check_matches(progress, vertex_ids, str(location), allow)
         self.restore = progress
         self.restore_location = str(location)

@@ -87,8 +87,6 @@ def _value_problem(key: str, value: Any, cluster: Configuration) -> str | None:
             case "jobmanager.execution.failover-strategy":
                 if text.lower() not in FAILOVER_STRATEGIES:
                     return f"unknown failover strategy {value!r}; use {' or '.join(FAILOVER_STRATEGIES)}."
-            case "execution.savepoint.ignore-unclaimed-state":
-                Configuration({key: value}).get(cfg.ConfigOption(key, False, "", "bool"))
             case _ if key in cfg.OPTIONS:
                 Configuration({key: value}).get(cfg.OPTIONS[key])
     except (ConfigurationError, ValueError, TypeError) as exc:

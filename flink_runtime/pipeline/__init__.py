@@ -4,6 +4,6 @@ See `pipeline.py` for the user-facing classes and `translate.py` for how operato
 become chained vertices and exchanges.
 """
 
-from flink_runtime.pipeline.pipeline import DataSet, KeyedDataSet, Pipeline, Sink, parse_size
+from flink_runtime.pipeline.pipeline import DataSet, KeyedDataSet, Pipeline, Sink
 
-__all__ = ["DataSet", "KeyedDataSet", "Pipeline", "Sink", "parse_size"]
+__all__ = ["DataSet", "KeyedDataSet", "Pipeline", "Sink"]

@@ -19,18 +19,17 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Self
 
+from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.jobgraph.jobgraph import MAX_PARALLELISM_UPPER_BOUND, JobGraph
+from flink_runtime.operators.spark.io import DEFAULT_SPLIT_SIZE
 from flink_runtime.pipeline.plan import Kind, Node
 
-DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
 SINK_MODES = ("overwrite", "append", "error")
 JOIN_TYPES = ("inner", "left", "full")
 MAX_NAME_LENGTH = 200
 
 # "package.module:function": an importable function taking and returning a DataFrame.
 _FUNCTION_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
-_SIZE = re.compile(r"^\s*(?P<number>\d+)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 
 
 class Pipeline:
@@ -125,7 +124,7 @@ class Pipeline:
             "paths": _paths(paths, method),
             "options": _options(defaults, options, method),
             "schema": _schema(schema, method),
-            "split_size": parse_size(split_size, f"{method}(split_size=...)"),
+            "split_size": parse_size_bytes(split_size, f"{method}(split_size=...)", minimum=1),
             "monitor_interval": None if monitor_interval is None else float(monitor_interval),
         }
         label = {"text": "Read text", "csv": "Read CSV", "json": "Read JSON", "parquet": "Read Parquet"}[file_format]
@@ -334,21 +333,6 @@ class Sink(_Operator):
 
 
 # -- argument checks ---------------------------------------------------------------------
-
-
-def parse_size(value: int | str, where: str = "size") -> int:
-    """Bytes from an int or a string such as "64m", "1g", "512KiB" (binary units)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (match := _SIZE.match(value)):
-        size = int(match["number"]) * _UNITS[match["unit"].lower()]
-    else:
-        raise ValueError(
-            f"{where} must be a number of bytes or a size such as '64m' or '1g' (units k, m, g, t), got {value!r}."
-        )
-    if size < 1:
-        raise ValueError(f"{where} must be at least 1 byte, got {value!r}.")
-    return size
 
 
 def _parallelism(value: Any, where: str) -> int:

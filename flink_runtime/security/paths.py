@@ -39,7 +39,7 @@ def path_problem(path: str, allowed: list[str]) -> str | None:
 
 
 # Job config keys that name directories or files.
-JOB_PATH_KEYS = ("state.checkpoints.dir", "state.savepoints.dir", "execution.savepoint.path")
+JOB_PATH_KEYS = ("state.checkpoints.dir", "state.savepoints.dir", cfg.SAVEPOINT_PATH.key)
 
 
 def job_path_problems(job_config: Mapping[str, Any], vertices: Iterable[Any], allowed: list[str]) -> list[str]:

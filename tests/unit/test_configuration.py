@@ -209,11 +209,29 @@ def test_parse_duration(text: object, millis: float) -> None:
         ("64m", 64 << 20),
         ("1 kb", 1024),
         ("2g", 2 << 30),
+        ("512KiB", 512 << 10),
+        ("1.5 gb", 3 << 29),
+        ("1t", 1 << 40),
+        ("3 mebibytes", 3 << 20),
         (4096, 4096),
     ],
 )
 def test_parse_size(text: object, size: int) -> None:
     assert parse_size_bytes(text) == size
+
+
+@pytest.mark.parametrize("bad", ["64x", "", "-1", "1.2.3m", True, None, [64]])
+def test_bad_size_names_where_and_the_units(bad: object) -> None:
+    with pytest.raises(
+        ConfigurationError, match=r"^read_text\(split_size=\.\.\.\) must be a number of bytes .*units b, k, m, g, t"
+    ):
+        parse_size_bytes(bad, "read_text(split_size=...)")
+
+
+def test_size_below_the_minimum_is_refused() -> None:
+    assert parse_size_bytes(0, "x") == 0
+    with pytest.raises(ConfigurationError, match="x must be at least 1 byte, got 0"):
+        parse_size_bytes(0, "x", minimum=1)
 
 
 def test_duration_option_from_config_in_seconds() -> None:

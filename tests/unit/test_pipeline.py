@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from flink_runtime.configuration import parse_size_bytes as parse_size
 from flink_runtime.jobgraph import DistributionPattern, JobGraph, Partitioner
-from flink_runtime.pipeline import DataSet, KeyedDataSet, Pipeline, Sink, parse_size
+from flink_runtime.pipeline import DataSet, KeyedDataSet, Pipeline, Sink
 
 ALL_TO_ALL = DistributionPattern.ALL_TO_ALL
 POINTWISE = DistributionPattern.POINTWISE

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import filesystem
 from flink_runtime.io.partitions import chunk_files, committed_chunk_files
+from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
-from flink_runtime.scheduler.split_assigner import InputSplit
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,6 +73,11 @@ def _glob_parent(pattern: str) -> str:
         if _GLOB_CHARS & set(part):
             return "/".join(parts[:index]) or "."
     return pattern
+
+
+# A source reads about this much per split unless the job says otherwise (Pipeline's
+# `split_size=`, a source config's `split_size`).
+DEFAULT_SPLIT_SIZE = 128 << 20
 
 
 def file_splits(files: list[filesystem.FileStatus], split_size: int, parallelism: int) -> list[InputSplit]:

@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
+from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
 from flink_runtime.io.filesystem import filesystem_for, join
@@ -36,7 +37,6 @@ from flink_runtime.io.partitions import (
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
-from flink_runtime.pipeline.pipeline import parse_size
 from flink_runtime.spark.session import TaskScope
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 # Vertex config key under which the JobManager hands the resolved schemas to the tasks.
 RESOLVED = "__resolved__"
-DEFAULT_SPLIT_SIZE = 128 << 20
 
 
 class SparkTask(AbstractInvokable):
@@ -71,7 +70,7 @@ class SparkTask(AbstractInvokable):
             done = set(restored.completed_files) if restored is not None else set()
             statuses = [status for status in io.list_source_files(source) if status.path not in done]
             files = [status.path for status in statuses]
-            split_size = parse_size(source.get("split_size") or DEFAULT_SPLIT_SIZE)
+            split_size = parse_size_bytes(source.get("split_size") or io.DEFAULT_SPLIT_SIZE, "source.split_size", 1)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
         if "sink" in config:
             if not context.continuation:  # a later round: the data there is the job's own
