@@ -11,7 +11,6 @@ The graph is touched only from the JobManager's main thread; nothing here locks.
 
 from __future__ import annotations
 
-import heapq
 import secrets
 from collections.abc import Iterator
 
@@ -25,6 +24,7 @@ from flink_runtime.jobgraph.jobgraph import (
     JobGraph,
     JobVertex,
 )
+from flink_runtime.jobgraph.topology import topological_order
 
 # Flink's lower bound for a derived max parallelism (KeyGroupRangeAssignment).
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
@@ -57,7 +57,8 @@ class ExecutionGraph:
         for edge in job_graph.edges:
             consumed.setdefault(edge.target, []).append(edge)
 
-        for job_vertex in _topological_order(job_graph):
+        vertex_by_id = {vertex.id: vertex for vertex in job_graph.vertices}
+        for job_vertex in (vertex_by_id[vertex_id] for vertex_id in topological_order(job_graph)):
             ejv = ExecutionJobVertex(self, job_vertex, produced.get(job_vertex.id, ()))
             self.vertices[ejv.id] = ejv
             for result in ejv.produced_results:
@@ -160,33 +161,3 @@ class ExecutionJobVertex:
 
     def __repr__(self) -> str:
         return f"ExecutionJobVertex({self.id!r}, parallelism={self.parallelism})"
-
-
-def _topological_order(job_graph: JobGraph) -> list[JobVertex]:
-    """Kahn's algorithm, always taking the earliest-declared ready vertex.
-
-    A declaration order that is already topological is kept as is, so graphs
-    come out in the order their authors wrote them.
-    """
-    vertices = job_graph.vertices
-    position = {vertex.id: i for i, vertex in enumerate(vertices)}
-    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
-    successors: list[list[int]] = [[] for _ in vertices]
-    in_degree = [0] * len(vertices)
-    for edge in job_graph.edges:
-        target = position[edge.target]
-        successors[position[producer_of[edge.source]]].append(target)
-        in_degree[target] += 1
-
-    ready = [i for i, degree in enumerate(in_degree) if degree == 0]  # ascending: a valid heap
-    order: list[JobVertex] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(vertices[i])
-        for successor in successors[i]:
-            in_degree[successor] -= 1
-            if in_degree[successor] == 0:
-                heapq.heappush(ready, successor)
-    if len(order) != len(vertices):
-        raise ValueError(f"job graph {job_graph.name!r} has a cycle")
-    return order

@@ -22,9 +22,9 @@ from flink_runtime.jobgraph.validation import (
     JobGraphLimits,
     convert_job_graph,
     decode_job_graph,
-    topological_order,
     validate_job_graph,
 )
+from flink_runtime.jobgraph.topology import topological_order
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",
