@@ -16,6 +16,7 @@ from flink_runtime.jobgraph.jobgraph import (
     json_schema,
     new_job_id,
 )
+from flink_runtime.jobgraph.topology import topological_order
 from flink_runtime.jobgraph.validation import (
     DEFAULT_MAX_DOCUMENT_BYTES,
     InvalidJobGraph,
@@ -24,7 +25,6 @@ from flink_runtime.jobgraph.validation import (
     decode_job_graph,
     validate_job_graph,
 )
-from flink_runtime.jobgraph.topology import topological_order
 
 __all__ = [
     "DEFAULT_MAX_DOCUMENT_BYTES",

@@ -4,10 +4,11 @@ thread or of an RPC) that raises is reported as the job's failure, never lost.""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded
+from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded, supervise
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -67,3 +68,17 @@ class SupervisedGateway:
 
     def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None:
         self._gateway.ask_task_manager(address, message, self._guard(on_done))
+
+
+def supervised(method: Callable[..., None]) -> Callable[..., None]:
+    """A JobMaster entry point the JobManager calls outside a message about the job (slot
+    pool events, start): what it raises is this job's failure (see JobMaster.restart)."""
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any) -> None:
+        try:
+            method(self, *args)
+        except Exception as error:
+            supervise(self.supervisor, self, error)
+
+    return call

@@ -13,25 +13,34 @@ Scheduling is lazy from the sources, as Flink's batch scheduling (scheduler/stra
   3. when every subtask has FINISHED the job is FINISHED.
 
 A failed subtask is restarted alone (region failover) or with the whole job, as the
-restart strategy allows; otherwise the other subtasks are cancelled and the job is
-FAILED when all of them have stopped.
+restart strategy allows (scheduler/failover.py); otherwise the other subtasks are
+cancelled and the job is FAILED when all of them have stopped. A handler of the job
+that raises fails it globally (`restart`, the JobManager's supervision of its jobs).
+
+This module holds the job's state and status; the pieces that act on it and read
+best alone are in their own modules, as mixins of the JobMaster:
+
+  execution_deployment.py  slots and SubmitTask (Flink's ExecutionDeployer)
+  job_checkpoints.py       savepoint requests and the CheckpointedJob view
+  rounds.py                continuous sources, which run the graph in rounds
+
+and the decisions that need no job at all are in scheduler/ (strategy, failover,
+slots, source splits, exception history) and deployment/ (task descriptors).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
-from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY, ProgressTracker
+from flink_runtime.checkpoint.progress import ProgressTracker
 from flink_runtime.configuration import Configuration
-from flink_runtime.deployment import task_deployment_descriptor
 from flink_runtime.executiongraph import (
     Execution,
     ExecutionGraph,
@@ -39,25 +48,23 @@ from flink_runtime.executiongraph import (
     ExecutionVertex,
     JobStatus,
 )
-from flink_runtime.invokable import COMPLETED_SPLITS_KEY, Prepared, builtin_invokable
-from flink_runtime.io.partitions import partition_dir
+from flink_runtime.invokable import Prepared
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph
-from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway
+from flink_runtime.jobmanager.execution_deployment import ExecutionDeployment
+from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway, supervised
+from flink_runtime.jobmanager.job_checkpoints import JobCheckpoints
+from flink_runtime.jobmanager.rounds import ContinuousRounds
 from flink_runtime.jobmanager.savepoint_requests import SavepointRequests
 from flink_runtime.jobmanager.submission import SubmissionWaiters
-from flink_runtime.operators.spark.chain import inputs_needed_after_stop
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
     CancelTask,
     JobStatusChanged,
     Message,
-    SubmitTask,
-    TaskDeploymentDescriptor,
     TaskOperationResult,
 )
-from flink_runtime.rpc.supervision import supervise
 from flink_runtime.scheduler.exception_history import (
     ExceptionEntry,
     exception_entry,
@@ -70,7 +77,7 @@ from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.strategy import consumers_ready, sources_to_restart, vertices_to_start
 
 if TYPE_CHECKING:
-    from flink_runtime.scheduler.slotpool import PhysicalSlot
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -86,21 +93,10 @@ class UnknownExecution(LookupError):
     """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
 
 
-def _supervised(method: Callable[..., None]) -> Callable[..., None]:
-    """An entry point the JobManager calls outside a message about the job (slot pool
-    events, start): what it raises is this job's failure (see JobMaster.restart)."""
+class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
+    """One job: its ExecutionGraph, status and the pieces that act on them (see the module
+    docstring); the mixins are the parts kept in modules of their own."""
 
-    @functools.wraps(method)
-    def call(self: JobMaster, *args: Any) -> None:
-        try:
-            method(self, *args)
-        except Exception as error:
-            supervise(self._supervisor, self, error)
-
-    return call
-
-
-class JobMaster:
     def __init__(self, job_graph: JobGraph, gateway: JobMasterGateway, cluster_config: Configuration) -> None:
         assert job_graph.job_id is not None
         self.job_graph = job_graph
@@ -108,7 +104,7 @@ class JobMaster:
         self.name = job_graph.name
         # Its callbacks run supervised: what they raise fails this job (restart below).
         self.gateway = SupervisedGateway(gateway, self)
-        self._supervisor = gateway
+        self.supervisor = gateway
         self.config = cluster_config.copy(job_graph.config)
         self.status = JobStatus.INITIALIZING
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
@@ -148,7 +144,7 @@ class JobMaster:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    @_supervised
+    @supervised
     def start(self) -> None:
         """Build the ExecutionGraph, then prepare the vertices off the mailbox (input
         splits, plan checks: file listings and Spark analysis take time)."""
@@ -225,17 +221,6 @@ class JobMaster:
     @property
     def split_progress(self) -> dict[str, SplitProgress]:
         return self.splits.progress
-
-    def _vertex_config(self, vertex_id: str, subtask_index: int) -> dict[str, Any]:
-        base = self.graph.vertices[vertex_id].job_vertex.config if self.graph is not None else {}
-        extra = dict(self._prepared[vertex_id].config) if vertex_id in self._prepared else {}
-        completed = self.splits.completed_by(vertex_id, subtask_index)
-        if completed:
-            # The chunks a new attempt of this subtask keeps; any other split chunk in its
-            # partition was committed by an attempt that died before reporting it, and
-            # that split is being (or was) redone elsewhere.
-            extra[COMPLETED_SPLITS_KEY] = completed
-        return {**base, **extra} if extra else base
 
     def wait_until_running(self) -> asyncio.Future[Message]:
         """Resolves with Success once every source vertex has a subtask running, or a failure."""
@@ -416,103 +401,6 @@ class JobMaster:
             self._transition(JobStatus.FAILED)
         self._finish()
 
-    # -- continuous sources: rounds ---------------------------------------------------------------
-    #
-    # A job with a continuous source (monitor_interval) runs in rounds. A round is one
-    # batch run of the whole graph over the input files not processed yet; when it is
-    # done its output is published and the job stays RUNNING, looking for new files
-    # every monitor_interval. Keyed aggregations carry their state from round to round,
-    # so their output is always the total over every file so far (and replaces the
-    # previous round's); any other round's output adds to what earlier rounds published.
-    # A batch job whose stop failed goes on the same way, for one more round.
-
-    def _on_round_done(self, result: None, error: BaseException | None) -> None:
-        self._finalizing = False
-        if error is not None:
-            self._record_exception(error, None)
-            self._transition(JobStatus.FAILING)
-            self._transition(JobStatus.FAILED)
-            self._finish()
-            return
-        self._idle = True
-        for vertex_id, progress in self.split_progress.items():
-            files = self.prepared_split_files(vertex_id)
-            self._processed_files.setdefault(vertex_id, set()).update(
-                f for n in progress.completed for f in files.get(n, [])
-            )
-        self.tracker.start_new_round()
-        self._poll_for_input()
-
-    def _poll_for_input(self) -> None:
-        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
-            return
-        # A batch job gets here once, after a failed stop: it looks at once for what is left.
-        intervals = [p.monitor_interval for p in self._prepared.values() if p.monitor_interval]
-        self.gateway.schedule_once(
-            min(intervals, default=0),
-            lambda: self.gateway.run_async(asyncio.to_thread(self._scan_sources), self._on_scanned),
-        )
-
-    def _scan_sources(self) -> dict[str, Prepared]:
-        """Worker thread: prepare the sources again (in the planner process), without the
-        files already processed."""
-        assert self.graph is not None
-        return self.gateway.planner.run(
-            planner_tasks.prepare_sources,
-            self.job_graph.to_json(),
-            self.config,
-            {ejv.id: sorted(self.completed_files(ejv.id)) for ejv in self.graph.source_vertices()},
-            self.data_namespace,
-            timeout=self.gateway.planner_timeout,
-        )
-
-    def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
-        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
-            return
-        if error is None and prepared is not None and any(p.splits for p in prepared.values()):
-            self._start_round(prepared)
-            return
-        if self.is_continuous:
-            if error is not None:
-                log.warning("Scanning the input of job %s failed: %s", self.job_id, error)
-            self._poll_for_input()
-            return
-        # A batch job going on after a failed stop: all its input is read and published.
-        self._idle = False
-        if error is None:
-            self._transition(JobStatus.FINISHED)
-        else:
-            self._record_exception(error, None)
-            self._transition(JobStatus.FAILING)
-            self._transition(JobStatus.FAILED)
-        self._finish()
-
-    def _start_round(self, prepared: dict[str, Prepared]) -> None:
-        assert self.graph is not None
-        self._idle = False
-        self._round += 1
-        previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
-        self.gateway.release_partitions(self.job_id, previous)
-        self._reset_all_executions()
-        self._prepared.update(prepared)
-        self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
-        splits = sum(len(p.splits) for p in prepared.values())
-        log.info("Job %s: round %d over %d new input splits.", self.job_id, self._round, splits)
-        self._schedule_all(sources_to_restart(self.graph))
-
-    def _stopped(self, request_id: str, location: str | None, failure: BaseException | None) -> None:
-        self.savepoint_requests.complete(request_id, location, failure)
-        if failure is not None:
-            # As in Flink, a stop whose savepoint failed leaves the job running. What the
-            # stopped run read is published (as a stop does); the job goes on in rounds,
-            # as a continuous job does: the next one reads the input this one did not.
-            log.warning("Stop of job %s failed, the job keeps running: %s", self.job_id, failure)
-            self._on_round_done(None, None)
-            return
-        self._finalizing = False
-        self._transition(JobStatus.FINISHED)
-        self._finish()
-
     def _finish(self) -> None:
         """The job is terminal: give back every slot and slot request it still holds."""
         self.coordinator.fail_all(f"job {self.job_id} is {self.status.value}")
@@ -522,102 +410,6 @@ class JobMaster:
     @property
     def _total_subtasks(self) -> int:
         return self.graph.total_subtasks if self.graph is not None else 0
-
-    # -- slots -------------------------------------------------------------------------------------
-
-    def _declare_slot_usage(self) -> None:
-        assert self.graph is not None
-        self._slots.declare_usage(self.graph.all_execution_vertices())
-
-    def _schedule(self, vertex: ExecutionVertex) -> None:
-        execution = vertex.current_execution
-        if not execution.transition_state(_E.SCHEDULED):
-            return
-        allocation_id = self._slots.allocate(vertex, execution.attempt_id)
-        if allocation_id is not None:
-            self._deploy(execution, allocation_id)
-
-    @_supervised
-    def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
-        waiting = self._slots.slot_allocated(request_id, slot) if not self.status.is_terminal else None
-        if waiting is None:
-            self.gateway.release_slot(slot.allocation_id or request_id)
-            return
-        assert slot.allocation_id is not None and self.graph is not None
-        for attempt_id in waiting:
-            execution = self.graph.execution(attempt_id)
-            if execution is not None and execution.state is _E.SCHEDULED:
-                self._deploy(execution, slot.allocation_id)
-
-    @_supervised
-    def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
-        reason = (
-            f"NoResourceAvailableException: no TaskManager offered a slot within slot.request.timeout "
-            f"({timeout:g} s). Start TaskManagers (flink-runtime taskmanager) and check that they "
-            f"reach the JobManager at jobmanager.rpc.address:jobmanager.rpc.port."
-        )
-        self._fail_attempts(self._slots.request_timed_out(request_id), reason)
-
-    @_supervised
-    def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
-        """The TaskManager holding this allocation is gone: fail what ran in it."""
-        self._fail_attempts(self._slots.allocation_lost(allocation_id), reason)
-
-    def _fail_attempts(self, attempt_ids: list[str], reason: str) -> None:
-        assert self.graph is not None
-        for attempt_id in attempt_ids:
-            execution = self.graph.execution(attempt_id)
-            if execution is not None:
-                self._fail_execution(execution, reason)
-
-    # -- deployment ----------------------------------------------------------------------------
-
-    def _deploy(self, execution: Execution, allocation_id: str) -> None:
-        slot = self.gateway.slot_of(allocation_id)
-        address = self.gateway.task_manager_address(slot.task_manager_id) if slot is not None else None
-        if slot is None or address is None:
-            self._fail_execution(execution, f"slot {allocation_id} vanished before deployment")
-            return
-        execution.assigned_resource = allocation_id
-        execution.task_manager_id = slot.task_manager_id
-        self._set_execution_state(execution, _E.DEPLOYING)
-        descriptor = self._deployment_descriptor(execution, allocation_id, slot.slot_index)
-        self.gateway.ask_task_manager(
-            address,
-            SubmitTask(descriptor=descriptor),
-            lambda answer, error: self._on_task_submitted(execution, answer, error),
-        )
-
-    def _on_task_submitted(self, execution: Execution, answer: Any, error: BaseException | None) -> None:
-        if error is not None:
-            self._fail_execution(execution, f"could not deploy {execution.vertex.task_name_with_subtask}: {error}")
-        elif isinstance(answer, TaskOperationResult) and not answer.success:
-            self._fail_execution(
-                execution, f"TaskManager refused {execution.vertex.task_name_with_subtask}: {answer.reason}"
-            )
-
-    def _deployment_descriptor(
-        self, execution: Execution, allocation_id: str, slot_index: int
-    ) -> TaskDeploymentDescriptor:
-        vertex = execution.vertex
-        vertex_id = vertex.job_vertex.id
-        return task_deployment_descriptor(
-            execution,
-            job_id=self.job_id,
-            job_name=self.name,
-            jobmanager_id=self.gateway.jobmanager_id,
-            allocation_id=allocation_id,
-            slot_index=slot_index,
-            data_namespace=self.data_namespace,
-            vertex_config={
-                **self._vertex_config(vertex_id, vertex.subtask_index),
-                STATE_CONFIG_KEY: self.tracker.state_config(vertex_id, vertex.subtask_index, execution.attempt_id),
-            },
-            job_config=self.job_graph.config,
-            libraries=self.job_graph.libraries,
-            partition_locations=self._partition_locations,
-            chunk_locations=self.tracker.chunks_for,
-        )
 
     # -- messages from TaskManagers --------------------------------------------------------------
 
@@ -716,109 +508,6 @@ class JobMaster:
         # CANCELED, so the JobManager concludes it here.
         if error is not None or (isinstance(answer, TaskOperationResult) and not answer.success):
             self._set_execution_state(execution, _E.CANCELED)
-
-    # -- savepoints and checkpoints -------------------------------------------------------------------
-
-    def trigger_savepoint(self, target_directory: str | None, cancel_job: bool, request_id: str | None = None) -> str:
-        """Start a savepoint; returns its request id (`request_id`, the client's triggerId,
-        or a new one). CheckpointFailure if it cannot start."""
-        target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = self.savepoint_requests.start(request_id)
-
-        def done(location: str | None, failure: BaseException | None) -> None:
-            self.savepoint_requests.complete(request_id, location, failure)
-            if failure is None and cancel_job:
-                self.cancel()
-
-        self.coordinator.trigger(True, target_directory, on_complete=done)
-        return request_id
-
-    def stop_with_savepoint(self, target_directory: str | None, drain: bool, request_id: str | None = None) -> str:
-        """Stop handing out splits; when in-flight work is done and the output published,
-        write a savepoint and end FINISHED. `drain` changes nothing for batch pipelines:
-        there are no windows or timers to flush."""
-        target_directory = self.coordinator.check_savepoint_target(target_directory)
-        request_id = self.savepoint_requests.start(request_id)
-        self._stop_request = (request_id, target_directory)
-        # Aggregations deployed from now on keep their keyed state, so the job resumed
-        # from this savepoint continues their totals.
-        self.tracker.snapshot_all_state = True
-        if self._idle:  # a continuous job between rounds: nothing runs, stop right away
-            self._idle = False
-            self._finalizing = True
-            self._on_finalized(None, None)
-        return request_id
-
-    def accepts_checkpoints(self) -> bool:
-        # Not once a stop-with-savepoint began (or the job is publishing): sources that end
-        # because of the stop have not read all their input, and a checkpoint now would
-        # record them as finished; a job recovered from it would never read the rest. The
-        # latest checkpoint from before the stop is where a recovery starts.
-        return self.status is JobStatus.RUNNING and self._stop_request is None and not self._finalizing
-
-    def running_task_addresses(self) -> dict[str, str]:
-        """Running executions and their TaskManagers' addresses: who must acknowledge."""
-        running: dict[str, str] = {}
-        for vertex in self.graph.all_execution_vertices() if self.graph is not None else ():
-            execution = vertex.current_execution
-            if execution.state in (_E.INITIALIZING, _E.RUNNING):
-                address = self.gateway.task_manager_address(execution.task_manager_id or "")
-                if address is not None:
-                    running[execution.attempt_id] = address
-        return running
-
-    def vertex_and_subtask(self, execution_id: str) -> tuple[str | None, int]:
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is None:
-            return None, -1
-        return execution.vertex.job_vertex.id, execution.vertex.subtask_index
-
-    def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], Any]:
-        return self.tracker.view(checkpoint_id, is_savepoint, terminal)
-
-    def checkpoint_completed(
-        self, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
-    ) -> None:
-        """Record it in the job store (recovery from the latest checkpoint), then delete the
-        folders of the checkpoints it subsumes."""
-        self.gateway.checkpoint_completed(self, checkpoint_id, location, is_savepoint, size, subsumed)
-
-    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
-        prepared = self._prepared.get(vertex_id)
-        if prepared is None:
-            return {}
-        return {
-            split.split_number: list(split.payload.get("files", []))
-            for split in prepared.splits
-            if isinstance(split.payload, dict)
-        }
-
-    def completed_files(self, vertex_id: str) -> set[str]:
-        """Files processed before the current round: restored from a savepoint, or by
-        earlier rounds of a continuous job."""
-        restored = self.tracker.restored_vertex(vertex_id)
-        files = set(restored.completed_files) if restored is not None else set()
-        return files | self._processed_files.get(vertex_id, set())
-
-    def partition_location(self, partition_id: str) -> str | None:
-        """Where a partition's chunks are; a running producer's is derived from the
-        shared data directory (it reports its location only when it finishes)."""
-        if partition_id in self._partition_locations:
-            return self._partition_locations[partition_id]
-        result_id, _, number = partition_id.rpartition("#")
-        return partition_dir(self._data_dir, self.data_namespace, result_id, int(number))
-
-    def inputs_needed_after_stop(self) -> set[str]:
-        return inputs_needed_after_stop(self.job_graph)
-
-    def sink_staging_root(self, vertex_id: str) -> str | None:
-        if self.graph is None:
-            return None
-        job_vertex = self.graph.vertices[vertex_id].job_vertex
-        # Only built-in invokables stage output, and only they are imported here: a job's
-        # own classes are never imported into the JobManager.
-        invokable = builtin_invokable(job_vertex.invokable)
-        return invokable.staged_output_root(job_vertex, self.data_namespace) if invokable is not None else None
 
     # -- exceptions ---------------------------------------------------------------------------------
 
