@@ -21,28 +21,15 @@ non-string dict keys into strings.
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    Double,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
     and_,
     create_engine,
     delete,
@@ -55,6 +42,23 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
+
+from flink_runtime.jobmanager.jobstore_schema import (
+    SCHEMA_VERSION,
+    TERMINAL_STATUSES,
+    CheckpointRecord,
+    JobRecord,
+    checkpoint_record,
+    checkpoints_table,
+    dumps,
+    job_record,
+    jobs_table,
+    loads,
+    recovery_attempts_table,
+    savepoint_requests_table,
+    schema_metadata,
+    schema_version_table,
+)
 
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
@@ -73,9 +77,6 @@ __all__ = [
 ]
 
 CONFIG_KEY = "jobstore.url"
-SCHEMA_VERSION = 3  # 2: savepoint_requests, 3: recovery_attempts (create_all adds them to older stores)
-#: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
-TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "CANCELED"})
 _SQLITE_BUSY_TIMEOUT_S = 30.0
 
 
@@ -91,103 +92,8 @@ class UnknownJob(JobStoreError):
     """A call about a job id the store does not hold."""
 
 
-@dataclass(frozen=True)
-class CheckpointRecord:
-    job_id: str
-    checkpoint_id: int
-    location: str
-    is_savepoint: bool
-    completed_at: float
-    size_bytes: int
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    job_id: str
-    name: str
-    job_graph_json: str
-    status: str
-    submitted_at: float
-    updated_at: float  # timestamp of the last status change
-    ended_at: float | None  # set once the status is globally terminal
-    progress: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] | None = None  # archived REST view of /jobs/:id
-    exceptions: dict[str, Any] | None = None  # archived REST view of /jobs/:id/exceptions
-    latest_checkpoint: CheckpointRecord | None = None
-
-    @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL_STATUSES
-
-
-# -- schema --------------------------------------------------------------------------------
-
-_metadata = MetaData()
-
-_schema_version = Table("schema_version", _metadata, Column("version", Integer, primary_key=True))
-
-_jobs = Table(
-    "jobs",
-    _metadata,
-    Column("job_id", String(128), primary_key=True),
-    Column("name", Text, nullable=False),
-    Column("job_graph_json", Text, nullable=False),
-    Column("status", String(32), nullable=False),
-    Column("submitted_at", Double, nullable=False),
-    Column("updated_at", Double, nullable=False),
-    Column("ended_at", Double, nullable=True),
-    Column("progress_json", Text, nullable=True),
-    Column("details_json", Text, nullable=True),
-    Column("exceptions_json", Text, nullable=True),
-    Index("ix_jobs_status", "status"),
-    Index("ix_jobs_ended_at", "ended_at"),
-)
-
-_checkpoints = Table(
-    "checkpoints",
-    _metadata,
-    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
-    Column("checkpoint_id", BigInteger, primary_key=True),
-    Column("location", Text, nullable=False),
-    Column("is_savepoint", Boolean, nullable=False),
-    Column("completed_at", Double, nullable=False),
-    Column("size_bytes", BigInteger, nullable=False),
-    Column("metadata_json", Text, nullable=True),
-)
-
-
-# Savepoint and stop requests by trigger id, so GET /jobs/:id/savepoints/:triggerid still
-# answers after a JobManager failover (with the outcome, or why there is none).
-_savepoint_requests = Table(
-    "savepoint_requests",
-    _metadata,
-    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
-    Column("request_id", String(64), primary_key=True),
-    Column("status_json", Text, nullable=False),
-)
-
-
-# How often each job's recovery was started without the job reaching RUNNING since:
-# counted before a recovery starts, so a JobManager that dies recovering it still counts.
-_recovery_attempts = Table(
-    "recovery_attempts",
-    _metadata,
-    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
-    Column("attempts", Integer, nullable=False),
-)
-
-
 def default_url() -> str:
     return f"sqlite:///{Path(tempfile.gettempdir()) / 'flink-runtime' / 'jobstore.db'}"
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
 
 
 def _mask_password(url: str) -> str:
@@ -195,34 +101,6 @@ def _mask_password(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # unparsable: mask whatever sits between "user:" and "@"
         return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
-def _checkpoint_record(row: Any) -> CheckpointRecord:
-    return CheckpointRecord(
-        job_id=row.job_id,
-        checkpoint_id=int(row.checkpoint_id),
-        location=row.location,
-        is_savepoint=bool(row.is_savepoint),
-        completed_at=float(row.completed_at),
-        size_bytes=int(row.size_bytes),
-        metadata=_loads(row.metadata_json) or {},
-    )
-
-
-def _job_record(row: Any, latest: CheckpointRecord | None) -> JobRecord:
-    return JobRecord(
-        job_id=row.job_id,
-        name=row.name,
-        job_graph_json=row.job_graph_json,
-        status=row.status,
-        submitted_at=float(row.submitted_at),
-        updated_at=float(row.updated_at),
-        ended_at=None if row.ended_at is None else float(row.ended_at),
-        progress=_loads(row.progress_json) or {},
-        details=_loads(row.details_json),
-        exceptions=_loads(row.exceptions_json),
-        latest_checkpoint=latest,
-    )
 
 
 # -- the store -----------------------------------------------------------------------------
@@ -278,7 +156,7 @@ class JobStore:
         try:
             with self._transaction(write=True) as conn:
                 conn.execute(
-                    insert(_jobs).values(
+                    insert(jobs_table).values(
                         job_id=job_id,
                         name=name,
                         job_graph_json=job_graph_json,
@@ -296,90 +174,96 @@ class JobStore:
         self._update_job(job_id, status=status, updated_at=timestamp, ended_at=ended_at)
 
     def save_progress(self, job_id: str, progress: dict[str, Any]) -> None:
-        self._update_job(job_id, progress_json=_dumps(progress))
+        self._update_job(job_id, progress_json=dumps(progress))
 
     def archive(self, job_id: str, details: dict[str, Any], exceptions: dict[str, Any]) -> None:
-        self._update_job(job_id, details_json=_dumps(details), exceptions_json=_dumps(exceptions))
+        self._update_job(job_id, details_json=dumps(details), exceptions_json=dumps(exceptions))
 
     def job(self, job_id: str) -> JobRecord | None:
         with self._transaction() as conn:
-            row = conn.execute(select(_jobs).where(_jobs.c.job_id == job_id)).one_or_none()
+            row = conn.execute(select(jobs_table).where(jobs_table.c.job_id == job_id)).one_or_none()
             if row is None:
                 return None
-            return _job_record(row, self._latest_checkpoints(conn, [job_id]).get(job_id))
+            return job_record(row, self._latest_checkpoints(conn, [job_id]).get(job_id))
 
     def recoverable_jobs(self) -> list[JobRecord]:
         """Jobs not globally terminal (SUSPENDED included), oldest submission first."""
-        query = select(_jobs).where(_jobs.c.status.not_in(TERMINAL_STATUSES)).order_by(_jobs.c.submitted_at)
+        query = (
+            select(jobs_table).where(jobs_table.c.status.not_in(TERMINAL_STATUSES)).order_by(jobs_table.c.submitted_at)
+        )
         with self._transaction() as conn:
             rows = conn.execute(query).all()
             latest = self._latest_checkpoints(conn, [row.job_id for row in rows])
-        return [_job_record(row, latest.get(row.job_id)) for row in rows]
+        return [job_record(row, latest.get(row.job_id)) for row in rows]
 
     def archived_jobs(self, limit: int = 1000) -> list[JobRecord]:
         """Globally terminal jobs, most recently ended first."""
         query = (
-            select(_jobs)
-            .where(_jobs.c.status.in_(TERMINAL_STATUSES))
-            .order_by(_jobs.c.ended_at.desc(), _jobs.c.submitted_at.desc())
+            select(jobs_table)
+            .where(jobs_table.c.status.in_(TERMINAL_STATUSES))
+            .order_by(jobs_table.c.ended_at.desc(), jobs_table.c.submitted_at.desc())
             .limit(limit)
         )
         with self._transaction() as conn:
             rows = conn.execute(query).all()
             latest = self._latest_checkpoints(conn, [row.job_id for row in rows])
-        return [_job_record(row, latest.get(row.job_id)) for row in rows]
+        return [job_record(row, latest.get(row.job_id)) for row in rows]
 
     def prune(self, max_capacity: int, finished_before: float) -> int:
         """Deletes the globally terminal jobs beyond the `max_capacity` most recently ended
         ones, and those that ended before the time (jobstore.max-capacity and
         .expiration-time), with their checkpoint rows; returns how many."""
-        newest_first = _jobs.c.ended_at.desc(), _jobs.c.submitted_at.desc()
-        terminal = _jobs.c.status.in_(TERMINAL_STATUSES)
+        newest_first = jobs_table.c.ended_at.desc(), jobs_table.c.submitted_at.desc()
+        terminal = jobs_table.c.status.in_(TERMINAL_STATUSES)
         with self._transaction(write=True) as conn:
-            beyond = conn.execute(select(_jobs.c.job_id).where(terminal).order_by(*newest_first).offset(max_capacity))
-            old = conn.execute(select(_jobs.c.job_id).where(terminal, _jobs.c.ended_at < finished_before))
+            beyond = conn.execute(
+                select(jobs_table.c.job_id).where(terminal).order_by(*newest_first).offset(max_capacity)
+            )
+            old = conn.execute(select(jobs_table.c.job_id).where(terminal, jobs_table.c.ended_at < finished_before))
             job_ids = sorted(set(beyond.scalars()) | set(old.scalars()))
             if job_ids:
-                conn.execute(delete(_savepoint_requests).where(_savepoint_requests.c.job_id.in_(job_ids)))
-                conn.execute(delete(_recovery_attempts).where(_recovery_attempts.c.job_id.in_(job_ids)))
-                conn.execute(delete(_checkpoints).where(_checkpoints.c.job_id.in_(job_ids)))
-                conn.execute(delete(_jobs).where(_jobs.c.job_id.in_(job_ids)))
+                conn.execute(delete(savepoint_requests_table).where(savepoint_requests_table.c.job_id.in_(job_ids)))
+                conn.execute(delete(recovery_attempts_table).where(recovery_attempts_table.c.job_id.in_(job_ids)))
+                conn.execute(delete(checkpoints_table).where(checkpoints_table.c.job_id.in_(job_ids)))
+                conn.execute(delete(jobs_table).where(jobs_table.c.job_id.in_(job_ids)))
         return len(job_ids)
 
     # -- recovery attempts -------------------------------------------------------------------
 
     def begin_recovery(self, job_id: str) -> int:
         """Count one more recovery of the job (committed before it starts); returns the count."""
-        key = _recovery_attempts.c.job_id == job_id
+        key = recovery_attempts_table.c.job_id == job_id
         with self._transaction(write=True) as conn:
-            attempts = conn.execute(select(_recovery_attempts.c.attempts).where(key)).scalar_one_or_none()
+            attempts = conn.execute(select(recovery_attempts_table.c.attempts).where(key)).scalar_one_or_none()
             if attempts is None:
-                conn.execute(insert(_recovery_attempts).values(job_id=job_id, attempts=1))
+                conn.execute(insert(recovery_attempts_table).values(job_id=job_id, attempts=1))
                 return 1
-            conn.execute(update(_recovery_attempts).where(key).values(attempts=attempts + 1))
+            conn.execute(update(recovery_attempts_table).where(key).values(attempts=attempts + 1))
             return attempts + 1
 
     def end_recovery(self, job_id: str) -> None:
         """The recovered job reached RUNNING (or ended): its count starts again."""
         with self._transaction(write=True) as conn:
-            conn.execute(delete(_recovery_attempts).where(_recovery_attempts.c.job_id == job_id))
+            conn.execute(delete(recovery_attempts_table).where(recovery_attempts_table.c.job_id == job_id))
 
     # -- savepoint requests ----------------------------------------------------------------
 
     def put_savepoint_request(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
         """Record a savepoint/stop request's status (REST's `{status: {id}, operation}`)."""
-        key = (_savepoint_requests.c.job_id == job_id, _savepoint_requests.c.request_id == request_id)
+        key = (savepoint_requests_table.c.job_id == job_id, savepoint_requests_table.c.request_id == request_id)
         with self._transaction(write=True) as conn:
-            updated = conn.execute(update(_savepoint_requests).where(*key).values(status_json=_dumps(status)))
+            updated = conn.execute(update(savepoint_requests_table).where(*key).values(status_json=dumps(status)))
             if updated.rowcount == 0:
                 conn.execute(
-                    insert(_savepoint_requests).values(job_id=job_id, request_id=request_id, status_json=_dumps(status))
+                    insert(savepoint_requests_table).values(
+                        job_id=job_id, request_id=request_id, status_json=dumps(status)
+                    )
                 )
 
     def savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]]:
-        query = select(_savepoint_requests).where(_savepoint_requests.c.job_id == job_id)
+        query = select(savepoint_requests_table).where(savepoint_requests_table.c.job_id == job_id)
         with self._transaction() as conn:
-            return {row.request_id: _loads(row.status_json) for row in conn.execute(query)}
+            return {row.request_id: loads(row.status_json) for row in conn.execute(query)}
 
     # -- checkpoints -----------------------------------------------------------------------
 
@@ -401,25 +285,25 @@ class JobStore:
         between leaves a folder nobody refers to, never a row pointing at nothing."""
         try:
             with self._transaction(write=True) as conn:
-                if conn.execute(select(_jobs.c.job_id).where(_jobs.c.job_id == job_id)).first() is None:
+                if conn.execute(select(jobs_table.c.job_id).where(jobs_table.c.job_id == job_id)).first() is None:
                     raise UnknownJob(f"job {job_id} is not in the job store {self._display_url}")
                 conn.execute(
-                    insert(_checkpoints).values(
+                    insert(checkpoints_table).values(
                         job_id=job_id,
                         checkpoint_id=checkpoint_id,
                         location=location,
                         is_savepoint=is_savepoint,
                         completed_at=completed_at,
                         size_bytes=size_bytes,
-                        metadata_json=None if metadata is None else _dumps(metadata),
+                        metadata_json=None if metadata is None else dumps(metadata),
                     )
                 )
                 if subsumed:
                     conn.execute(
-                        delete(_checkpoints).where(
-                            _checkpoints.c.job_id == job_id,
-                            _checkpoints.c.is_savepoint.is_(False),
-                            _checkpoints.c.location.in_(subsumed),
+                        delete(checkpoints_table).where(
+                            checkpoints_table.c.job_id == job_id,
+                            checkpoints_table.c.is_savepoint.is_(False),
+                            checkpoints_table.c.location.in_(subsumed),
                         )
                     )
         except IntegrityError as exc:
@@ -434,9 +318,13 @@ class JobStore:
 
     def checkpoints(self, job_id: str) -> list[CheckpointRecord]:
         """All checkpoints and savepoints of the job, by ascending id."""
-        query = select(_checkpoints).where(_checkpoints.c.job_id == job_id).order_by(_checkpoints.c.checkpoint_id)
+        query = (
+            select(checkpoints_table)
+            .where(checkpoints_table.c.job_id == job_id)
+            .order_by(checkpoints_table.c.checkpoint_id)
+        )
         with self._transaction() as conn:
-            return [_checkpoint_record(row) for row in conn.execute(query)]
+            return [checkpoint_record(row) for row in conn.execute(query)]
 
     def remove_checkpoints(self, job_id: str, keep_latest: int) -> list[CheckpointRecord]:
         """Forgets all but the `keep_latest` newest checkpoints; savepoints are never removed.
@@ -446,17 +334,19 @@ class JobStore:
         if keep_latest < 0:
             raise ValueError(f"keep_latest must be >= 0, not {keep_latest}")
         query = (
-            select(_checkpoints)
-            .where(_checkpoints.c.job_id == job_id, _checkpoints.c.is_savepoint.is_(False))
-            .order_by(_checkpoints.c.checkpoint_id.desc())
+            select(checkpoints_table)
+            .where(checkpoints_table.c.job_id == job_id, checkpoints_table.c.is_savepoint.is_(False))
+            .order_by(checkpoints_table.c.checkpoint_id.desc())
             .offset(keep_latest)
         )
         with self._transaction(write=True) as conn:
-            removed = [_checkpoint_record(row) for row in conn.execute(query)]
+            removed = [checkpoint_record(row) for row in conn.execute(query)]
             if removed:
                 ids = [record.checkpoint_id for record in removed]
                 conn.execute(
-                    delete(_checkpoints).where(_checkpoints.c.job_id == job_id, _checkpoints.c.checkpoint_id.in_(ids))
+                    delete(checkpoints_table).where(
+                        checkpoints_table.c.job_id == job_id, checkpoints_table.c.checkpoint_id.in_(ids)
+                    )
                 )
         removed.reverse()
         return removed
@@ -465,7 +355,7 @@ class JobStore:
 
     def _update_job(self, job_id: str, **values: Any) -> None:
         with self._transaction(write=True) as conn:
-            result = conn.execute(update(_jobs).where(_jobs.c.job_id == job_id).values(**values))
+            result = conn.execute(update(jobs_table).where(jobs_table.c.job_id == job_id).values(**values))
             if result.rowcount == 0:
                 raise UnknownJob(f"job {job_id} is not in the job store {self._display_url}")
 
@@ -474,16 +364,19 @@ class JobStore:
         if not job_ids:
             return {}
         newest = (
-            select(_checkpoints.c.job_id, func.max(_checkpoints.c.checkpoint_id).label("checkpoint_id"))
-            .where(_checkpoints.c.job_id.in_(job_ids))
-            .group_by(_checkpoints.c.job_id)
+            select(checkpoints_table.c.job_id, func.max(checkpoints_table.c.checkpoint_id).label("checkpoint_id"))
+            .where(checkpoints_table.c.job_id.in_(job_ids))
+            .group_by(checkpoints_table.c.job_id)
             .subquery()
         )
-        query = select(_checkpoints).join(
+        query = select(checkpoints_table).join(
             newest,
-            and_(_checkpoints.c.job_id == newest.c.job_id, _checkpoints.c.checkpoint_id == newest.c.checkpoint_id),
+            and_(
+                checkpoints_table.c.job_id == newest.c.job_id,
+                checkpoints_table.c.checkpoint_id == newest.c.checkpoint_id,
+            ),
         )
-        return {row.job_id: _checkpoint_record(row) for row in conn.execute(query)}
+        return {row.job_id: checkpoint_record(row) for row in conn.execute(query)}
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
@@ -526,12 +419,12 @@ class JobStore:
 
     def _create_schema(self) -> None:
         with self._transaction(write=True) as conn:
-            _metadata.create_all(conn)
-            version = conn.execute(select(func.max(_schema_version.c.version))).scalar()
+            schema_metadata.create_all(conn)
+            version = conn.execute(select(func.max(schema_version_table.c.version))).scalar()
             if version is None:
-                conn.execute(insert(_schema_version).values(version=SCHEMA_VERSION))
+                conn.execute(insert(schema_version_table).values(version=SCHEMA_VERSION))
             elif version < SCHEMA_VERSION:  # create_all() added the newer tables
-                conn.execute(update(_schema_version).values(version=SCHEMA_VERSION))
+                conn.execute(update(schema_version_table).values(version=SCHEMA_VERSION))
             elif version > SCHEMA_VERSION:
                 raise JobStoreError(
                     f"the job store {self._display_url} has schema version {version}, newer than this "
