@@ -132,8 +132,9 @@ class AbstractInvokable:
     """Base of everything a task runs."""
 
     # False: the Task hands the invokable JSON-lines writers (environment.outputs) and
-    # commits them. True: the invokable writes each produced partition itself into
-    # `partition_staging_dir(...)` and the Task commits those directories.
+    # commits them. True: the invokable writes and commits its produced partitions
+    # itself, under io.partitions.partition_dir(data_dir, data_namespace, ...), as
+    # chunks it renames into place (io.partitions.chunk_dirs); SparkTask does.
     writes_own_partitions: ClassVar[bool] = False
 
     def __init__(self, environment: Environment) -> None:

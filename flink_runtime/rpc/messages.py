@@ -183,8 +183,9 @@ class TaskDeploymentDescriptor(Message):
     allocation_id: str
     slot_index: int
     # Where the job's data lives under the data directory and sink staging: the job id,
-    # or `<job id>/run-<n>` for a job recovered after a JobManager restart (so the new
-    # run never mixes its chunks with the files of the run it recovers from).
+    # `<job id>/run-<8 hex>` for a job recovered after a JobManager restart (so the new
+    # run never mixes its chunks with the files of the run it recovers from), or
+    # `<job id>/round-<n>` for a later round of a continuous job.
     data_namespace: str
     vertex_id: str
     task_name: str
@@ -270,7 +271,7 @@ class ReleasePartitions(Message):
     """The job ended (or a continuous job's round did): its result partitions may be deleted."""
 
     job_id: str
-    # Only this namespace (`<job id>/run-<hex>`, `<job id>/round-<n>`); empty: everything
+    # Only this namespace (`<job id>/run-<8 hex>`, `<job id>/round-<n>`); empty: everything
     # of the job. Never a path: the TaskManager refuses anything else.
     data_namespace: str = ""
 

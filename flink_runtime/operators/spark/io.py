@@ -249,7 +249,7 @@ def publish_sink(sink: dict[str, Any], job_id: str, continuation: bool = False, 
 
 def discard_sink_staging(sink: dict[str, Any], data_namespace: str) -> None:
     """The job ended: remove everything it staged, earlier runs' included (a run
-    recovered after a JobManager restart stages under `<job>/run-<n>`)."""
+    recovered after a JobManager restart stages under `<job>/run-<8 hex>`)."""
     fs = filesystem.filesystem_for(sink["path"])
     fs.delete(filesystem.join(sink["path"], STAGING_DIR, data_namespace.split("/")[0]))
     staging = filesystem.join(sink["path"], STAGING_DIR)
