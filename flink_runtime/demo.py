@@ -66,6 +66,19 @@ def expected_counts(input_dir: Path) -> collections.Counter[str]:
     return counts
 
 
+def check_counts(counts: dict[str, int], input_dir: Path, output: Path) -> int:
+    """Print the top words and compare every count with a plain Python count; the exit code."""
+    print("Top words:")
+    for word, count in sorted(counts.items(), key=lambda item: -item[1])[:8]:
+        print(f"  {word:<10} {count:>8,}")
+    print(f"Output ({len(counts)} words, Parquet): {output}")
+    if counts != dict(expected_counts(input_dir)):
+        print("error: the counts differ from a plain Python count", file=sys.stderr)
+        return 1
+    print("Counts match a plain Python count.")
+    return 0
+
+
 def main() -> int:
     work_dir = Path(tempfile.gettempdir()) / "flink-runtime-demo"
     input_dir, output_dir = work_dir / "input", work_dir / "output"
@@ -97,15 +110,8 @@ def main() -> int:
         spark = cluster.taskmanagers[0].spark()
         result = {row["word"]: row["count"] for row in spark.read.parquet(str(output_dir)).collect()}
 
-    print(f"Job FINISHED in {elapsed:.1f} s. Top words:")
-    for word, count in sorted(result.items(), key=lambda item: -item[1])[:8]:
-        print(f"  {word:<8} {count:>8,}")
-    print(f"Output ({len(result)} words, Parquet): {output_dir}")
-    if result != dict(expected_counts(input_dir)):
-        print("error: the counts differ from a plain Python count", file=sys.stderr)
-        return 1
-    print("Counts match a plain Python count.")
-    return 0
+    print(f"Job FINISHED in {elapsed:.1f} s.")
+    return check_counts(result, input_dir, output_dir)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ is, checks the counts against plain Python, and stops the cluster.
 
 from __future__ import annotations
 
-import collections
 import datetime
 import json
 import os
@@ -53,6 +52,7 @@ def main() -> int:
     from airflow.utils import db
 
     from flink_runtime.airflow.embedded import stop_embedded_cluster
+    from flink_runtime.demo import check_counts
 
     print(f"Airflow home {home} (SQLite); initialising the metadata database...")
     db.initdb()
@@ -69,18 +69,7 @@ def main() -> int:
     output = data / "output" / str(day.date())
     table = pq.read_table(output)
     counts = dict(zip(table.column("word").to_pylist(), table.column("count").to_pylist(), strict=True))
-    expected: collections.Counter[str] = collections.Counter()
-    for path in sorted((data / "input" / str(day.date())).glob("*.txt")):
-        expected.update(path.read_text().lower().split())
-    print("Top words:")
-    for word, count in sorted(counts.items(), key=lambda item: -item[1])[:8]:
-        print(f"  {word:<10} {count:>8,}")
-    print(f"Output ({len(counts)} words, Parquet): {output}")
-    if counts != dict(expected):
-        print("error: the counts differ from a plain Python count", file=sys.stderr)
-        return 1
-    print("Counts match a plain Python count.")
-    return 0
+    return check_counts(counts, data / "input" / str(day.date()), output)
 
 
 if __name__ == "__main__":

@@ -393,6 +393,11 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
                 self._stopped(request_id, None, failure)
             return
         self._finalizing = False
+        self._end(error)
+
+    def _end(self, error: BaseException | None) -> None:
+        """A running job ends: FINISHED, or FAILED with `error` (its output was published,
+        or publishing it failed)."""
         if error is None:
             self._transition(JobStatus.FINISHED)
         else:

@@ -36,10 +36,7 @@ class ContinuousRounds:
     def _on_round_done(self: JobMaster, result: None, error: BaseException | None) -> None:
         self._finalizing = False
         if error is not None:
-            self._record_exception(error, None)
-            self._transition(JobStatus.FAILING)
-            self._transition(JobStatus.FAILED)
-            self._finish()
+            self._end(error)
             return
         self._idle = True
         for vertex_id, progress in self.split_progress.items():
@@ -86,13 +83,7 @@ class ContinuousRounds:
             return
         # A batch job going on after a failed stop: all its input is read and published.
         self._idle = False
-        if error is None:
-            self._transition(JobStatus.FINISHED)
-        else:
-            self._record_exception(error, None)
-            self._transition(JobStatus.FAILING)
-            self._transition(JobStatus.FAILED)
-        self._finish()
+        self._end(error)
 
     def _start_round(self: JobMaster, prepared: dict[str, Prepared]) -> None:
         assert self.graph is not None
