@@ -3,6 +3,10 @@
 `RestGuard` is a plain ASGI middleware around the whole FastAPI app, so it sees
 unknown paths and errors that no endpoint handler caught as well:
 
+0. Versions. Flink serves its REST API bare and under `/v1/` (its CLI and Java
+   client call `/v1/jobs/overview`, ...). The prefix is dropped here, before anything
+   else looks at the path, so one route table (and one OpenAPI document) serves both
+   and every rule below holds for both spellings alike.
 1. Authentication. With a token configured, a request without `Authorization:
    Bearer <token>` gets 401 (compared in constant time), whatever its path.
 2. No cross-site requests. A browser sends `Origin` on every cross-site POST; a
@@ -32,7 +36,8 @@ log = logging.getLogger(__name__)
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 OCTET_STREAM = "application/octet-stream"
-BLOB_PATHS = ("/blobs", "/v1/blobs")
+BLOB_PATHS = ("/blobs",)
+VERSION_PREFIX = "/v1"
 # The scope key under which a request's id travels to the app's error handler.
 REQUEST_ID = "flink_runtime.request_id"
 
@@ -47,6 +52,7 @@ class RestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        scope = without_version_prefix(scope)
         headers = Headers(scope=scope)
         refusal = self._refusal(scope, headers)
         if refusal is not None:
@@ -101,6 +107,18 @@ class RestGuard:
             if not started:
                 status, body = internal_error(scope, exc)
                 await _send_json(send, status, body, {})
+
+
+def without_version_prefix(scope: Scope) -> Scope:
+    """The request with `/v1/...` read as `/...` (and `/v1` as `/`)."""
+    path: str = scope["path"]
+    if path != VERSION_PREFIX and not path.startswith(VERSION_PREFIX + "/"):
+        return scope
+    bare = path[len(VERSION_PREFIX) :] or "/"
+    raw_path = scope.get("raw_path")
+    if isinstance(raw_path, bytes) and raw_path.startswith(VERSION_PREFIX.encode()):
+        raw_path = raw_path[len(VERSION_PREFIX) :] or b"/"
+    return {**scope, "path": bare, "raw_path": raw_path}
 
 
 def internal_error(scope: Scope, exc: BaseException) -> tuple[int, dict[str, Any]]:

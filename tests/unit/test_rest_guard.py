@@ -75,6 +75,42 @@ def test_without_a_token_configured_nothing_is_asked(open_api: TestClient) -> No
     assert open_api.get(f"/jobs/{JOB_ID}/checkpoints").status_code == 200
 
 
+# -- /v1/: Flink's versioned prefix -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [f"/jobs/{JOB_ID}/checkpoints", "/config"])
+def test_every_path_answers_bare_and_under_v1_alike(open_api: TestClient, path: str) -> None:
+    bare, versioned = open_api.get(path), open_api.get(f"/v1{path}")
+    assert bare.status_code == versioned.status_code == 200
+    assert bare.json() == versioned.json()
+
+
+def test_v1_requests_pass_the_same_guard(guarded: TestClient, jobmanager: StubJobManager) -> None:
+    assert guarded.get("/v1/overview").status_code == 401
+    refused = guarded.post(f"/v1/jobs/{JOB_ID}/stop", headers={**AUTH, "Content-Type": "text/plain"}, content=b"{}")
+    assert refused.status_code == 415
+    answer = guarded.post(f"/v1/jobs/{JOB_ID}/stop", headers=AUTH, json={"drain": False})
+    assert answer.status_code == 202
+    assert len(jobmanager.calls) == 1
+    upload = guarded.post(
+        "/v1/blobs?name=udfs.py", headers={**AUTH, "Content-Type": "application/octet-stream"}, content=b"x = 1\n"
+    )
+    assert upload.status_code == 201
+
+
+def test_unknown_v1_paths_are_json_404s(open_api: TestClient) -> None:
+    answer = open_api.get("/v1/no/such/path")
+    assert answer.status_code == 404
+    assert answer.json() == {"errors": ["Not found: /no/such/path"]}
+    assert open_api.get("/v2/overview").status_code == 404  # only Flink's one version
+
+
+def test_the_openapi_document_lists_each_path_once(open_api: TestClient) -> None:
+    paths = open_api.get("/v1/openapi.json").json()["paths"]
+    assert "/jobs/overview" in paths
+    assert not any(path.startswith("/v1") for path in paths)
+
+
 # -- cross-site requests -------------------------------------------------------------------------
 
 
