@@ -201,7 +201,7 @@ class CheckpointCoordinator:
         pending.waiting.discard(execution_id)
         if state_handle is not None:
             pending.states[execution_id] = state_handle
-        self._stats(checkpoint_id, lambda s: self._count_ack(s))
+        self._stats(checkpoint_id, self._count_ack)
         self._complete_if_acknowledged(pending)
 
     def decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
@@ -209,11 +209,16 @@ class CheckpointCoordinator:
         if pending is not None:
             self._fail(pending, CheckpointFailure(f"declined by {execution_id}: {reason}"))
 
-    def execution_stopped(self, execution_id: str) -> None:
-        """A task ended: it will not answer, and what it committed is in the progress view."""
+    def execution_stopped(self, execution_id: str, finished: bool) -> None:
+        """A task ended: it will not answer, and what it committed is in the progress view.
+
+        A finished task counts as acknowledged (as Flink counts finished tasks in a
+        checkpoint): its final state is part of the checkpoint."""
         for pending in list(self.pending.values()):
             if execution_id in pending.waiting:
                 pending.waiting.discard(execution_id)
+                if finished:
+                    self._stats(pending.checkpoint_id, self._count_ack)
                 self._complete_if_acknowledged(pending)
 
     def _count_ack(self, stats: CheckpointStats) -> None:

@@ -474,7 +474,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
         if state.is_terminal:
             self._active_executions -= 1
             self._slots.release(execution.vertex, execution.attempt_id)
-            self.coordinator.execution_stopped(execution.attempt_id)
+            self.coordinator.execution_stopped(execution.attempt_id, finished=state is _E.FINISHED)
             if state is _E.FINISHED:
                 self._finished_executions += 1
                 self.splits.attempt_finished(execution.attempt_id)

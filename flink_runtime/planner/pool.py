@@ -26,6 +26,7 @@ import logging
 import multiprocessing
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -152,7 +153,16 @@ def _kill(executor: ProcessPoolExecutor, known: list[Any]) -> list[int | None]:
     executor.shutdown(wait=False, cancel_futures=True)
     for process in processes:
         process.join(timeout=10)
-    return [process.exitcode for process in processes]
+    return [_exit_code(process) for process in processes]
+
+
+def _exit_code(process: Any, patience: float = 2.0) -> int | None:
+    # The executor's own thread may reap the process at the same moment: the losing
+    # waitpid sees no child and reads None until the winner has stored the code.
+    deadline = time.monotonic() + patience
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return process.exitcode
 
 
 def _describe_exit(codes: list[int | None]) -> str:

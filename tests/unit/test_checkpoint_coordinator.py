@@ -116,9 +116,21 @@ async def test_a_task_that_finishes_counts_as_acknowledged(tmp_path: Path) -> No
     coord, job = coordinator(tmp_path)
     checkpoint_id = coord.trigger(is_savepoint=False)
     coord.acknowledge("e-0", checkpoint_id, None)
-    coord.execution_stopped("e-1")
+    coord.execution_stopped("e-1", finished=True)
     await settle(job)
     assert [c[0] for c in job.completed] == [checkpoint_id]
+    latest = coord.statistics()["latest"]["completed"]
+    assert latest["num_subtasks"] == latest["num_acknowledged_subtasks"] == 2
+
+
+async def test_a_task_that_fails_is_not_counted_as_acknowledged(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    checkpoint_id = coord.trigger(is_savepoint=False)
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.execution_stopped("e-1", finished=False)
+    await settle(job)
+    assert [c[0] for c in job.completed] == [checkpoint_id]
+    assert coord.statistics()["latest"]["completed"]["num_acknowledged_subtasks"] == 1
 
 
 async def test_decline_fails_the_checkpoint_and_tells_the_requester(tmp_path: Path) -> None:
