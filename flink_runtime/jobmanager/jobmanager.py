@@ -2,8 +2,13 @@
 
 It plays the roles Flink splits into Dispatcher (accepts jobs, keeps finished ones
 queryable), ResourceManager (registers TaskManagers, watches their heartbeats, owns
-the slots: resource_manager.py, a component of this actor) and hosts one JobMaster per
-running job, all inside one actor.
+the slots) and hosts one JobMaster per running job, all inside one actor. The parts
+that read best alone have modules of their own:
+
+  resource_manager.py  TaskManagers: registration, heartbeats, reconciliation, slots
+                       (a component the JobManager owns)
+  job_persistence.py   the job store: recovery of running jobs, retention of finished
+                       ones (a mixin of the JobManager)
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
 from flink_runtime.checkpoint.coordinator import CheckpointFailure
-from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.invokable import BUILTIN_INVOKABLES
@@ -32,7 +36,6 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
-from flink_runtime.jobmanager import snapshots
 from flink_runtime.jobmanager.errors import (
     InvalidRequest,
     JobNotFound,
@@ -41,9 +44,10 @@ from flink_runtime.jobmanager.errors import (
     RequestNotFound,
 )
 from flink_runtime.jobmanager.events import JobEventLog
+from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
-from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -78,7 +82,7 @@ log = logging.getLogger(__name__)
 BLOB_CLEANUP_INTERVAL = 60.0
 
 
-class JobManager(RpcEndpoint):
+class JobManager(JobPersistence, RpcEndpoint):
     def __init__(self, config: Configuration, embedded: bool = False) -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers."""
         rpc = RpcService(
@@ -163,71 +167,6 @@ class JobManager(RpcEndpoint):
         if self.job_store is not None:
             self._recover_jobs()
 
-    # -- the job store: jobs survive a JobManager restart ------------------------------------------
-
-    def _store(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
-        """Call a JobStore method off the mailbox, in call order (one writer thread);
-        `then` runs on that thread once the call has committed."""
-        if self.job_store is None:
-            return
-        store_call = getattr(self.job_store, method)
-
-        def write() -> None:
-            try:
-                store_call(*args)
-            except JobStoreError as exc:
-                log.warning("job store: %s", exc)
-                return
-            if then is not None:
-                then()
-
-        self.run_async(asyncio.get_running_loop().run_in_executor(self._store_writer, write))
-
-    def _recover_jobs(self) -> None:
-        """Start again every job the store says was running, from its latest checkpoint;
-        its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable."""
-        assert self.job_store is not None
-        pruned = self.job_store.prune(*self._retention())
-        if pruned:
-            log.info("Pruned %d finished jobs from the job store (jobstore.max-capacity/.expiration-time).", pruned)
-        for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
-            if record.details is not None:
-                self.archived[record.job_id] = record
-        max_attempts = self.config.get(cfg.RECOVERY_MAX_ATTEMPTS)
-        for record in self.job_store.recoverable_jobs():
-            job_graph = JobGraph.from_json(record.job_graph_json)
-            if record.latest_checkpoint is not None:
-                job_graph.config[SAVEPOINT_PATH_KEY] = record.latest_checkpoint.location
-                job_graph.config[IGNORE_UNCLAIMED_KEY] = "true"
-            job = JobMaster(job_graph, self, self.config)
-            job.data_namespace = f"{record.job_id}/run-{uuid.uuid4().hex[:8]}"
-            stored = self.job_store.checkpoints(record.job_id)
-            job.coordinator.resume_after(
-                [checkpoint.checkpoint_id for checkpoint in stored],
-                [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
-            )
-            job.savepoint_requests.restore(self.job_store.savepoint_requests(record.job_id))
-            self.jobs[record.job_id] = job
-            attempts = self.job_store.begin_recovery(record.job_id)
-            if attempts > max_attempts:
-                reason = (
-                    f"The job was recovered {attempts - 1} times and never reached RUNNING (the JobManager "
-                    f"stopped while recovering it each time); it is not recovered again "
-                    f"(jobmanager.recovery.max-attempts: {max_attempts}). Resubmit it, from its latest "
-                    "checkpoint with execution.savepoint.path if it had one, once the cause is fixed."
-                )
-                log.error("Giving up job %s (%s): %s", record.name, record.job_id, reason)
-                job.give_up_recovery(reason)
-                continue
-            self._recovering.add(record.job_id)
-            log.info(
-                "Recovering job %s (%s) from %s.",
-                record.name,
-                record.job_id,
-                record.latest_checkpoint.location if record.latest_checkpoint else "its start (no checkpoint)",
-            )
-            job.start()
-
     def _expire_blobs(self) -> None:
         """Delete libraries no job refers to once blob.expiration-time passed since their
         last upload (a job submitted meanwhile uploads them again, which resets it)."""
@@ -295,39 +234,9 @@ class JobManager(RpcEndpoint):
         self.events.publish(event)
         for listener in self.status_listeners:
             listener(event)
-        self._store("update_status", job.job_id, event.new_state, event.timestamp)
-        if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
-            self._recovering.discard(job.job_id)
-            self._store("end_recovery", job.job_id)
+        self._record_status_change(job, event)
         if job.status.is_terminal:
-            self._finished_at[job.job_id] = time.monotonic()
             self.release_partitions(job.job_id)
-            if job.status.is_globally_terminal and self.job_store is not None:
-                self._store("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
-                self._store("prune", *self._retention())
-
-    def _retention(self) -> tuple[int, float]:
-        """(jobstore.max-capacity, the end time before which a finished job expires)."""
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        return self.config.get(cfg.JOBSTORE_MAX_CAPACITY), time.time() - expiration
-
-    def _expire_finished_jobs(self) -> None:
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        capacity = self.config.get(cfg.JOBSTORE_MAX_CAPACITY)
-        now = time.monotonic()
-        while self._finished_at:
-            job_id, finished = next(iter(self._finished_at.items()))
-            if now - finished < expiration and len(self._finished_at) <= capacity:
-                break
-            del self._finished_at[job_id]
-            self.jobs.pop(job_id, None)
-        # Finished jobs of earlier JobManager runs (the store prunes its own rows likewise).
-        capacity, ended_before = self._retention()
-        for job_id in [j for j, r in self.archived.items() if r.ended_at is not None and r.ended_at < ended_before]:
-            del self.archived[job_id]
-        while len(self.archived) + len(self._finished_at) > capacity and self.archived:
-            oldest = min(self.archived.values(), key=lambda record: record.ended_at or 0.0)
-            del self.archived[oldest.job_id]
 
     # -- jobs ------------------------------------------------------------------------------------------
 
