@@ -178,6 +178,12 @@ REGISTRATION_INITIAL_TIMEOUT = _option(
 REGISTRATION_MAX_TIMEOUT = _option(
     "cluster.registration.max-timeout", "30 s", "Largest registration back-off.", "duration"
 )
+REGISTRATION_ERROR_DELAY = _option(
+    "cluster.registration.error-delay",
+    "10 s",
+    "Pause after a registration attempt that failed with an error (not a timeout).",
+    "duration",
+)
 REGISTRATION_REFUSED_DELAY = _option(
     "cluster.registration.refused-registration-delay",
     "10 s",

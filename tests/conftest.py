@@ -33,6 +33,7 @@ def fast_config(**overrides: object) -> Configuration:
         "heartbeat.interval": "500 ms",
         "heartbeat.timeout": "3 s",
         "cluster.registration.refused-registration-delay": "500 ms",
+        "cluster.registration.error-delay": "500 ms",
         "slot.request.timeout": "5 s",
         "task.cancellation.interval": "500 ms",
         "task.cancellation.timeout": "5 s",

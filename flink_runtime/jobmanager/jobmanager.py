@@ -1,13 +1,14 @@
-"""The JobManager: TaskManager registry, slot pool, jobs, and the JobStatusChanged log.
+"""The JobManager: jobs, their JobMasters, the job store and the JobStatusChanged log.
 
 It plays the roles Flink splits into Dispatcher (accepts jobs, keeps finished ones
 queryable), ResourceManager (registers TaskManagers, watches their heartbeats, owns
-the slots) and hosts one JobMaster per running job, all inside one actor.
+the slots) and hosts one JobMaster per running job, all inside one actor. The parts
+that read best alone have modules of their own:
 
-Liveness: every `heartbeat.interval` the JobManager asks each TaskManager for a
-Heartbeat. A TaskManager that has not answered for `heartbeat.timeout` is lost: its
-slots leave the pool and whatever ran in them fails with that reason. A TaskManager
-that shuts down cleanly says so (DisconnectTaskManager) and is removed at once.
+  resource_manager.py  TaskManagers: registration, heartbeats, reconciliation, slots
+                       (a component the JobManager owns)
+  job_persistence.py   the job store: recovery of running jobs, retention of finished
+                       ones (a mixin of the JobManager)
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
 from flink_runtime.checkpoint.coordinator import CheckpointFailure
-from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState, JobStatus
 from flink_runtime.invokable import BUILTIN_INVOKABLES
@@ -37,7 +36,6 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
-from flink_runtime.jobmanager import snapshots
 from flink_runtime.jobmanager.errors import (
     InvalidRequest,
     JobNotFound,
@@ -46,32 +44,27 @@ from flink_runtime.jobmanager.errors import (
     RequestNotFound,
 )
 from flink_runtime.jobmanager.events import JobEventLog
+from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
-from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
+from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
-    PROTOCOL_VERSION,
     Acknowledge,
     AcknowledgeCheckpoint,
-    AcknowledgeRegistration,
-    AlreadyRegistered,
     CancelJob,
     CancellationFailure,
     CancellationSuccess,
     DeclineCheckpoint,
     DisconnectTaskManager,
     FencedMessage,
-    Heartbeat,
-    HeartbeatResponse,
     JobStatusChanged,
     JobSubmissionFailure,
     Message,
     NextInputSplit,
-    RefuseRegistration,
     RegisterTaskManager,
-    ReleasePartitions,
     RequestNextInputSplit,
     RpcError,
     ScheduleOrUpdateConsumers,
@@ -79,7 +72,7 @@ from flink_runtime.rpc.messages import (
     UpdateTaskExecutionState,
 )
 from flink_runtime.rpc.service import RpcService
-from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
+from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.security.paths import allowed_directories, job_path_problems
 from flink_runtime.spark.session import acquire_session, release_session
 
@@ -89,19 +82,7 @@ log = logging.getLogger(__name__)
 BLOB_CLEANUP_INTERVAL = 60.0
 
 
-@dataclass
-class RegisteredTaskManager:
-    task_manager_id: str
-    address: str
-    host: str
-    slots: int
-    resources: dict[str, float]
-    registration_id: str
-    registered_at: float = field(default_factory=time.time)
-    last_heartbeat: float = field(default_factory=time.monotonic)
-
-
-class JobManager(RpcEndpoint):
+class JobManager(JobPersistence, RpcEndpoint):
     def __init__(self, config: Configuration, embedded: bool = False) -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers."""
         rpc = RpcService(
@@ -115,17 +96,17 @@ class JobManager(RpcEndpoint):
         # Fencing token of this run: tasks it deploys carry it back in every message.
         self.jobmanager_id = uuid.uuid4().hex
         self._stale_jobmanagers: set[str] = set()  # logged once each
-        rpc.on_disconnect = self._on_connection_lost
         self.started_at = time.time()
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
-        self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
-        self.slot_request_timeout = config.get_seconds(cfg.SLOT_REQUEST_TIMEOUT)
-        self.task_managers: dict[str, RegisteredTaskManager] = {}
-        self.slot_pool = SlotPool()
         self.jobs: dict[str, JobMaster] = {}  # every job this JobManager knows, running or archived
         self._finished_at: OrderedDict[str, float] = OrderedDict()
-        self._job_of_request: dict[str, JobMaster] = {}
-        self._job_of_allocation: dict[str, JobMaster] = {}
+        # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
+        # the REST views here too (never mutated there).
+        self.resource_manager = ResourceManager(self, config)
+        self.task_managers: dict[str, RegisteredTaskManager] = self.resource_manager.task_managers
+        self.slot_pool = self.resource_manager.slot_pool
+        # Called by the RPC layer outside the mailbox; handled inside it.
+        rpc.on_disconnect = lambda address: self.run_in_mailbox(self.resource_manager.on_connection_lost, address)
         self.events = JobEventLog()
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
         self._spark_lock = threading.Lock()
@@ -177,7 +158,7 @@ class JobManager(RpcEndpoint):
 
     def on_start(self) -> None:
         interval = self.config.get_seconds(cfg.HEARTBEAT_INTERVAL)
-        self.schedule_every(interval, self._send_heartbeats)
+        self.schedule_every(interval, self.resource_manager.send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         self.schedule_every(BLOB_CLEANUP_INTERVAL, self._expire_blobs)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
@@ -185,71 +166,6 @@ class JobManager(RpcEndpoint):
             self.planner.warm_up()
         if self.job_store is not None:
             self._recover_jobs()
-
-    # -- the job store: jobs survive a JobManager restart ------------------------------------------
-
-    def _store(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
-        """Call a JobStore method off the mailbox, in call order (one writer thread);
-        `then` runs on that thread once the call has committed."""
-        if self.job_store is None:
-            return
-        store_call = getattr(self.job_store, method)
-
-        def write() -> None:
-            try:
-                store_call(*args)
-            except JobStoreError as exc:
-                log.warning("job store: %s", exc)
-                return
-            if then is not None:
-                then()
-
-        self.run_async(asyncio.get_running_loop().run_in_executor(self._store_writer, write))
-
-    def _recover_jobs(self) -> None:
-        """Start again every job the store says was running, from its latest checkpoint;
-        its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable."""
-        assert self.job_store is not None
-        pruned = self.job_store.prune(*self._retention())
-        if pruned:
-            log.info("Pruned %d finished jobs from the job store (jobstore.max-capacity/.expiration-time).", pruned)
-        for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
-            if record.details is not None:
-                self.archived[record.job_id] = record
-        max_attempts = self.config.get(cfg.RECOVERY_MAX_ATTEMPTS)
-        for record in self.job_store.recoverable_jobs():
-            job_graph = JobGraph.from_json(record.job_graph_json)
-            if record.latest_checkpoint is not None:
-                job_graph.config[SAVEPOINT_PATH_KEY] = record.latest_checkpoint.location
-                job_graph.config[IGNORE_UNCLAIMED_KEY] = "true"
-            job = JobMaster(job_graph, self, self.config)
-            job.data_namespace = f"{record.job_id}/run-{uuid.uuid4().hex[:8]}"
-            stored = self.job_store.checkpoints(record.job_id)
-            job.coordinator.resume_after(
-                [checkpoint.checkpoint_id for checkpoint in stored],
-                [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
-            )
-            job.savepoint_requests.restore(self.job_store.savepoint_requests(record.job_id))
-            self.jobs[record.job_id] = job
-            attempts = self.job_store.begin_recovery(record.job_id)
-            if attempts > max_attempts:
-                reason = (
-                    f"The job was recovered {attempts - 1} times and never reached RUNNING (the JobManager "
-                    f"stopped while recovering it each time); it is not recovered again "
-                    f"(jobmanager.recovery.max-attempts: {max_attempts}). Resubmit it, from its latest "
-                    "checkpoint with execution.savepoint.path if it had one, once the cause is fixed."
-                )
-                log.error("Giving up job %s (%s): %s", record.name, record.job_id, reason)
-                job.give_up_recovery(reason)
-                continue
-            self._recovering.add(record.job_id)
-            log.info(
-                "Recovering job %s (%s) from %s.",
-                record.name,
-                record.job_id,
-                record.latest_checkpoint.location if record.latest_checkpoint else "its start (no checkpoint)",
-            )
-            job.start()
 
     def _expire_blobs(self) -> None:
         """Delete libraries no job refers to once blob.expiration-time passed since their
@@ -263,186 +179,48 @@ class JobManager(RpcEndpoint):
 
         self.run_async(asyncio.to_thread(expire))
 
-    # -- TaskManager registration ------------------------------------------------------------------
+    # -- TaskManagers (the ResourceManager's) -------------------------------------------------------
 
     @handles(RegisterTaskManager)
     def on_register_task_manager(self, message: RegisterTaskManager) -> Message:
-        if message.protocol_version != PROTOCOL_VERSION:
-            return RefuseRegistration(
-                reason=f"incompatible protocol version {message.protocol_version}: this JobManager "
-                f"speaks version {PROTOCOL_VERSION}; run the same flink-runtime version everywhere"
-            )
-        secret = str(self.config.get(cfg.CLUSTER_SECRET))
-        if secret and message.secret != secret:
-            return RefuseRegistration(
-                reason="wrong cluster secret: set security.cluster.secret to the JobManager's value"
-            )
-        known = self.task_managers.get(message.task_manager_id)
-        if known is not None and known.address == message.address:
-            known.last_heartbeat = time.monotonic()
-            return AlreadyRegistered(
-                registration_id=known.registration_id, jobmanager_id=self.jobmanager_id, rest_url=self.rest_url
-            )
-        if known is not None:
-            # Same id at a new address: the old process is gone.
-            self._remove_task_manager(known.task_manager_id, "TaskManager restarted at a new address")
-        registration = RegisteredTaskManager(
-            task_manager_id=message.task_manager_id,
-            address=message.address,
-            host=message.host,
-            slots=message.slots,
-            resources=message.resources,
-            registration_id=uuid.uuid4().hex,
-        )
-        self.task_managers[message.task_manager_id] = registration
-        log.info(
-            "Registered TaskManager %s at %s with %d slots",
-            message.task_manager_id,
-            message.address,
-            message.slots,
-        )
-        for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
-            self._slot_allocated(request_id, slot)
-        # Connect now: the connection is how a killed TaskManager is noticed at once.
-        self._send_heartbeat(registration)
-        return AcknowledgeRegistration(
-            registration_id=registration.registration_id, jobmanager_id=self.jobmanager_id, rest_url=self.rest_url
-        )
+        return self.resource_manager.register_task_manager(message)
 
     @handles(DisconnectTaskManager)
     def on_disconnect_task_manager(self, message: DisconnectTaskManager) -> Acknowledge:
-        self._remove_task_manager(message.task_manager_id, message.reason, expected=True)
+        self.resource_manager.remove_task_manager(message.task_manager_id, message.reason, expected=True)
         return Acknowledge()
 
-    def _remove_task_manager(self, task_manager_id: str, reason: str, expected: bool = False) -> None:
-        registration = self.task_managers.pop(task_manager_id, None)
-        if registration is None:
-            return
-        log.log(logging.INFO if expected else logging.WARNING, "TaskManager %s removed: %s", task_manager_id, reason)
-        cause = f"TaskManagerLostException: TaskManager {task_manager_id} ({registration.address}) lost: {reason}"
-        for allocation_id in self.slot_pool.remove_task_manager(task_manager_id):
-            job = self._job_of_allocation.pop(allocation_id, None)
-            if job is not None:
-                job.on_allocation_lost(allocation_id, cause)
-        # Tasks of this TaskManager that were still DEPLOYING (no slot member yet) fail too.
-        for job in list(self.jobs.values()):
-            if job.graph is None or job.status.is_terminal:
-                continue
-            for vertex in job.graph.all_execution_vertices():
-                execution = vertex.current_execution
-                if execution.task_manager_id == task_manager_id and not execution.is_terminal:
-                    job.update_task_execution_state(execution.attempt_id, ExecutionState.FAILED, cause)
-        self.rpc.disconnect(registration.address)
-
-    # -- heartbeats and timeouts ---------------------------------------------------------------------
-
-    def _send_heartbeats(self) -> None:
-        for registration in self.task_managers.values():
-            self._send_heartbeat(registration)
-
-    def _send_heartbeat(self, registration: RegisteredTaskManager) -> None:
-        def answered(answer: Any, error: BaseException | None) -> None:
-            self._on_heartbeat_answer(answer)
-            self._drop_connection_if_unregistered(registration.address)
-
-        self.run_async(
-            self.rpc.ask(registration.address, Heartbeat(jobmanager_id=self.jobmanager_id), self.heartbeat_timeout),
-            answered,
-        )
-
-    def _drop_connection_if_unregistered(self, address: str) -> None:
-        """Close a connection an ask opened to a TaskManager removed meanwhile.
-
-        An ask leaves the mailbox before it is sent, so one queued just before a removal
-        opens a new connection to the removed TaskManager's address; ZeroMQ would keep
-        reconnecting to it for the JobManager's lifetime (issue 8's churn test saw the
-        descriptors pile up)."""
-        if all(registration.address != address for registration in self.task_managers.values()):
-            self.rpc.disconnect(address)
-
-    def _on_heartbeat_answer(self, answer: Any) -> None:
-        if isinstance(answer, HeartbeatResponse):
-            registration = self.task_managers.get(answer.task_manager_id)
-            if registration is not None:
-                registration.last_heartbeat = time.monotonic()
-
-    def _on_connection_lost(self, address: str) -> None:
-        """A TaskManager's connection dropped: ask it at once instead of waiting out the
-        heartbeat timeout; a killed process cannot answer, a network blip can."""
-        registration = next((r for r in self.task_managers.values() if r.address == address), None)
-        if registration is None:
-            return
-        probe_timeout = min(self.heartbeat_timeout, 1.0)
-
-        def answered(answer: Any, error: BaseException | None) -> None:
-            if error is not None and self.task_managers.get(registration.task_manager_id) is registration:
-                self._remove_task_manager(
-                    registration.task_manager_id,
-                    f"connection closed and no answer within {probe_timeout:g} s",
-                )
-            else:
-                self._on_heartbeat_answer(answer)
-            self._drop_connection_if_unregistered(address)
-
-        self.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.jobmanager_id), probe_timeout), answered)
-
     def _check_timeouts(self) -> None:
-        now = time.monotonic()
-        for registration in list(self.task_managers.values()):
-            silent_for = now - registration.last_heartbeat
-            if silent_for > self.heartbeat_timeout:
-                self._remove_task_manager(
-                    registration.task_manager_id,
-                    f"no heartbeat for {silent_for:.1f} s (heartbeat.timeout is {self.heartbeat_timeout:g} s)",
-                )
-        for request_id in self.slot_pool.expire_requests(now, self.slot_request_timeout):
-            job = self._job_of_request.pop(request_id, None)
-            if job is not None:
-                job.on_slot_request_timeout(request_id, self.slot_request_timeout)
+        self.resource_manager.check_timeouts()
         self._expire_finished_jobs()
 
-    # -- the JobMasterGateway -------------------------------------------------------------------------
+    # -- the JobMasterGateway: slots and TaskManagers are the ResourceManager's ----------------------
 
     def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
-        slot = self.slot_pool.request_slot(request_id, time.monotonic(), preferred_hosts=preferred_hosts)
-        if slot is None:
-            self._job_of_request[request_id] = job
-        else:
-            self._job_of_allocation[request_id] = job
-        return slot
-
-    def _slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
-        job = self._job_of_request.pop(request_id, None)
-        if job is None:
-            self.slot_pool.release_slot(request_id)
-            return
-        self._job_of_allocation[request_id] = job
-        job.on_slot_allocated(request_id, slot)
+        return self.resource_manager.request_slot(job, request_id, preferred_hosts)
 
     def release_slot(self, allocation_id: str) -> None:
-        self._job_of_allocation.pop(allocation_id, None)
-        for request_id, slot in self.slot_pool.release_slot(allocation_id):
-            self._slot_allocated(request_id, slot)
+        self.resource_manager.release_slot(allocation_id)
 
     def cancel_slot_request(self, request_id: str) -> None:
-        self._job_of_request.pop(request_id, None)
-        self.slot_pool.cancel_request(request_id)
+        self.resource_manager.cancel_slot_request(request_id)
 
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
-        return self.slot_pool.slot_of(allocation_id)
+        return self.resource_manager.slot_of(allocation_id)
 
     def task_manager_address(self, task_manager_id: str) -> str | None:
-        registration = self.task_managers.get(task_manager_id)
-        return registration.address if registration is not None else None
+        return self.resource_manager.task_manager_address(task_manager_id)
 
     def ask_task_manager(
         self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
     ) -> None:
-        def answered(answer: Any, error: BaseException | None) -> None:
-            self._drop_connection_if_unregistered(address)
-            on_done(answer, error)
+        self.resource_manager.ask_task_manager(address, message, on_done)
 
-        self.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
+    def tell_task_manager(self, address: str, message: Message) -> None:
+        self.resource_manager.tell_task_manager(address, message)
+
+    def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
+        self.resource_manager.release_partitions(job_id, data_namespace)
 
     # -- supervision of the JobMasters ---------------------------------------------------------
 
@@ -456,39 +234,9 @@ class JobManager(RpcEndpoint):
         self.events.publish(event)
         for listener in self.status_listeners:
             listener(event)
-        self._store("update_status", job.job_id, event.new_state, event.timestamp)
-        if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
-            self._recovering.discard(job.job_id)
-            self._store("end_recovery", job.job_id)
+        self._record_status_change(job, event)
         if job.status.is_terminal:
-            self._finished_at[job.job_id] = time.monotonic()
             self.release_partitions(job.job_id)
-            if job.status.is_globally_terminal and self.job_store is not None:
-                self._store("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
-                self._store("prune", *self._retention())
-
-    def _retention(self) -> tuple[int, float]:
-        """(jobstore.max-capacity, the end time before which a finished job expires)."""
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        return self.config.get(cfg.JOBSTORE_MAX_CAPACITY), time.time() - expiration
-
-    def _expire_finished_jobs(self) -> None:
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        capacity = self.config.get(cfg.JOBSTORE_MAX_CAPACITY)
-        now = time.monotonic()
-        while self._finished_at:
-            job_id, finished = next(iter(self._finished_at.items()))
-            if now - finished < expiration and len(self._finished_at) <= capacity:
-                break
-            del self._finished_at[job_id]
-            self.jobs.pop(job_id, None)
-        # Finished jobs of earlier JobManager runs (the store prunes its own rows likewise).
-        capacity, ended_before = self._retention()
-        for job_id in [j for j, r in self.archived.items() if r.ended_at is not None and r.ended_at < ended_before]:
-            del self.archived[job_id]
-        while len(self.archived) + len(self._finished_at) > capacity and self.archived:
-            oldest = min(self.archived.values(), key=lambda record: record.ended_at or 0.0)
-            del self.archived[oldest.job_id]
 
     # -- jobs ------------------------------------------------------------------------------------------
 
@@ -688,16 +436,6 @@ class JobManager(RpcEndpoint):
         job = self.jobs.get(message.job_id)
         if job is not None and self._stale_sender(message) is None:
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
-
-    def tell_task_manager(self, address: str, message: Message) -> None:
-        if any(registration.address == address for registration in self.task_managers.values()):
-            self.rpc.tell(address, message)
-        else:  # gone: a tell would only open a connection nobody ever closes
-            log.debug("Not sending %s to %s: no TaskManager is registered there", type(message).__name__, address)
-
-    def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
-        for registration in self.task_managers.values():
-            self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))
 
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
         self._store("put_savepoint_request", job.job_id, request_id, status)

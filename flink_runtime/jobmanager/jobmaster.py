@@ -527,3 +527,20 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
     @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
+
+    # -- reconciliation with what TaskManagers report (jobmanager/resource_manager.py) ------------
+
+    def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
+        """This job's current attempts on a TaskManager that have not ended, by attempt id."""
+        if self.graph is None or self._active_executions <= 0:  # nothing left running: skip the walk
+            return {}
+        executions = (vertex.current_execution for vertex in self.graph.all_execution_vertices())
+        return {e.attempt_id: e.state for e in executions if e.task_manager_id == task_manager_id and not e.is_terminal}
+
+    @supervised
+    def fail_execution(self, execution_id: str, reason: str) -> None:
+        """Fail a current attempt the JobManager found lost (its TaskManager is gone, or no
+        longer runs it); the restart strategy decides what follows."""
+        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        if execution is not None and not execution.is_terminal:
+            self._fail_execution(execution, reason)

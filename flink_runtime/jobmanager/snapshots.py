@@ -19,8 +19,9 @@ from flink_runtime.executiongraph import (
 )
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager, RegisteredTaskManager
+    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
 
 
 def _ms(seconds: float | None) -> int:

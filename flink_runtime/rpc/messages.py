@@ -94,7 +94,9 @@ class Heartbeat(Message):
 
 class HeartbeatResponse(Message):
     task_manager_id: str
-    # Attempts the TaskManager runs now, so the JobManager can reconcile after a gap.
+    # Execution (attempt) ids the TaskManager runs, and those whose final state the
+    # JobManager has not acknowledged yet: the JobManager fails what it believes runs
+    # there but is missing, and cancels what it does not know (heartbeat/reconciliation.py).
     running_executions: list[str] = []
 
 

@@ -1,11 +1,14 @@
 """The TaskManager: registers with the JobManager, runs tasks, reports their states.
 
-Registration retries with exponential back-off (cluster.registration.initial-timeout,
-doubling up to cluster.registration.max-timeout; a refused TaskManager waits
-cluster.registration.refused-registration-delay). Once registered it answers the
-JobManager's heartbeats; when they stop for heartbeat.timeout it takes the JobManager
-for lost, cancels its tasks and registers again, so a restarted JobManager gets its
-TaskManagers back without anyone restarting them.
+Registration retries with back-off until the JobManager accepts it (registration/:
+timeouts doubling from cluster.registration.initial-timeout up to .max-timeout, a
+pause of .refused-registration-delay after a refusal and of .error-delay after an
+error). The registration is a child this endpoint supervises: should its loop itself
+fail, it is restarted. Once registered the TaskManager answers the JobManager's
+heartbeats with the executions it runs (the JobManager reconciles them with what it
+believes); when the heartbeats stop for heartbeat.timeout it takes the JobManager for
+lost (heartbeat/), cancels its tasks and registers again, so a restarted JobManager
+gets its TaskManagers back without anyone restarting them.
 """
 
 from __future__ import annotations
@@ -27,19 +30,18 @@ from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.heartbeat import HeartbeatManager
 from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
+from flink_runtime.registration import RegistrationSuccess, RetryingRegistration, RetryingRegistrationConfiguration
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeCheckpoint,
-    AcknowledgeRegistration,
-    AlreadyRegistered,
     CancelTask,
     DisconnectTaskManager,
     Heartbeat,
     HeartbeatResponse,
     NextInputSplit,
-    RefuseRegistration,
     RegisterTaskManager,
     ReleasePartitions,
     RequestNextInputSplit,
@@ -50,7 +52,8 @@ from flink_runtime.rpc.messages import (
     TriggerCheckpoint,
     UpdateTaskExecutionState,
 )
-from flink_runtime.rpc.service import AskTimeoutError, RpcException, RpcService
+from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.rpc.supervision import supervise
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.task import Task
@@ -59,6 +62,10 @@ if TYPE_CHECKING:
     from flink_runtime.scheduler.split_assigner import InputSplit
 
 log = logging.getLogger(__name__)
+
+# How often a task's final state is sent before giving up on the JobManager answering
+# (each send waits pekko.ask.timeout).
+FINAL_STATE_ATTEMPTS = 5
 
 
 def default_data_dir() -> str:
@@ -98,11 +105,19 @@ class TaskExecutor(RpcEndpoint):
         self.jobmanager_rest_url = ""
         self._rest_headers = bearer(rest_token(config))
         self._rest_verify = client_verify(config)
-        self.last_jobmanager_heartbeat = 0.0
+        self.registration_config = RetryingRegistrationConfiguration.from_configuration(config)
         self.registered = asyncio.Event()
-        self._registration: asyncio.Task[None] | None = None
-        self._probe: asyncio.Task[None] | None = None
-        rpc.on_disconnect = self._on_connection_lost
+        self._registration: RetryingRegistration | None = None
+        self._probe: RetryingRegistration | None = None
+        # Watches the JobManager this TaskManager is registered with (its id is the target).
+        self.jobmanager_heartbeats: HeartbeatManager[None] = HeartbeatManager(
+            self.heartbeat_timeout, _JobManagerHeartbeatListener(self)
+        )
+        # Tasks that ended and whose final state the JobManager has not answered yet: still
+        # reported in heartbeats, so the JobManager never takes them for missing meanwhile.
+        self._final_states_in_flight: set[str] = set()
+        # Called by the RPC layer outside the mailbox; handled inside it.
+        rpc.on_disconnect = lambda address: self.run_in_mailbox(self._on_connection_lost, address)
         self._spark_lock = threading.Lock()
         self._spark_session: Any = None
 
@@ -111,7 +126,10 @@ class TaskExecutor(RpcEndpoint):
     def on_start(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
         self._start_registration()
-        self.schedule_every(self.config.get_seconds(cfg.HEARTBEAT_INTERVAL) / 2, self._check_jobmanager)
+        self.schedule_every(
+            self.config.get_seconds(cfg.HEARTBEAT_INTERVAL) / 2,
+            lambda: self.jobmanager_heartbeats.check_timeouts(time.monotonic()),
+        )
 
     def on_stop(self) -> None:
         for task in self.tasks.values():
@@ -140,34 +158,39 @@ class TaskExecutor(RpcEndpoint):
     # -- registration ---------------------------------------------------------------------------
 
     def _start_registration(self) -> None:
+        """Register from scratch; until accepted this TaskManager takes no tasks."""
         self.jobmanager_id = None
         self.registered.clear()
-        if self._registration is None or self._registration.done():
-            self._registration = self.run_async(self._register())
+        self._stop_watching_jobmanager()
+        if self._probe is not None:  # the registration takes over from it
+            self._probe.cancel()
+            self._probe = None
+        if self._registration is None:
+            registration = self._registration = self._retrying_registration()
+            self.run_async(
+                registration.run(), lambda answer, error: self._registration_ended(registration, answer, error)
+            )
 
-    async def _register(self) -> None:
-        initial = self.config.get_seconds(cfg.REGISTRATION_INITIAL_TIMEOUT)
-        maximum = self.config.get_seconds(cfg.REGISTRATION_MAX_TIMEOUT)
-        refused_delay = self.config.get_seconds(cfg.REGISTRATION_REFUSED_DELAY)
-        request = self._registration_request()
-        timeout = initial
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                answer = await self.rpc.ask(self.jobmanager_address, request, timeout)
-            except RpcException as exc:
-                log.debug("registration attempt %d at %s: %s", attempt, self.jobmanager_address, exc)
-                if not isinstance(exc, AskTimeoutError):
-                    await asyncio.sleep(timeout)  # an error came back at once: do not spin
-                timeout = min(timeout * 2, maximum)
-                continue
-            if isinstance(answer, AcknowledgeRegistration | AlreadyRegistered):
-                self.run_in_mailbox(self._on_registered, answer)
-                return
-            if isinstance(answer, RefuseRegistration):
-                log.error("JobManager refused registration of %s: %s", self.resource_id, answer.reason)
-                await asyncio.sleep(refused_delay)
+    def _retrying_registration(self) -> RetryingRegistration:
+        return RetryingRegistration(
+            self.jobmanager_address,
+            self.rpc.ask,
+            self._registration_request,
+            self.registration_config,
+            name=self.resource_id,
+        )
+
+    def _registration_ended(
+        self, registration: RetryingRegistration, answer: RegistrationSuccess | None, error: BaseException | None
+    ) -> None:
+        if registration is not self._registration:
+            return
+        self._registration = None
+        if error is not None or answer is None:
+            # Every attempt's error is retried inside the loop: this is the loop itself failing.
+            supervise(self, _RegistrationChild(self), error or RuntimeError("registration ended without an answer"))
+            return
+        self._on_registered(answer)
 
     def _registration_request(self) -> RegisterTaskManager:
         return RegisterTaskManager(
@@ -179,7 +202,7 @@ class TaskExecutor(RpcEndpoint):
             secret=str(self.config.get(cfg.CLUSTER_SECRET)),
         )
 
-    def _on_registered(self, answer: AcknowledgeRegistration | AlreadyRegistered) -> None:
+    def _on_registered(self, answer: RegistrationSuccess) -> None:
         self.jobmanager_id = answer.jobmanager_id
         # Tasks of a JobManager that is gone: the new one refuses whatever they report and
         # may already run their job again from its latest checkpoint.
@@ -194,7 +217,8 @@ class TaskExecutor(RpcEndpoint):
                 )
                 task.cancel()
         self.jobmanager_rest_url = answer.rest_url or self._configured_rest_url()
-        self.last_jobmanager_heartbeat = time.monotonic()
+        self._stop_watching_jobmanager()
+        self.jobmanager_heartbeats.monitor_target(answer.jobmanager_id, time.monotonic())
         self.registered.set()
         log.info(
             "%s registered at JobManager %s (%s)",
@@ -211,28 +235,26 @@ class TaskExecutor(RpcEndpoint):
         store) answers the registration with its new id, and _on_registered cancels the
         dead one's tasks: recovery starts within a second of the successor being up,
         not after heartbeat.timeout. The one that was only disconnected answers
-        AlreadyRegistered and nothing changes."""
-        if address != self.jobmanager_address or self.jobmanager_id is None:
+        AlreadyRegistered and nothing changes. The probe is a registration like any
+        other, retried until answered or until the heartbeat timeout gives the
+        JobManager up and a regular registration takes over (it cancels the probe)."""
+        if address != self.jobmanager_address or self.jobmanager_id is None or self._probe is not None:
             return
-        if self._probe is None or self._probe.done():
-            self._probe = self.run_async(self._probe_jobmanager())
-
-    async def _probe_jobmanager(self) -> None:
-        timeout = self.config.get_seconds(cfg.REGISTRATION_INITIAL_TIMEOUT)
-        maximum = self.config.get_seconds(cfg.REGISTRATION_MAX_TIMEOUT)
         known = self.jobmanager_id
-        # Until an answer, or until the heartbeat check gives the JobManager up and the
-        # regular registration takes over (it resets jobmanager_id).
-        while self.jobmanager_id is not None and self.jobmanager_id == known:
-            try:
-                answer = await self.rpc.ask(self.jobmanager_address, self._registration_request(), timeout)
-            except RpcException:
-                await asyncio.sleep(timeout)
-                timeout = min(timeout * 2, maximum)
-                continue
-            if isinstance(answer, AcknowledgeRegistration | AlreadyRegistered) and self.jobmanager_id == known:
-                self.run_in_mailbox(self._on_registered, answer)
+        probe = self._probe = self._retrying_registration()
+        self.run_async(probe.run(), lambda answer, error: self._probe_ended(probe, known, answer, error))
+
+    def _probe_ended(
+        self, probe: RetryingRegistration, known: str, answer: RegistrationSuccess | None, error: BaseException | None
+    ) -> None:
+        if probe is not self._probe:
             return
+        self._probe = None
+        if error is not None or answer is None:
+            # Harmless: the heartbeat timeout still notices a JobManager that is gone.
+            log.warning("%s: probing JobManager %s failed: %s", self.resource_id, known, error)
+        elif self.jobmanager_id == known:
+            self._on_registered(answer)
 
     def _configured_rest_url(self) -> str:
         """For a JobManager that answered without its REST URL (it registered us before its
@@ -244,27 +266,32 @@ class TaskExecutor(RpcEndpoint):
         scheme = "https" if self.config.get(cfg.SSL_REST_ENABLED) else "http"
         return f"{scheme}://{host or self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{port}"
 
-    def _check_jobmanager(self) -> None:
-        if self.jobmanager_id is None:
+    def _stop_watching_jobmanager(self) -> None:
+        for jobmanager_id in self.jobmanager_heartbeats.monitored_targets:
+            self.jobmanager_heartbeats.unmonitor_target(jobmanager_id)
+
+    def _jobmanager_lost(self, jobmanager_id: str) -> None:
+        """No heartbeat from the JobManager for heartbeat.timeout (_JobManagerHeartbeatListener)."""
+        if jobmanager_id != self.jobmanager_id:
             return
-        silent_for = time.monotonic() - self.last_jobmanager_heartbeat
-        if silent_for > self.heartbeat_timeout:
-            log.warning(
-                "%s: no heartbeat from JobManager %s for %.1f s; cancelling %d tasks and registering again",
-                self.resource_id,
-                self.jobmanager_id,
-                silent_for,
-                len(self.tasks),
-            )
-            for task in self.tasks.values():
-                task.cancel()
-            self._start_registration()
+        last = self.jobmanager_heartbeats.last_heartbeat_from(jobmanager_id)
+        log.warning(
+            "%s: no heartbeat from JobManager %s for %.1f s; cancelling %d tasks and registering again",
+            self.resource_id,
+            jobmanager_id,
+            time.monotonic() - last if last is not None else self.heartbeat_timeout,
+            len(self.tasks),
+        )
+        for task in self.tasks.values():
+            task.cancel()
+        self._start_registration()
 
     @handles(Heartbeat)
     def on_heartbeat(self, message: Heartbeat) -> HeartbeatResponse:
         if message.jobmanager_id == self.jobmanager_id:
-            self.last_jobmanager_heartbeat = time.monotonic()
-        return HeartbeatResponse(task_manager_id=self.resource_id, running_executions=list(self.tasks))
+            self.jobmanager_heartbeats.receive_heartbeat(message.jobmanager_id, None, time.monotonic())
+        running = [*self.tasks, *self._final_states_in_flight]
+        return HeartbeatResponse(task_manager_id=self.resource_id, running_executions=running)
 
     # -- tasks ---------------------------------------------------------------------------------------
 
@@ -359,8 +386,10 @@ class TaskExecutor(RpcEndpoint):
         task = change.task
         if self.tasks.get(task.execution_id) is not task:
             return  # already reported terminal (abandoned after a cancellation timeout)
-        if change.state.is_terminal:
+        final = change.state.is_terminal
+        if final:
             del self.tasks[task.execution_id]
+            self._final_states_in_flight.add(task.execution_id)
         update = UpdateTaskExecutionState(
             job_id=task.job_id,
             execution_id=task.execution_id,
@@ -372,11 +401,17 @@ class TaskExecutor(RpcEndpoint):
             else None,
         )
         # Updates leave in mailbox order over one connection, so the JobManager sees
-        # them in the order they happened; a terminal state is retried until answered.
-        self.run_async(self._send_update(task, update, retry=change.state.is_terminal))
+        # them in the order they happened. A final state is sent up to
+        # FINAL_STATE_ATTEMPTS times; if none is answered, the task drops out of the
+        # heartbeat reports and the JobManager fails it (reconciliation) rather than
+        # waiting for it for ever.
+        self.run_async(
+            self._send_update(task, update, final),
+            (lambda result, error: self._final_states_in_flight.discard(task.execution_id)) if final else None,
+        )
 
-    async def _send_update(self, task: Task, update: UpdateTaskExecutionState, retry: bool) -> None:
-        attempts = 5 if retry else 1
+    async def _send_update(self, task: Task, update: UpdateTaskExecutionState, final: bool) -> None:
+        attempts = FINAL_STATE_ATTEMPTS if final else 1
         for attempt in range(1, attempts + 1):
             try:
                 answer = await self.rpc.ask(self.jobmanager_address, update, self.ask_timeout)
@@ -384,7 +419,7 @@ class TaskExecutor(RpcEndpoint):
                 if attempt == attempts:
                     log.warning("state update %s %s not delivered: %s", update.execution_id, update.state, exc)
                 continue
-            if isinstance(answer, Acknowledge) and not answer.ok and not retry:
+            if isinstance(answer, Acknowledge) and not answer.ok and not final:
                 # The JobManager does not run this attempt (any more): nobody would use its output.
                 log.warning("%s: cancelling %s: %s", self.resource_id, task.descriptor.task_name, answer.reason)
                 task.cancel()
@@ -428,3 +463,31 @@ class TaskExecutor(RpcEndpoint):
                 raise RuntimeError(f"JobManager refused partition {partition_id}: {answer.reason}")
 
         return notify
+
+
+class _JobManagerHeartbeatListener:
+    """The TaskExecutor's HeartbeatListener (Flink's JobManagerHeartbeatListener): the
+    JobManager's heartbeat requests carry no payload; their absence is what matters."""
+
+    def __init__(self, taskexecutor: TaskExecutor) -> None:
+        self._taskexecutor = taskexecutor
+
+    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+        self._taskexecutor._jobmanager_lost(resource_id)
+
+    def report_payload(self, resource_id: str, payload: None) -> None:
+        pass
+
+
+class _RegistrationChild:
+    """The registration as the child the TaskExecutor supervises: a loop that failed
+    (a bug; each attempt's own errors are retried inside it) is started afresh after
+    cluster.registration.error-delay, so a TaskManager never stays unregistered."""
+
+    def __init__(self, taskexecutor: TaskExecutor) -> None:
+        self._taskexecutor = taskexecutor
+        self.name = f"{taskexecutor.name} registration"
+
+    def restart(self, error: BaseException) -> None:
+        taskexecutor = self._taskexecutor
+        taskexecutor.schedule_once(taskexecutor.registration_config.error_delay, taskexecutor._start_registration)

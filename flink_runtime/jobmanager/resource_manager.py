@@ -1,0 +1,355 @@
+"""The JobManager's ResourceManager part: which TaskManagers are registered, whether
+they are alive, what runs on them, and their slots (Flink splits this off as the
+ResourceManager with its SlotManager; here it is a component of the JobManager's actor,
+driven from its mailbox).
+
+Registration: a TaskManager asks RegisterTaskManager (registration/ retries it) and is
+answered AcknowledgeRegistration, AlreadyRegistered (same id, same address: nothing
+changes) or RefuseRegistration (wrong protocol version or cluster secret). Its slots
+join the slot pool at once.
+
+Liveness: every `heartbeat.interval` each TaskManager is asked for a Heartbeat
+(heartbeat/manager.py). One not heard from for `heartbeat.timeout` is lost: its slots
+leave the pool and whatever ran on it fails with that reason. One whose connection
+drops is asked at once with a short timeout instead (a killed process cannot answer,
+a network blip can). One that shuts down cleanly says so (DisconnectTaskManager) and
+is removed at once.
+
+Reconciliation: each HeartbeatResponse lists the executions its TaskManager runs; one
+the JobManager believes running there but the TaskManager no longer has is failed (its
+job's restart strategy decides what follows), one the TaskManager runs but the
+JobManager does not track there is cancelled. heartbeat/reconciliation.py decides, with
+the grace that keeps in-flight deployments and final states from tripping it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.heartbeat import (
+    ExecutionDeploymentReconciler,
+    ExecutionDeploymentReport,
+    HeartbeatManagerSender,
+    HeartbeatMonitor,
+)
+from flink_runtime.rpc.messages import (
+    PROTOCOL_VERSION,
+    AcknowledgeRegistration,
+    AlreadyRegistered,
+    CancelTask,
+    Heartbeat,
+    HeartbeatResponse,
+    Message,
+    RefuseRegistration,
+    RegisterTaskManager,
+    ReleasePartitions,
+    SubmitTask,
+    TaskOperationResult,
+)
+from flink_runtime.rpc.service import RpcService
+from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Any, BaseException | None], None]
+
+# Execution states in which the JobManager expects a TaskManager to report the task.
+_DEPLOYED = frozenset({ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING})
+
+
+@dataclass
+class RegisteredTaskManager:
+    task_manager_id: str
+    address: str
+    host: str
+    slots: int
+    resources: dict[str, float]
+    registration_id: str
+    heartbeat: HeartbeatMonitor
+    registered_at: float = field(default_factory=time.time)
+    deployments: ExecutionDeploymentReconciler = field(default_factory=ExecutionDeploymentReconciler)
+
+    @property
+    def last_heartbeat(self) -> float:
+        """time.monotonic() of the last sign of life (REST shows it as an epoch time)."""
+        return self.heartbeat.last_heartbeat
+
+
+class ResourceManagerHost(Protocol):
+    """What the ResourceManager uses of the JobManager that hosts it."""
+
+    rpc: RpcService
+    jobmanager_id: str
+    rest_url: str
+    jobs: dict[str, JobMaster]
+
+    def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
+
+
+class ResourceManager:
+    def __init__(self, host: ResourceManagerHost, config: Configuration) -> None:
+        self.host = host
+        self.config = config
+        self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
+        self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
+        self.slot_request_timeout = config.get_seconds(cfg.SLOT_REQUEST_TIMEOUT)
+        self.task_managers: dict[str, RegisteredTaskManager] = {}
+        self.slot_pool = SlotPool()
+        self.heartbeats: HeartbeatManagerSender[ExecutionDeploymentReport] = HeartbeatManagerSender(
+            self.heartbeat_timeout, self, self._request_heartbeat
+        )
+        self._job_of_request: dict[str, JobMaster] = {}
+        self._job_of_allocation: dict[str, JobMaster] = {}
+
+    @property
+    def rpc(self) -> RpcService:
+        return self.host.rpc
+
+    # -- registration ----------------------------------------------------------------------------
+
+    def register_task_manager(self, message: RegisterTaskManager) -> Message:
+        if message.protocol_version != PROTOCOL_VERSION:
+            return RefuseRegistration(
+                reason=f"incompatible protocol version {message.protocol_version}: this JobManager "
+                f"speaks version {PROTOCOL_VERSION}; run the same flink-runtime version everywhere"
+            )
+        secret = str(self.config.get(cfg.CLUSTER_SECRET))
+        if secret and message.secret != secret:
+            return RefuseRegistration(
+                reason="wrong cluster secret: set security.cluster.secret to the JobManager's value"
+            )
+        known = self.task_managers.get(message.task_manager_id)
+        if known is not None and known.address == message.address:
+            self.heartbeats.receive_heartbeat(known.task_manager_id, None, time.monotonic())
+            return AlreadyRegistered(
+                registration_id=known.registration_id,
+                jobmanager_id=self.host.jobmanager_id,
+                rest_url=self.host.rest_url,
+            )
+        if known is not None:
+            # Same id at a new address: the old process is gone.
+            self.remove_task_manager(known.task_manager_id, "TaskManager restarted at a new address")
+        registration = RegisteredTaskManager(
+            task_manager_id=message.task_manager_id,
+            address=message.address,
+            host=message.host,
+            slots=message.slots,
+            resources=message.resources,
+            registration_id=uuid.uuid4().hex,
+            heartbeat=self.heartbeats.monitor_target(message.task_manager_id, time.monotonic()),
+        )
+        self.task_managers[message.task_manager_id] = registration
+        log.info(
+            "Registered TaskManager %s at %s with %d slots", message.task_manager_id, message.address, message.slots
+        )
+        for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
+            self._slot_allocated(request_id, slot)
+        # Connect now: the connection is how a killed TaskManager is noticed at once.
+        self._request_heartbeat(registration.task_manager_id, time.monotonic())
+        return AcknowledgeRegistration(
+            registration_id=registration.registration_id,
+            jobmanager_id=self.host.jobmanager_id,
+            rest_url=self.host.rest_url,
+        )
+
+    def remove_task_manager(self, task_manager_id: str, reason: str, expected: bool = False) -> None:
+        """Unregister a TaskManager: its slots leave the pool, and every execution it held
+        fails with `reason` (a clean shutdown is `expected`, logged at INFO)."""
+        registration = self.task_managers.pop(task_manager_id, None)
+        if registration is None:
+            return
+        self.heartbeats.unmonitor_target(task_manager_id)
+        log.log(logging.INFO if expected else logging.WARNING, "TaskManager %s removed: %s", task_manager_id, reason)
+        cause = f"TaskManagerLostException: TaskManager {task_manager_id} ({registration.address}) lost: {reason}"
+        for allocation_id in self.slot_pool.remove_task_manager(task_manager_id):
+            job = self._job_of_allocation.pop(allocation_id, None)
+            if job is not None:
+                job.on_allocation_lost(allocation_id, cause)
+        # Tasks of this TaskManager that were still DEPLOYING (no slot member yet) fail too.
+        for job in list(self.host.jobs.values()):
+            if not job.status.is_terminal:
+                for execution_id in job.executions_on(task_manager_id):
+                    job.fail_execution(execution_id, cause)
+        self.rpc.disconnect(registration.address)
+
+    # -- heartbeats ------------------------------------------------------------------------------
+
+    def send_heartbeats(self) -> None:
+        """Every heartbeat.interval (the JobManager's timer)."""
+        self.heartbeats.request_heartbeats(time.monotonic())
+
+    def check_timeouts(self) -> None:
+        """Every second or heartbeat.interval (the JobManager's timer): lost TaskManagers
+        (notify_heartbeat_timeout) and slot requests nobody could serve."""
+        now = time.monotonic()
+        self.heartbeats.check_timeouts(now)
+        for request_id in self.slot_pool.expire_requests(now, self.slot_request_timeout):
+            job = self._job_of_request.pop(request_id, None)
+            if job is not None:
+                job.on_slot_request_timeout(request_id, self.slot_request_timeout)
+
+    def _request_heartbeat(self, task_manager_id: str, requested_at: float) -> None:
+        registration = self.task_managers.get(task_manager_id)
+        if registration is not None:
+            self._ask_heartbeat(registration, requested_at, self.heartbeat_timeout)
+
+    def _ask_heartbeat(
+        self,
+        registration: RegisteredTaskManager,
+        requested_at: float,
+        timeout: float,
+        on_no_answer: Callable[[], None] | None = None,
+    ) -> None:
+        address = registration.address
+
+        def answered(answer: Any, error: BaseException | None) -> None:
+            if error is not None and on_no_answer is not None:
+                on_no_answer()
+            elif isinstance(answer, HeartbeatResponse):
+                self._receive_heartbeat(answer, requested_at)
+            self._drop_connection_if_unregistered(address)
+
+        self.host.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.host.jobmanager_id), timeout), answered)
+
+    def _receive_heartbeat(self, answer: HeartbeatResponse, requested_at: float) -> None:
+        report = ExecutionDeploymentReport.of(answer.running_executions, requested_at)
+        self.heartbeats.receive_heartbeat(answer.task_manager_id, report, time.monotonic())
+
+    def notify_heartbeat_timeout(self, resource_id: str) -> None:
+        """HeartbeatListener: a TaskManager was silent for heartbeat.timeout."""
+        registration = self.task_managers.get(resource_id)
+        if registration is not None:
+            silent_for = registration.heartbeat.silent_for(time.monotonic())
+            self.remove_task_manager(
+                resource_id,
+                f"no heartbeat for {silent_for:.1f} s (heartbeat.timeout is {self.heartbeat_timeout:g} s)",
+            )
+
+    def report_payload(self, resource_id: str, payload: ExecutionDeploymentReport) -> None:
+        """HeartbeatListener: a TaskManager's heartbeat listed the executions it runs."""
+        self._reconcile(resource_id, payload)
+
+    def on_connection_lost(self, address: str) -> None:
+        """A TaskManager's connection dropped: ask it at once instead of waiting out the
+        heartbeat timeout; a killed process cannot answer, a network blip can."""
+        registration = self._registration_at(address)
+        if registration is None:
+            return
+        probe_timeout = min(self.heartbeat_timeout, 1.0)
+
+        def no_answer() -> None:
+            if self.task_managers.get(registration.task_manager_id) is registration:
+                self.remove_task_manager(
+                    registration.task_manager_id, f"connection closed and no answer within {probe_timeout:g} s"
+                )
+
+        self._ask_heartbeat(registration, time.monotonic(), probe_timeout, on_no_answer=no_answer)
+
+    def _drop_connection_if_unregistered(self, address: str) -> None:
+        """Close a connection an ask opened to a TaskManager removed meanwhile.
+
+        An ask leaves the mailbox before it is sent, so one queued just before a removal
+        opens a new connection to the removed TaskManager's address; ZeroMQ would keep
+        reconnecting to it for the JobManager's lifetime (issue 8's churn test saw the
+        descriptors pile up)."""
+        if self._registration_at(address) is None:
+            self.rpc.disconnect(address)
+
+    def _registration_at(self, address: str) -> RegisteredTaskManager | None:
+        return next((r for r in self.task_managers.values() if r.address == address), None)
+
+    # -- reconciliation ----------------------------------------------------------------------------
+
+    def _reconcile(self, task_manager_id: str, report: ExecutionDeploymentReport) -> None:
+        registration = self.task_managers.get(task_manager_id)
+        if registration is None:
+            return
+        expected: list[str] = []
+        tracked: list[str] = []
+        job_of: dict[str, JobMaster] = {}
+        for job in list(self.host.jobs.values()):
+            for execution_id, state in job.executions_on(task_manager_id).items():
+                (expected if state in _DEPLOYED else tracked).append(execution_id)
+                job_of[execution_id] = job
+        decision = registration.deployments.reconcile(report, expected, tracked)
+        for execution_id in decision.missing:
+            reason = (
+                f"ExecutionLostException: execution {execution_id} is unexpectedly no longer running on "
+                f"TaskManager {task_manager_id} ({registration.address}): its heartbeat report does not list it"
+            )
+            log.warning("%s", reason)
+            job_of[execution_id].fail_execution(execution_id, reason)
+        for execution_id in decision.unknown:
+            log.warning(
+                "TaskManager %s runs execution %s, which the JobManager does not run there; cancelling it",
+                task_manager_id,
+                execution_id,
+            )
+            self.tell_task_manager(registration.address, CancelTask(execution_id=execution_id))
+
+    # -- slots and TaskManagers, as the JobMasters use them (JobMasterGateway) ---------------------
+
+    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
+        slot = self.slot_pool.request_slot(request_id, time.monotonic(), preferred_hosts=preferred_hosts)
+        if slot is None:
+            self._job_of_request[request_id] = job
+        else:
+            self._job_of_allocation[request_id] = job
+        return slot
+
+    def _slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
+        job = self._job_of_request.pop(request_id, None)
+        if job is None:
+            self.slot_pool.release_slot(request_id)
+            return
+        self._job_of_allocation[request_id] = job
+        job.on_slot_allocated(request_id, slot)
+
+    def release_slot(self, allocation_id: str) -> None:
+        self._job_of_allocation.pop(allocation_id, None)
+        for request_id, slot in self.slot_pool.release_slot(allocation_id):
+            self._slot_allocated(request_id, slot)
+
+    def cancel_slot_request(self, request_id: str) -> None:
+        self._job_of_request.pop(request_id, None)
+        self.slot_pool.cancel_request(request_id)
+
+    def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
+        return self.slot_pool.slot_of(allocation_id)
+
+    def task_manager_address(self, task_manager_id: str) -> str | None:
+        registration = self.task_managers.get(task_manager_id)
+        return registration.address if registration is not None else None
+
+    def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None:
+        def answered(answer: Any, error: BaseException | None) -> None:
+            self._drop_connection_if_unregistered(address)
+            if isinstance(message, SubmitTask) and isinstance(answer, TaskOperationResult) and answer.success:
+                # From now on the TaskManager's heartbeat reports must list it (reconciliation).
+                registration = self._registration_at(address)
+                if registration is not None:
+                    registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
+            on_done(answer, error)
+
+        self.host.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
+
+    def tell_task_manager(self, address: str, message: Message) -> None:
+        if self._registration_at(address) is not None:
+            self.rpc.tell(address, message)
+        else:  # gone: a tell would only open a connection nobody ever closes
+            log.debug("Not sending %s to %s: no TaskManager is registered there", type(message).__name__, address)
+
+    def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
+        for registration in self.task_managers.values():
+            self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))

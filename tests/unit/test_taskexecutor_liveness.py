@@ -1,0 +1,178 @@
+"""The TaskExecutor's side of registration and heartbeats, against a fake JobManager:
+its registration loop is supervised (restarted if it raises), a silent JobManager is
+registered with again, and its heartbeat answers list what it runs, including tasks
+whose final state the JobManager has not acknowledged yet."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.registration import NextAttempt, retrying
+from flink_runtime.rpc.endpoint import RpcEndpoint, handles
+from flink_runtime.rpc.messages import (
+    Acknowledge,
+    AcknowledgeRegistration,
+    Heartbeat,
+    HeartbeatResponse,
+    Message,
+    RefuseRegistration,
+    RegisterTaskManager,
+    SubmitTask,
+    TaskDeploymentDescriptor,
+    TaskOperationResult,
+    UpdateTaskExecutionState,
+)
+from flink_runtime.rpc.service import RpcService
+from flink_runtime.taskmanager.taskexecutor import TaskExecutor
+
+ACCEPTED = AcknowledgeRegistration(registration_id="r", jobmanager_id="jm")
+
+
+class FakeJobManager(RpcEndpoint):
+    """Answers registrations from a script (then accepts), sends no heartbeats of its own,
+    and holds its answers to state updates until `release` is set."""
+
+    def __init__(self, *answers: Message) -> None:
+        super().__init__("fake JobManager", RpcService("127.0.0.1", 0))
+        self.answers = list(answers)
+        self.registrations: list[float] = []
+        self.updates: list[UpdateTaskExecutionState] = []
+        self.release = asyncio.Event()
+        self.release.set()
+
+    @handles(RegisterTaskManager)
+    def on_register(self, message: RegisterTaskManager) -> Message:
+        self.registrations.append(time.monotonic())
+        return self.answers.pop(0) if self.answers else ACCEPTED
+
+    @handles(UpdateTaskExecutionState)
+    def on_update(self, message: UpdateTaskExecutionState) -> Any:
+        self.updates.append(message)
+
+        async def later() -> Acknowledge:
+            await self.release.wait()
+            return Acknowledge()
+
+        return later()
+
+
+@pytest.fixture
+async def endpoints() -> AsyncIterator[list[RpcEndpoint]]:
+    """Endpoints a test started; stopped at its end, last started first."""
+    started: list[RpcEndpoint] = []
+    yield started
+    for endpoint in reversed(started):
+        await endpoint.stop()
+
+
+async def start(endpoints: list[RpcEndpoint], endpoint: RpcEndpoint) -> Any:
+    await endpoint.start()
+    endpoints.append(endpoint)
+    return endpoint
+
+
+def taskexecutor(tmp_path: Path, jobmanager: FakeJobManager, **overrides: str) -> TaskExecutor:
+    config = {
+        "io.tmp.dirs": str(tmp_path),
+        "taskmanager.numberOfTaskSlots": 1,
+        "cluster.registration.error-delay": "100 ms",
+        "cluster.registration.refused-registration-delay": "50 ms",
+        "heartbeat.interval": "10 s",
+        "heartbeat.timeout": "60 s",
+        **overrides,
+    }
+    return TaskExecutor(Configuration(config), jobmanager_address=jobmanager.address)
+
+
+async def test_a_registration_loop_that_raises_is_restarted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoints: list[RpcEndpoint], caplog: pytest.LogCaptureFixture
+) -> None:
+    original = retrying.next_attempt
+    failures = 0
+
+    def buggy_next_attempt(*args: Any) -> NextAttempt:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise ZeroDivisionError("bug in the back-off")
+        return original(*args)
+
+    monkeypatch.setattr(retrying, "next_attempt", buggy_next_attempt)
+    jobmanager = await start(endpoints, FakeJobManager(RefuseRegistration(reason="not yet")))
+    tm = await start(endpoints, taskexecutor(tmp_path, jobmanager))
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+    assert failures == 1
+    assert tm.jobmanager_id == "jm"
+    assert len(jobmanager.registrations) == 2
+    # Restarted after cluster.registration.error-delay, not in a tight loop.
+    assert jobmanager.registrations[1] - jobmanager.registrations[0] >= 0.09
+    assert any("registration: restarting after ZeroDivisionError" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_jobmanager_that_stops_sending_heartbeats_is_registered_with_again(
+    tmp_path: Path, endpoints: list[RpcEndpoint]
+) -> None:
+    jobmanager = await start(endpoints, FakeJobManager())
+    overrides = {"heartbeat.interval": "100 ms", "heartbeat.timeout": "300 ms"}
+    tm = await start(endpoints, taskexecutor(tmp_path, jobmanager, **overrides))
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+    deadline = time.monotonic() + 5.0
+    while len(jobmanager.registrations) < 2 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert len(jobmanager.registrations) >= 2, "the TaskManager did not notice the silent JobManager"
+    gap = jobmanager.registrations[1] - jobmanager.registrations[0]
+    assert 0.3 <= gap < 2.0  # heartbeat.timeout, checked every heartbeat.interval / 2
+
+
+def noop_task(execution_id: str) -> TaskDeploymentDescriptor:
+    return TaskDeploymentDescriptor(
+        job_id="0123456789abcdef0123456789abcdef",
+        job_name="test job",
+        execution_id=execution_id,
+        jobmanager_id="jm",
+        allocation_id="alloc-1",
+        slot_index=0,
+        data_namespace="0123456789abcdef0123456789abcdef",
+        vertex_id="v1",
+        task_name="noop (1/1)",
+        subtask_index=0,
+        parallelism=1,
+        attempt_number=0,
+        invokable="noop",
+    )
+
+
+async def test_a_finished_task_is_reported_until_its_final_state_is_acknowledged(
+    tmp_path: Path, endpoints: list[RpcEndpoint]
+) -> None:
+    jobmanager = await start(endpoints, FakeJobManager())
+    tm = await start(endpoints, taskexecutor(tmp_path, jobmanager))
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+    jobmanager.release.clear()  # the JobManager is slow to answer state updates
+
+    async def heartbeat() -> list[str]:
+        answer = await jobmanager.rpc.ask(tm.address, Heartbeat(jobmanager_id="jm"), 2.0)
+        assert isinstance(answer, HeartbeatResponse)
+        return answer.running_executions
+
+    submitted = await jobmanager.rpc.ask(tm.address, SubmitTask(descriptor=noop_task("exec-1")), 2.0)
+    assert submitted == TaskOperationResult(execution_id="exec-1", success=True)
+    deadline = time.monotonic() + 5.0
+    while not any(update.state == "FINISHED" for update in jobmanager.updates) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert [update.state for update in jobmanager.updates][-1] == "FINISHED"
+    assert "exec-1" not in tm.tasks  # ended: gone from the task table...
+    assert await heartbeat() == ["exec-1"]  # ...but reported while its FINISHED is unanswered
+
+    jobmanager.release.set()
+    deadline = time.monotonic() + 5.0
+    while await heartbeat() and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert await heartbeat() == []
