@@ -59,7 +59,7 @@ __all__ = [
 # What submit() accepts: a JobGraph, a JSON-like dict, JSON bytes, or a .json file's path.
 JobGraphSource = JobGraph | dict[str, Any] | str | os.PathLike[str] | bytes
 
-# The REST API refuses long polls longer than this (rest.app.MAX_EVENT_WAIT_SECONDS).
+# The REST API refuses long polls longer than this (rest.job_routes.MAX_EVENT_WAIT_SECONDS).
 MAX_POLL_SECONDS = 60.0
 
 # Network failures after which the same request may well succeed. Deliberately not all

@@ -248,7 +248,7 @@ def test_rest_upload_refuses_a_broken_archive_and_an_oversized_body(
     assert answer.status_code == 400
     assert "not a zip archive" in answer.json()["errors"][0]
 
-    monkeypatch.setattr("flink_runtime.rest.app.MAX_BLOB_BYTES", 10)
+    monkeypatch.setattr("flink_runtime.rest.blob_routes.MAX_BLOB_BYTES", 10)
     answer = rest.post("/blobs", params={"name": "udfs.py"}, content=b"X = 1234567890\n")
     assert answer.status_code == 413
     assert "at most 10 bytes" in answer.json()["errors"][0]
