@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.executiongraph import (
     TASK_COUNT_KEYS,
+    Execution,
     ExecutionJobVertex,
     ExecutionState,
     JobStatus,
@@ -48,15 +49,52 @@ def job_task_counts(job: JobMaster) -> dict[str, int]:
     return counts
 
 
+def job_type(job: JobMaster) -> str:
+    """Flink's JobType: a job whose sources keep watching for input runs as STREAMING."""
+    return "STREAMING" if job.is_continuous else "BATCH"
+
+
+# Flink's names for what plans and runs a job here: one scheduler, which schedules
+# lazily from the sources (Flink's default), and no operators waiting to be added.
+SCHEDULER_TYPE = "Default"
+
+
 def job_overview(job: JobMaster) -> dict[str, Any]:
     last_modification = max(job.status_timestamps.values())
     return {
         "jid": job.job_id,
         "name": job.name,
-        "state": job.status.value,
+        "jobType": job_type(job),
+        "schedulerType": SCHEDULER_TYPE,
         **_times(job.status_timestamps[JobStatus.INITIALIZING], _job_end(job)),
+        "state": job.status.value,
         "last-modification": _ms(last_modification),
         "tasks": job_task_counts(job),
+        "pending-operators": 0,
+    }
+
+
+def overview_from_details(details: dict[str, Any]) -> dict[str, Any]:
+    """A job overview rebuilt from its archived details (a job of an earlier JobManager
+    run, served from the job store): task counts are the sums of its vertices'."""
+    counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
+    for vertex in details.get("vertices", []):
+        for key, value in vertex.get("tasks", {}).items():
+            if key.lower() in counts:
+                counts[key.lower()] += int(value)
+    counts["total"] = sum(int(vertex.get("parallelism", 0)) for vertex in details.get("vertices", []))
+    return {
+        "jid": details.get("jid"),
+        "name": details.get("name"),
+        "jobType": details.get("job-type", "BATCH"),
+        "schedulerType": details.get("schedulerType", SCHEDULER_TYPE),
+        "start-time": details.get("start-time", -1),
+        "end-time": details.get("end-time", -1),
+        "duration": details.get("duration", -1),
+        "state": details.get("state"),
+        "last-modification": details.get("end-time", -1),
+        "tasks": counts,
+        "pending-operators": 0,
     }
 
 
@@ -70,10 +108,68 @@ def _vertex_times(ejv: ExecutionJobVertex) -> tuple[float | None, float | None]:
     return start, max(ends) if ends else None
 
 
+def io_metrics_json(
+    records_in: int = 0, records_out: int = 0, bytes_in: int = 0, bytes_out: int = 0, complete: bool = False
+) -> dict[str, Any]:
+    """Flink's I/O metrics of a vertex or a subtask. Time spent busy, idle or
+    back-pressured is not measured here: 0, as Flink reports for a task that has none."""
+    return {
+        "read-bytes": bytes_in,
+        "read-bytes-complete": complete,
+        "write-bytes": bytes_out,
+        "write-bytes-complete": complete,
+        "read-records": records_in,
+        "read-records-complete": complete,
+        "write-records": records_out,
+        "write-records-complete": complete,
+        "accumulated-backpressured-time": 0,
+        "accumulated-idle-time": 0,
+        "accumulated-busy-time": 0.0,
+    }
+
+
+def vertex_metrics(ejv: ExecutionJobVertex) -> dict[str, Any]:
+    return io_metrics_json()
+
+
+def execution_metrics(execution: Execution) -> dict[str, Any]:
+    return io_metrics_json()
+
+
+def aggregated_statistics(per_subtask: list[dict[str, Any]]) -> dict[str, Any]:
+    """Flink's `aggregated` figures of a vertex: each number's min, max, sum, average and
+    percentiles over the subtasks that have it."""
+    aggregated: dict[str, Any] = {}
+    keys = dict.fromkeys(k for m in per_subtask for k, v in m.items() if not isinstance(v, bool))
+    for key in keys:
+        values = sorted(float(m[key]) for m in per_subtask if key in m)
+
+        def at(quantile: float, values: list[float] = values) -> float:
+            return values[min(len(values) - 1, int(quantile * len(values)))]
+
+        aggregated[key] = {
+            "min": values[0],
+            "max": values[-1],
+            "avg": sum(values) / len(values),
+            "sum": sum(values),
+            "median": at(0.5),
+            "p25": at(0.25),
+            "p75": at(0.75),
+            "p95": at(0.95),
+        }
+    return aggregated
+
+
+# Every vertex shares one slot sharing group (one slot runs a whole pipeline of
+# subtasks, as in Flink's default group); its id is fixed so answers are stable.
+SLOT_SHARING_GROUP_ID = b"default".hex().ljust(32, "0")
+
+
 def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
     start, end = _vertex_times(ejv)
     return {
         "id": ejv.id,
+        "slotSharingGroupId": SLOT_SHARING_GROUP_ID,
         "name": ejv.name,
         "maxParallelism": ejv.max_parallelism,
         "parallelism": ejv.parallelism,
@@ -81,7 +177,7 @@ def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
         **_times(start, end),
         # Job details key vertex task counts by state name, unlike the lower-case job overview.
         "tasks": {key.upper(): count for key, count in vertex_task_counts(ejv).items()},
-        "metrics": {},
+        "metrics": vertex_metrics(ejv),
     }
 
 
@@ -103,6 +199,9 @@ def vertex_subtasks(jobmanager: JobManager, job: JobMaster, ejv: ExecutionJobVer
                 "endpoint": registration.address if registration is not None else None,
                 "host": registration.host if registration is not None else None,
                 **_times(start, end),
+                "start_time": _ms(start),
+                "metrics": execution_metrics(execution),
+                "status-duration": _status_durations(execution),
                 "failure-cause": execution.failure_cause,
             }
         )
@@ -113,8 +212,19 @@ def vertex_subtasks(jobmanager: JobManager, job: JobMaster, ejv: ExecutionJobVer
         "maxParallelism": ejv.max_parallelism,
         "now": _ms(time.time()),
         "subtasks": subtasks,
+        "aggregated": {
+            "metrics": aggregated_statistics([subtask["metrics"] for subtask in subtasks]),
+            "status-duration": aggregated_statistics([subtask["status-duration"] for subtask in subtasks]),
+        },
         **_split_progress(job, ejv.id),
     }
+
+
+def _status_durations(execution: Execution) -> dict[str, int]:
+    """Milliseconds the attempt spent in each state it passed (the current one until now)."""
+    entered = sorted((at, state.value) for state, at in execution.state_timestamps.items())
+    ends = [at for at, _ in entered[1:]] + [time.time()]
+    return {state: int((end - at) * 1000) for (at, state), end in zip(entered, ends, strict=True)}
 
 
 def _split_progress(job: JobMaster, vertex_id: str) -> dict[str, Any]:
@@ -154,34 +264,51 @@ def job_plan(job: JobMaster) -> dict[str, Any]:
                 "operator": vertex.invokable,
                 "operator_strategy": "",
                 "description": vertex.name,
+                "optimizer_properties": {},
                 "inputs": inputs,
             }
         )
-    return {"jid": job.job_id, "name": job.name, "type": "BATCH", "nodes": nodes}
+    return {"jid": job.job_id, "name": job.name, "type": job_type(job), "nodes": nodes}
 
 
 def job_details(job: JobMaster) -> dict[str, Any]:
     vertices = [vertex_details(ejv) for ejv in job.graph.vertices.values()] if job.graph is not None else []
-    status_counts = dict.fromkeys((state.value for state in ExecutionState), 0)
+    status_counts = {key.upper(): 0 for key in TASK_COUNT_KEYS if key != "total"}
     for vertex in vertices:
         status_counts[vertex["status"]] += 1
+    # Flink lists every JobStatus, 0 for one never reached; RECONCILING is Flink's and
+    # never reached here.
+    timestamps = {status.value: _ms(job.status_timestamps.get(status)) for status in JobStatus}
+    timestamps = {status: max(0, at) for status, at in timestamps.items()} | {"RECONCILING": 0}
     return {
         "jid": job.job_id,
+        "application-id": job.job_id,
         "name": job.name,
         "isStoppable": False,
         "state": job.status.value,
-        "job-type": "BATCH",
+        "job-type": job_type(job),
+        "schedulerType": SCHEDULER_TYPE,
         **_times(job.status_timestamps[JobStatus.INITIALIZING], _job_end(job)),
         "maxParallelism": -1,
         "now": _ms(time.time()),
-        "timestamps": {status.value: _ms(job.status_timestamps.get(status)) for status in JobStatus},
+        "timestamps": timestamps,
         "vertices": vertices,
         "status-counts": status_counts,
         "plan": job_plan(job),
+        "stream-graph": _stream_graph(job),
+        "pending-operators": 0,
     }
 
 
+def _stream_graph(job: JobMaster) -> dict[str, Any]:
+    """Flink 2's stream graph: operators with their job vertex; here each vertex is one operator."""
+    plan = job_plan(job)
+    return {"nodes": [node | {"job_vertex_id": node["id"]} for node in plan["nodes"]]}
+
+
 def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
+    """Flink 2's `exceptionHistory` (each failure that restarted or ended the job, newest
+    first), plus Flink 1's `root-exception` and `all-exceptions`, which older clients read."""
     entries = [entry.to_json() for entry in job.exceptions]
     root = job.root_exception
     return {
@@ -191,7 +318,7 @@ def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
             {
                 "exception": entry["stacktrace"],
                 "task": entry["taskName"],
-                "location": entry["location"],
+                "location": entry["endpoint"],
                 "timestamp": entry["timestamp"],
                 "taskManagerId": entry["taskManagerId"],
             }
@@ -202,16 +329,78 @@ def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
     }
 
 
-def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
-    pool = jobmanager.slot_pool
-    free = (
-        pool.free_slots_of(registration.task_manager_id) if pool.has_task_manager(registration.task_manager_id) else 0
-    )
-    cpu = float(registration.resources.get("cpu_cores", registration.slots))
-    memory_mb = float(registration.resources.get("memory_mb", 0))
-    per_slot_cpu = cpu / registration.slots if registration.slots else 0.0
+# Flink's JobExecutionResult application status of each terminal job state.
+APPLICATION_STATUS = {JobStatus.FINISHED: "SUCCEEDED", JobStatus.FAILED: "FAILED", JobStatus.CANCELED: "CANCELED"}
+
+
+def execution_result(details: dict[str, Any], root_exception: dict[str, Any] | None) -> dict[str, Any]:
+    """GET /jobs/:id/execution-result from a job's details (live or archived): IN_PROGRESS
+    until the job is globally terminal, then its JobExecutionResult. A failed job's
+    `root_exception` (an exception-history entry) is returned beside it for the REST
+    layer to turn into Flink's failure-cause."""
+    state = details.get("state", "")
+    if state not in {status.value for status in APPLICATION_STATUS}:
+        return {"status": {"id": "IN_PROGRESS"}}
+    result = {
+        "id": details["jid"],
+        "name": details.get("name", ""),
+        "application-status": APPLICATION_STATUS[JobStatus(state)],
+        "accumulator-results": {},
+        "net-runtime": max(0, int(details.get("duration", 0))),
+        "application-id": details["jid"],
+        "start-time": details.get("start-time", -1),
+        "end-time": details.get("end-time", -1),
+    }
+    if state == JobStatus.FAILED.value and root_exception is not None:
+        result["failure-cause"] = root_exception
+    return {"status": {"id": "COMPLETED"}, "job-execution-result": result}
+
+
+def _resource(cpu: float, heap_mb: float) -> dict[str, Any]:
+    """Flink's ResourceProfileInfo: memory in MiB; the kinds Flink splits memory into
+    that a TaskManager here does not have are 0."""
     return {
-        "id": registration.task_manager_id,
+        "cpuCores": cpu,
+        "taskHeapMemory": int(heap_mb),
+        "taskOffHeapMemory": 0,
+        "managedMemory": 0,
+        "networkMemory": 0,
+        "extendedResources": {},
+    }
+
+
+def _memory_configuration(resources: dict[str, float]) -> dict[str, int]:
+    """Flink's TaskExecutorMemoryConfiguration in bytes: the Python process is the
+    framework's heap, its Spark JVM's heap the tasks' heap."""
+    framework = int(resources.get("process_mb", 0) * 2**20)
+    task_heap = int(resources.get("spark_heap_mb", 0) * 2**20)
+    return {
+        "frameworkHeap": framework,
+        "taskHeap": task_heap,
+        "frameworkOffHeap": 0,
+        "taskOffHeap": 0,
+        "networkMemory": 0,
+        "managedMemory": 0,
+        "jvmMetaspace": 0,
+        "jvmOverhead": 0,
+        "totalFlinkMemory": framework + task_heap,
+        "totalProcessMemory": framework + task_heap,
+    }
+
+
+def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+    """GET /taskmanagers (each) with Flink's TaskManagerInfo fields: what a TaskManager
+    reports when it registers (slots, cores, memory of the machine, of its process and of
+    its Spark JVM), the slots in use and the tasks it runs."""
+    tm_id = registration.task_manager_id
+    pool = jobmanager.slot_pool
+    free = pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0
+    resources = registration.resources
+    cpu = float(resources.get("cpu_cores", registration.slots))
+    heap_mb = float(resources.get("spark_heap_mb", 0))
+    slots = max(1, registration.slots)
+    return {
+        "id": tm_id,
         "path": registration.address,
         "host": registration.host,
         "dataPort": -1,
@@ -219,15 +408,35 @@ def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager
         "timeSinceLastHeartbeat": _ms(time.time() - (time.monotonic() - registration.last_heartbeat)),
         "slotsNumber": registration.slots,
         "freeSlots": free,
-        "totalResource": {"cpuCores": cpu, "taskHeapMemory": int(memory_mb)},
-        "freeResource": {
-            "cpuCores": per_slot_cpu * free,
-            "taskHeapMemory": int(memory_mb * free / max(1, registration.slots)),
-        },
+        "assignedTasks": sum(len(job.executions_on(tm_id)) for job in jobmanager.jobs.values()),
+        "totalResource": _resource(cpu, heap_mb),
+        "freeResource": _resource(cpu * free / slots, heap_mb * free / slots),
         "hardware": {
             "cpuCores": int(cpu),
-            "physicalMemory": int(memory_mb * 2**20),
+            "physicalMemory": int(resources.get("memory_mb", 0) * 2**20),
             "freeMemory": -1,
-            "managedMemory": -1,
+            "managedMemory": 0,
         },
+        "memoryConfiguration": _memory_configuration(resources),
     }
+
+
+def taskmanager_details(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+    """GET /taskmanagers/:id: the TaskManagerInfo, the slots its jobs hold, and Flink's
+    JVM metrics (not sampled here: 0)."""
+    tm_id = registration.task_manager_id
+    resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
+    allocated = [
+        {"resource": resource, "jobId": job.job_id}
+        for job in jobmanager.jobs.values()
+        for _ in job.executions_on(tm_id)
+    ]
+    metrics = dict.fromkeys(_JVM_METRICS, 0) | {"garbageCollectors": []}
+    return taskmanager_info(jobmanager, registration) | {"allocatedSlots": allocated, "metrics": metrics}
+
+
+_JVM_METRICS = (
+    "heapUsed heapCommitted heapMax nonHeapUsed nonHeapCommitted nonHeapMax directCount directUsed directMax "
+    "mappedCount mappedUsed mappedMax nettyShuffleMemorySegmentsAvailable nettyShuffleMemorySegmentsUsed "
+    "nettyShuffleMemorySegmentsTotal nettyShuffleMemoryAvailable nettyShuffleMemoryUsed nettyShuffleMemoryTotal"
+).split()

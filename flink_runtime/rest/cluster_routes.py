@@ -54,6 +54,6 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
         registration = jobmanager.task_managers.get(taskmanager_id)
         if registration is None:
             raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return snapshots.taskmanager_info(jobmanager, registration)
+        return snapshots.taskmanager_details(jobmanager, registration)
 
     return router

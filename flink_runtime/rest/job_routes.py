@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from flink_runtime.jobgraph.validation import InvalidJobGraph
 from flink_runtime.jobmanager import snapshots
 from flink_runtime.rest.errors import RestError
+from flink_runtime.rest.failure_cause import failure_cause
 from flink_runtime.rpc.messages import CancelJob, CancellationSuccess, JobSubmissionFailure, SubmitJob
 
 if TYPE_CHECKING:
@@ -33,11 +34,6 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
         """Finished jobs of earlier JobManager runs (from the job store), not also live here."""
         return [record for job_id, record in jobmanager.archived.items() if job_id not in jobmanager.jobs]
 
-    def archived_overview(record: Any) -> dict[str, Any]:
-        details = record.details or {}
-        keys = ("jid", "name", "state", "start-time", "end-time", "duration")
-        return {key: details.get(key) for key in keys} | {"last-modification": details.get("end-time"), "tasks": {}}
-
     def job_or_404(job_id: str) -> JobMaster:
         job = jobmanager.jobs.get(job_id)
         if job is None:
@@ -52,7 +48,7 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
     @router.get("/jobs/overview", summary="Overview of all jobs")
     async def jobs_overview() -> dict[str, Any]:
         live = [snapshots.job_overview(job) for job in jobmanager.jobs.values()]
-        return {"jobs": live + [archived_overview(record) for record in archived_only()]}
+        return {"jobs": live + [snapshots.overview_from_details(record.details or {}) for record in archived_only()]}
 
     @router.post(
         "/jobs",
@@ -97,6 +93,32 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
         if job_id not in jobmanager.jobs and job_id in jobmanager.archived:
             return jobmanager.archived[job_id].details or {}
         return snapshots.job_details(job_or_404(job_id))
+
+    def details_and_root(job_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """A live or archived job's details and its newest exception-history entry."""
+        job = jobmanager.jobs.get(job_id)
+        if job is not None:
+            root = job.root_exception.to_json() if job.root_exception is not None else None
+            return snapshots.job_details(job), root
+        record = jobmanager.archived.get(job_id)
+        if record is None:
+            raise RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
+        entries = (record.exceptions or {}).get("exceptionHistory", {}).get("entries") or [None]
+        return record.details or {}, entries[0]
+
+    @router.get("/jobs/{job_id}/status", summary="The job's status")
+    async def job_status(job_id: str) -> dict[str, Any]:
+        details, _ = details_and_root(job_id)
+        return {"status": details.get("state")}
+
+    @router.get(
+        "/jobs/{job_id}/execution-result",
+        summary="IN_PROGRESS, or the ended job's result (application-status, net-runtime, failure-cause)",
+    )
+    async def execution_result(job_id: str) -> dict[str, Any]:
+        details, root = details_and_root(job_id)
+        cause = failure_cause(root["exceptionName"], root["stacktrace"]) if root is not None else None
+        return snapshots.execution_result(details, cause)
 
     @router.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
     async def vertex_details(job_id: str, vertex_id: str) -> dict[str, Any]:

@@ -24,9 +24,12 @@ class ExceptionEntry:
             "exceptionName": self.exception_name,
             "stacktrace": self.stacktrace,
             "timestamp": int(self.timestamp * 1000),
+            "failureLabels": {},
             "taskName": self.task_name,
-            "location": self.location,
+            "endpoint": self.location,
             "taskManagerId": self.task_manager_id,
+            # Failures of other subtasks in the same failover: reported as entries of their own.
+            "concurrentExceptions": [],
         }
 
 

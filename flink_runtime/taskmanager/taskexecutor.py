@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
@@ -56,6 +54,7 @@ from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.rpc.supervision import supervise
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
+from flink_runtime.taskmanager.resources import task_manager_resources
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:
@@ -198,7 +197,7 @@ class TaskExecutor(RpcEndpoint):
             address=self.address,
             host=self.host,
             slots=self.slots,
-            resources={"cpu_cores": float(self.slots), "memory_mb": psutil.virtual_memory().total / 2**20},
+            resources=task_manager_resources(self.config, self.slots),
             secret=str(self.config.get(cfg.CLUSTER_SECRET)),
         )
 
