@@ -329,6 +329,29 @@ def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
     }
 
 
+# Which of a vertex's I/O metrics /accumulators lists, by Flink's metric names.
+_ACCUMULATED = {
+    "numRecordsIn": "read-records",
+    "numRecordsOut": "write-records",
+    "numBytesIn": "read-bytes",
+    "numBytesOut": "write-bytes",
+}
+
+
+def job_accumulators(job: JobMaster) -> dict[str, Any]:
+    """GET /jobs/:id/accumulators: per vertex its records and bytes in and out and, for
+    a source, its input splits (total, completed, handed out), as Flink's user-task
+    accumulators (name, type, value as text)."""
+    accumulators = []
+    for ejv in job.graph.vertices.values() if job.graph is not None else []:
+        metrics = vertex_metrics(ejv)
+        for name, key in _ACCUMULATED.items():
+            accumulators.append({"name": f"{ejv.name}.{name}", "type": "LongCounter", "value": str(metrics[key])})
+        for name, value in _split_progress(job, ejv.id).get("input-splits", {}).items():
+            accumulators.append({"name": f"{ejv.name}.splits.{name}", "type": "IntCounter", "value": str(value)})
+    return {"job-accumulators": [], "user-task-accumulators": accumulators, "serialized-user-task-accumulators": {}}
+
+
 # Flink's JobExecutionResult application status of each terminal job state.
 APPLICATION_STATUS = {JobStatus.FINISHED: "SUCCEEDED", JobStatus.FAILED: "FAILED", JobStatus.CANCELED: "CANCELED"}
 

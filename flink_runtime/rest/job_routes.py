@@ -138,6 +138,10 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
             return jobmanager.archived[job_id].exceptions or {}
         return snapshots.job_exceptions(job_or_404(job_id), maxExceptions)
 
+    @router.get("/jobs/{job_id}/accumulators", summary="Records and bytes per vertex, and input splits")
+    async def job_accumulators(job_id: str) -> dict[str, Any]:
+        return snapshots.job_accumulators(job_or_404(job_id))
+
     @router.patch("/jobs/{job_id}", status_code=202, summary="Cancel a job (mode=cancel)")
     async def cancel_job(job_id: str, mode: str = Query("cancel")) -> dict[str, Any]:
         if mode != "cancel":
