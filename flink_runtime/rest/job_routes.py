@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.validation import InvalidJobGraph
 from flink_runtime.jobmanager import snapshots
 from flink_runtime.rest.errors import RestError
@@ -146,7 +147,13 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
     async def cancel_job(job_id: str, mode: str = Query("cancel")) -> dict[str, Any]:
         if mode != "cancel":
             raise RestError(400, f"Unsupported mode {mode!r}: use mode=cancel (stop is POST /jobs/:id/stop).")
-        job_or_404(job_id)
+        # As Flink's Dispatcher: cancelling a CANCELED job again is acknowledged; a job that
+        # ended otherwise cannot be cancelled any more (409).
+        details, _ = details_and_root(job_id)
+        if details.get("state") == JobStatus.CANCELED.value:
+            return {}
+        if job_id not in jobmanager.jobs:
+            raise RestError(409, f"Job {job_id} already ended {details.get('state')}; it cannot be cancelled.")
         answer = await jobmanager.ask_self(CancelJob(job_id=job_id), timeout=jobmanager.ask_timeout)
         if not isinstance(answer, CancellationSuccess):
             raise RestError(409, getattr(answer, "reason", "cancellation failed"))
