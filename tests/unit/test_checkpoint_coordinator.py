@@ -112,25 +112,18 @@ async def test_completes_when_every_running_task_acknowledged(tmp_path: Path) ->
     assert coord.statistics()["counts"]["completed"] == 1
 
 
-async def test_a_task_that_finishes_counts_as_acknowledged(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("finished", "acknowledged"), [(True, 2), (False, 1)])
+async def test_a_task_that_ends_completes_the_checkpoint_and_counts_if_it_finished(
+    tmp_path: Path, finished: bool, acknowledged: int
+) -> None:
     coord, job = coordinator(tmp_path)
     checkpoint_id = coord.trigger(is_savepoint=False)
     coord.acknowledge("e-0", checkpoint_id, None)
-    coord.execution_stopped("e-1", finished=True)
+    coord.execution_stopped("e-1", finished=finished)
     await settle(job)
     assert [c[0] for c in job.completed] == [checkpoint_id]
     latest = coord.statistics()["latest"]["completed"]
-    assert latest["num_subtasks"] == latest["num_acknowledged_subtasks"] == 2
-
-
-async def test_a_task_that_fails_is_not_counted_as_acknowledged(tmp_path: Path) -> None:
-    coord, job = coordinator(tmp_path)
-    checkpoint_id = coord.trigger(is_savepoint=False)
-    coord.acknowledge("e-0", checkpoint_id, None)
-    coord.execution_stopped("e-1", finished=False)
-    await settle(job)
-    assert [c[0] for c in job.completed] == [checkpoint_id]
-    assert coord.statistics()["latest"]["completed"]["num_acknowledged_subtasks"] == 1
+    assert (latest["num_subtasks"], latest["num_acknowledged_subtasks"]) == (2, acknowledged)
 
 
 async def test_decline_fails_the_checkpoint_and_tells_the_requester(tmp_path: Path) -> None:
