@@ -229,7 +229,9 @@ def test_long_job_waits_in_a_deferrable_sensor(env: Env, dag_bag: Any, monkeypat
 
     monkeypatch.setattr(JobStatusTrigger, "run", recording_run)
     dag = dag_bag.get_dag("long_job_deferrable")
-    dag_run, states = run(dag, run_conf={"files": 3, "lines": 300})
+    # Big enough that the job still runs when the sensor first looks (a loaded machine
+    # once finished 3 x 300 lines before that), so the sensor defers.
+    dag_run, states = run(dag, run_conf={"files": 4, "lines": 20000})
     assert str(dag_run.state) == "success"
     assert states == {
         "prepare_corpus": "success",
@@ -244,7 +246,7 @@ def test_long_job_waits_in_a_deferrable_sensor(env: Env, dag_bag: Any, monkeypat
     ]
     assert httpx.get(f"{env.rest_url}/jobs/{job_id}").json()["state"] == "FINISHED"
 
-    text = words_in(*sorted((env.data / "long_job" / "input" / "3x300").glob("*.txt")))
+    text = words_in(*sorted((env.data / "long_job" / "input" / "4x20000").glob("*.txt")))
     lengths = collections.Counter()
     for word, count in text.items():
         lengths[len(word)] += count
