@@ -286,7 +286,8 @@ class FlinkRuntimeHook(BaseHook):
             return self.get_conn().exceptions(job_id)
 
     def cancel_job(self, job_id: str) -> None:
-        """Ask the JobManager to cancel the job; a job that ended FINISHED or FAILED answers 409, a CANCELED one is acknowledged again."""
+        """Ask the JobManager to cancel the job. A job that ended FINISHED or FAILED
+        answers 409; a CANCELED one is acknowledged again."""
         with _translated():
             self.get_conn().cancel(job_id)
 
