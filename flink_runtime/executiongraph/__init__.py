@@ -2,7 +2,11 @@
 
 from flink_runtime.executiongraph.aggregation import (
     TASK_COUNT_KEYS,
+    VertexIOMetrics,
     aggregate_vertex_state,
+    graph_io_metrics,
+    subtask_io_metrics,
+    vertex_io_metrics,
     vertex_task_counts,
 )
 from flink_runtime.executiongraph.execution import Execution, ExecutionVertex
@@ -33,8 +37,12 @@ __all__ = [
     "IntermediateResult",
     "IntermediateResultPartition",
     "JobStatus",
+    "VertexIOMetrics",
     "aggregate_vertex_state",
     "default_max_parallelism",
+    "graph_io_metrics",
     "subpartition_index",
+    "subtask_io_metrics",
+    "vertex_io_metrics",
     "vertex_task_counts",
 ]

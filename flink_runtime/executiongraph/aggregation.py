@@ -6,12 +6,14 @@ Nothing in coordination depends on these; they mirror what Flink's web UI shows.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.io.metrics import IOMetrics
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph.executiongraph import ExecutionJobVertex
+    from flink_runtime.executiongraph.execution import ExecutionVertex
+    from flink_runtime.executiongraph.executiongraph import ExecutionGraph, ExecutionJobVertex
 
 _S = ExecutionState
 
@@ -52,3 +54,34 @@ def aggregate_vertex_state(ejv: ExecutionJobVertex) -> ExecutionState:
     if counts[_S.FINISHED]:
         return _S.FINISHED if counts[_S.FINISHED] == ejv.parallelism else _S.RUNNING
     return _S.CREATED
+
+
+class VertexIOMetrics(NamedTuple):
+    """A vertex's (or subtask's) I/O so far, and whether every current attempt has
+    reported (Flink's "read-records-complete" and the other "*-complete" fields:
+    attempts report when they end, so a running vertex is incomplete)."""
+
+    metrics: IOMetrics
+    complete: bool
+
+
+def subtask_io_metrics(vertex: ExecutionVertex) -> VertexIOMetrics:
+    """One subtask's I/O: its earlier rounds (continuous jobs) plus its current attempt."""
+    current = vertex.current_execution.io_metrics
+    total = vertex.earlier_rounds_io_metrics + current if current is not None else vertex.earlier_rounds_io_metrics
+    return VertexIOMetrics(total, current is not None)
+
+
+def vertex_io_metrics(ejv: ExecutionJobVertex) -> VertexIOMetrics:
+    """The sum over a vertex's subtasks of `subtask_io_metrics`: what Flink's GET /jobs/:id
+    shows as a vertex's "metrics". Failed or cancelled attempts that were replaced are
+    not counted (their replacements redo the work), as in Flink."""
+    subtasks = [subtask_io_metrics(vertex) for vertex in ejv.task_vertices]
+    return VertexIOMetrics(
+        IOMetrics.merge(subtask.metrics for subtask in subtasks), all(subtask.complete for subtask in subtasks)
+    )
+
+
+def graph_io_metrics(graph: ExecutionGraph) -> dict[str, VertexIOMetrics]:
+    """`vertex_io_metrics` of every vertex of a job, by vertex id (topological order)."""
+    return {vertex_id: vertex_io_metrics(ejv) for vertex_id, ejv in graph.vertices.items()}

@@ -16,6 +16,7 @@ from flink_runtime.executiongraph.intermediate import (
     IntermediateResultPartition,
 )
 from flink_runtime.executiongraph.states import ExecutionState, IllegalStateTransition
+from flink_runtime.io.metrics import NO_IO, IOMetrics
 
 if TYPE_CHECKING:
     from flink_runtime.executiongraph.executiongraph import ExecutionJobVertex
@@ -35,6 +36,7 @@ class Execution:
         "assigned_resource",
         "task_manager_id",
         "failure_cause",
+        "io_metrics",
     )
 
     def __init__(self, vertex: ExecutionVertex, attempt_number: int):
@@ -48,6 +50,8 @@ class Execution:
         self.assigned_resource: Any = None
         self.task_manager_id: str | None = None
         self.failure_cause: str | None = None
+        # What the attempt read and wrote, as its TaskManager reported with its final state.
+        self.io_metrics: IOMetrics | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -82,6 +86,7 @@ class ExecutionVertex:
         "current_execution",
         "produced_partitions",
         "consumed_partition_groups",
+        "earlier_rounds_io_metrics",
     )
 
     def __init__(self, job_vertex: ExecutionJobVertex, subtask_index: int):
@@ -94,6 +99,9 @@ class ExecutionVertex:
         # One per input, in the order of job_vertex.inputs; appended by wiring.
         self.consumed_partition_groups: list[ConsumedPartitionGroup] = []
         self.current_execution = Execution(self, 0)
+        # A continuous job's subtask runs once per round; what its finished rounds read
+        # and wrote is kept here (see end_round), the current round's on its Execution.
+        self.earlier_rounds_io_metrics = NO_IO
 
     @property
     def id(self) -> str:
@@ -109,6 +117,15 @@ class ExecutionVertex:
     @property
     def execution_state(self) -> ExecutionState:
         return self.current_execution.state
+
+    def end_round(self) -> None:
+        """A continuous job's round is over: keep what this subtask's attempt of it read
+        and wrote before the next round's attempt replaces it. (A restart within a round
+        does not call this: as in Flink, a replaced attempt's metrics are dropped, and
+        the attempt that redoes its work reports them again.)"""
+        reported = self.current_execution.io_metrics
+        if reported is not None:
+            self.earlier_rounds_io_metrics = self.earlier_rounds_io_metrics + reported
 
     def reset_for_new_execution(self) -> Execution:
         """Start the next attempt; the current one must have ended.

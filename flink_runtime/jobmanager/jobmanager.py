@@ -321,7 +321,9 @@ class JobManager(JobPersistence, RpcEndpoint):
         except ValueError:
             return Acknowledge(ok=False, reason=f"unknown execution state {message.state!r}")
         return Acknowledge(
-            ok=job.update_task_execution_state(message.execution_id, state, message.error, message.state_handle)
+            ok=job.update_task_execution_state(
+                message.execution_id, state, message.error, message.state_handle, message.io_metrics
+            )
         )
 
     @handles(RequestNextInputSplit)

@@ -77,7 +77,7 @@ from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.strategy import consumers_ready, sources_to_restart, vertices_to_start
 
 if TYPE_CHECKING:
-    pass
+    from flink_runtime.io.metrics import IOMetrics
 
 log = logging.getLogger(__name__)
 
@@ -424,12 +424,16 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
         state: ExecutionState,
         error: str | None,
         state_handle: dict[str, Any] | None = None,
+        io_metrics: IOMetrics | None = None,
     ) -> bool:
         execution = self.graph.execution(execution_id) if self.graph is not None else None
         if execution is None:
             return False
         if state is _E.FINISHED and state_handle is not None:
             self.tracker.final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
+        if io_metrics is not None and state.is_terminal and execution.state.can_transition_to(state):
+            # Before the transition: the last one ends the job, whose final snapshot shows them.
+            execution.io_metrics = io_metrics
         return self._set_execution_state(execution, state, error)
 
     def request_next_input_split(

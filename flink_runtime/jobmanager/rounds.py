@@ -91,6 +91,10 @@ class ContinuousRounds:
         self._round += 1
         previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
         self.gateway.release_partitions(self.job_id, previous)
+        # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
+        # are about to be replaced, so each subtask keeps what its attempt reported.
+        for vertex in self.graph.all_execution_vertices():
+            vertex.end_round()
         self._reset_all_executions()
         self._prepared.update(prepared)
         self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})

@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartitionType
 
@@ -223,6 +224,8 @@ class UpdateTaskExecutionState(FencedMessage):
     error: str | None = None
     # With FINISHED: the handle of the task's final operator state snapshot, if it has state.
     state_handle: dict[str, Any] | None = None
+    # With a final state: what the attempt read and wrote (None from senders that predate it).
+    io_metrics: IOMetrics | None = None
 
 
 class TriggerCheckpoint(Message):
