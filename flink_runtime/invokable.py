@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from flink_runtime.io.metrics import NO_IO, IOMetrics
+
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
     from flink_runtime.executiongraph.states import JobStatus
@@ -77,6 +79,11 @@ class Environment:
     input_gates: list[InputGateDeploymentDescriptor] = field(default_factory=list)
     # The TaskManager's SparkSession, started on first call.
     spark: Callable[[], Any] = lambda: None
+    # What the invokable read and wrote, reported to the JobManager with the task's final
+    # state: add to it (`environment.io_metrics += IOMetrics(records_out=n)`). The Task
+    # adds what went through `inputs` and `outputs` (the JSON-lines partitions) and the
+    # busy and idle times itself; an invokable that writes its own partitions counts those.
+    io_metrics: IOMetrics = NO_IO
 
     def input_splits(self, commits_per_split: bool = False) -> Iterator[InputSplit]:
         """Pull splits one at a time until none is left (or the task is cancelled).

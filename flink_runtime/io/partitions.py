@@ -100,8 +100,9 @@ def commit_partition_dir(staging_dir: str, final_dir: str) -> str:
     return final_dir
 
 
-def write_chunk_manifest(chunk_dir: str) -> None:
-    """Record every data file of a chunk being written, with its size (before the commit).
+def write_chunk_manifest(chunk_dir: str) -> int:
+    """Record every data file of a chunk being written, with its size (before the commit);
+    returns their total size.
 
     Files sit one folder deep (`__sub=<i>/part-*.parquet`): the subpartition folders
     start with `_`, which the file systems' listings skip as hidden, so each is listed
@@ -114,6 +115,7 @@ def write_chunk_manifest(chunk_dir: str) -> None:
             # Both paths come from the same file system, so they share scheme and form.
             files[f"{folder.rsplit('/', 1)[-1]}/{status.path[len(folder) + 1 :]}"] = status.size
     fs.write_text(filesystem.join(chunk_dir, CHUNK_MANIFEST), json.dumps({"files": files}))
+    return sum(files.values())
 
 
 def write_partition_manifest(partition: str, result_id: str, chunks: list[str]) -> None:
@@ -131,23 +133,33 @@ def write_partition_manifest(partition: str, result_id: str, chunks: list[str]) 
 def committed_chunk_files(location: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of every chunk a sealed partition holds,
     each checked to exist with the size its producer recorded."""
+    return list(committed_chunk_file_sizes(location, result_id, subdirectory))
+
+
+def committed_chunk_file_sizes(location: str, result_id: str, subdirectory: str) -> dict[str, int]:
+    """`committed_chunk_files` with their sizes (path -> bytes)."""
     fs = filesystem.filesystem_for(location)
     chunks = _read_manifest(fs, filesystem.join(location, PARTITION_MANIFEST), result_id, location)["chunks"]
-    found: list[str] = []
+    found: dict[str, int] = {}
     for chunk in chunks:
         chunk_dir = filesystem.join(location, chunk)
-        found.extend(chunk_files(chunk_dir, result_id, subdirectory))
+        found.update(chunk_file_sizes(chunk_dir, result_id, subdirectory))
     return found
 
 
 def chunk_files(chunk_dir: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of one committed chunk, checked against its manifest."""
+    return list(chunk_file_sizes(chunk_dir, result_id, subdirectory))
+
+
+def chunk_file_sizes(chunk_dir: str, result_id: str, subdirectory: str) -> dict[str, int]:
+    """`chunk_files` with their sizes (path -> bytes)."""
     fs = filesystem.filesystem_for(chunk_dir)
     manifest = _read_manifest(fs, filesystem.join(chunk_dir, CHUNK_MANIFEST), result_id, chunk_dir)
     folder = filesystem.join(chunk_dir, subdirectory)
     listed = fs.list_files(folder) if fs.exists(folder) else []
     actual = {status.path.rstrip("/").rsplit("/", 1)[-1]: status.size for status in listed}
-    wanted = []
+    wanted: dict[str, int] = {}
     for relative, size in manifest["files"].items():
         folder, _, name = relative.rpartition("/")
         if folder != subdirectory:
@@ -155,7 +167,7 @@ def chunk_files(chunk_dir: str, result_id: str, subdirectory: str) -> list[str]:
         if actual.get(name) != size:
             what = "missing" if name not in actual else f"{actual[name]} bytes, not the {size} committed"
             raise PartitionNotFoundError(result_id, chunk_dir, f"data file {relative} is {what}")
-        wanted.append(filesystem.join(chunk_dir, relative))
+        wanted[filesystem.join(chunk_dir, relative)] = size
     return wanted
 
 
@@ -196,6 +208,7 @@ class ResultPartitionWriter:
         self._files: dict[int, IO[str]] = {}
         self._round_robin = itertools.cycle(range(number_of_subpartitions))
         self.records_written = 0
+        self.bytes_written = 0  # known once committed
         self._records_per_subpartition = [0] * number_of_subpartitions
 
     def emit(self, record: Any) -> None:
@@ -231,6 +244,7 @@ class ResultPartitionWriter:
     def commit(self) -> str:
         """Publish the partition atomically; returns its location."""
         self.close()
+        self.bytes_written = sum(os.path.getsize(file.name) for file in self._files.values())
         manifest = {"records": self._records_per_subpartition}
         (self.staging_dir / PARTITION_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
         return commit_partition_dir(str(self.staging_dir), str(self.final_dir))
@@ -252,6 +266,9 @@ class InputGate:
         self.result_id = result_id
         self.subpartition_index = subpartition_index
         self.partition_locations = partition_locations
+        # What records() has read so far (a task's IOMetrics).
+        self.records_read = 0
+        self.bytes_read = 0
 
     def files(self) -> list[Path]:
         return [Path(location) / f"{self.subpartition_index}.jsonl" for location in self.partition_locations]
@@ -272,9 +289,11 @@ class InputGate:
             if committed:  # a subpartition nothing was written to has no file (opened on first write)
                 if not path.exists():
                     raise PartitionNotFoundError(self.result_id, str(location), f"{path.name} is missing")
+                self.bytes_read += path.stat().st_size
                 with open(path, encoding="utf-8") as file:
                     for line in file:
                         read += 1
+                        self.records_read += 1
                         yield json.loads(line)
             if read != committed:
                 raise PartitionNotFoundError(

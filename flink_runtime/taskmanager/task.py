@@ -18,6 +18,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -28,10 +29,12 @@ from flink_runtime.deployment import partition_writers, task_environment
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.invokable import (
     AbstractInvokable,
+    Environment,
     TaskCancelledError,
     resolve_invokable,
 )
 from flink_runtime.io.filesystem import is_local
+from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 
 if TYPE_CHECKING:
@@ -72,6 +75,11 @@ class Task:
         self._interruptible = False
         self.invokable: AbstractInvokable | None = None
         self.state = ExecutionState.DEPLOYING
+        # Set before the final state is reported (None if the task never got to run).
+        self.io_metrics: IOMetrics | None = None
+        self._environment: Environment | None = None
+        self._busy_since: float | None = None
+        self._idle_seconds = 0.0
         self.thread = threading.Thread(
             target=self._run,
             name=f"{descriptor.task_name} #{descriptor.attempt_number}",
@@ -110,6 +118,33 @@ class Task:
         self.state = state
         self._report(self, state, error)
 
+    def _next_split(self, completed: int | None = None) -> InputSplit | None:
+        """Ask the JobManager for the next split; the wait counts as idle time."""
+        started = time.monotonic()
+        try:
+            return self._request_split(completed)
+        finally:
+            self._idle_seconds += time.monotonic() - started
+
+    def _finish_io_metrics(self, writers: list[ResultPartitionWriter]) -> None:
+        """What the invokable counted, plus the records of the JSON-lines inputs and
+        outputs and the time it ran (its waits for splits are idle time)."""
+        environment = self._environment
+        if environment is None or self._busy_since is None:
+            return
+        elapsed = time.monotonic() - self._busy_since
+        try:
+            self.io_metrics = environment.io_metrics + IOMetrics(
+                records_in=sum(gate.records_read for gate in environment.inputs),
+                bytes_in=sum(gate.bytes_read for gate in environment.inputs),
+                records_out=sum(writer.records_written for writer in writers),
+                bytes_out=sum(writer.bytes_written for writer in writers),
+                busy_ms=int(max(0.0, elapsed - self._idle_seconds) * 1000),
+                idle_ms=int(self._idle_seconds * 1000),
+            )
+        except Exception:  # an invokable that put something else there: report none, not fail
+            log.warning("%s: io_metrics not reported", self.descriptor.task_name, exc_info=True)
+
     def _run(self) -> None:
         descriptor = self.descriptor
         writers: list[ResultPartitionWriter] = []
@@ -128,14 +163,16 @@ class Task:
             environment = task_environment(
                 descriptor,
                 outputs=writers,
-                next_input_split=self._request_split,
+                next_input_split=self._next_split,
                 cancelled=self.cancelled,
                 data_dir=self.data_dir,
                 spark=self._spark,
             )
             self.invokable = invokable_class(environment)
+            self._environment = environment
             environment.check_cancelled()
             self._transition(ExecutionState.RUNNING)
+            self._busy_since = time.monotonic()
             self._set_interruptible(True)
             try:
                 self.invokable.invoke()
@@ -149,12 +186,14 @@ class Task:
                 locations = [writer.commit() for writer in writers]
             for partition, location in zip(descriptor.produced_partitions, locations, strict=True):
                 self._notify_partition_ready(partition.partition_id, location)
+            self._finish_io_metrics(writers)
             self._transition(ExecutionState.FINISHED)
         except BaseException as exc:  # noqa: BLE001 - every outcome must be reported
             self._set_interruptible(False)
             for writer in writers:
                 writer.abort()
             self._abort_own_partitions()
+            self._finish_io_metrics(writers)
             if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):
                 self._transition(ExecutionState.CANCELED)
             else:

@@ -398,6 +398,7 @@ class TaskExecutor(RpcEndpoint):
             state_handle=getattr(task.invokable, "final_state_handle", None)
             if change.state is ExecutionState.FINISHED
             else None,
+            io_metrics=task.io_metrics if final else None,
         )
         # Updates leave in mailbox order over one connection, so the JobManager sees
         # them in the order they happened. A final state is sent up to
