@@ -20,7 +20,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import filesystem
-from flink_runtime.io.partitions import chunk_files, committed_chunk_files
+from flink_runtime.io.partitions import chunk_file_sizes, committed_chunk_file_sizes
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
 
@@ -157,22 +157,20 @@ def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescripto
     )
 
 
-def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> DataFrame:
+def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> tuple[DataFrame, int]:
     """The subpartition this consumer reads from every committed chunk of every partition
     of one input: exactly the files the producers' manifests name (PartitionNotFoundError
-    when one is missing, never an empty read)."""
+    when one is missing, never an empty read); and their size in bytes."""
     sub = BROADCAST_SUBPARTITION if gate.partitioner is Partitioner.BROADCAST else str(gate.consumed_subpartition_index)
     subdirectory = f"{SUBPARTITION_COLUMN}={sub}"
-    files = [
-        path
-        for location in gate.partition_locations
-        for path in committed_chunk_files(location, gate.result_id, subdirectory)
-    ]
+    files: dict[str, int] = {}
+    for location in gate.partition_locations:
+        files.update(committed_chunk_file_sizes(location, gate.result_id, subdirectory))
     for chunk_location in gate.chunk_locations:
-        files.extend(chunk_files(chunk_location, gate.result_id, subdirectory))
+        files.update(chunk_file_sizes(chunk_location, gate.result_id, subdirectory))
     if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+        return spark.createDataFrame([], schema), 0
+    return spark.read.schema(schema).parquet(*files), sum(files.values())
 
 
 def schema_to_json(schema: StructType) -> str:
@@ -192,9 +190,12 @@ def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
     return filesystem.join(sink["path"], STAGING_DIR, job_id)
 
 
-def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> None:
-    """Phase one, part one: a chunk's output in its in-progress directory (then renamed)."""
+def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
+    """Phase one, part one: a chunk's output in its in-progress directory (then renamed);
+    returns the size of the files written."""
     df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(directory)
+    fs = filesystem.filesystem_for(directory)
+    return sum(status.size for status in fs.list_files(directory)) if fs.exists(directory) else 0
 
 
 def restore_sink_chunks(sink: dict[str, Any], job_id: str, chunks: list[str]) -> None:

@@ -15,11 +15,17 @@ every input. The result goes to the vertex's result partitions (Parquet) and/or 
 sink's staging directory, as chunks committed by rename: one per split for a source
 subtask (so a restarted subtask keeps what its failed attempt finished), one per
 subtask otherwise. A failed attempt's chunks in progress are removed by the Task.
+
+I/O metrics (flink_runtime/io/metrics.py) ride on the writes: the rows a task writes,
+and for a non-source task the rows it reads from its inputs, are counted by Spark
+Observations during the write itself, never by a Spark job of their own; bytes are
+the sizes already known from the splits, the chunk manifests and the sink listing.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
@@ -27,6 +33,7 @@ from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
 from flink_runtime.io.filesystem import filesystem_for, join
+from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partitions import (
     chunk_dirs,
     commit_partition_dir,
@@ -119,21 +126,28 @@ class SparkTask(AbstractInvokable):
                 schema = io.schema_from_json(resolved["source_schema"])
                 for split in env.input_splits(commits_per_split=True):
                     df = io.read_source(spark, config["source"], split.payload["files"], schema)
+                    env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
                     self._emit(apply_operators(spark, df, operators), chunks[-1])
                     env.check_cancelled()
             else:
-                inputs = [
-                    io.read_gate(spark, gate, io.schema_from_json(schema))
-                    for gate, schema in zip(env.input_gates, resolved["input_schemas"], strict=True)
-                ]
-                df, rest = combine_inputs(inputs, operators)
                 state = config.get(STATE_CONFIG_KEY)
-                stateful = state and state.get("enabled") and rest and rest[0].get("op") == "aggregate"
-                if stateful and rest[0].get("phase") == "final":
+                # A final keyed aggregate merged into state (checkpoint/state): it counts the rows it merges.
+                final_stateful = bool(state and state.get("enabled")) and reemits_all_it_read(operators)
+                inputs, observed = [], []
+                for gate, schema in zip(env.input_gates, resolved["input_schemas"], strict=True):
+                    df, size = io.read_gate(spark, gate, io.schema_from_json(schema))
+                    env.io_metrics += IOMetrics(bytes_in=size)
+                    if not final_stateful:
+                        df, rows = _counted(df)
+                        observed.append(rows)
+                    inputs.append(df)
+                df, rest = combine_inputs(inputs, operators)
+                if final_stateful:
                     df, rest = self._stateful_final_aggregate(spark, df, rest[0], state), rest[1:]
                 chunks = [f"subtask-{env.subtask_index}"]
-                self._emit(apply_operators(spark, df, rest), chunks[0])
+                if self._emit(apply_operators(spark, df, rest), chunks[0]):
+                    env.io_metrics += IOMetrics(records_in=sum(rows() for rows in observed))
             self._seal_partitions(chunks)
 
     def _stateful_final_aggregate(
@@ -155,7 +169,9 @@ class SparkTask(AbstractInvokable):
             else create_state_backend(state["backend"], state["local_dir"])
         )
         try:
+            merged = 0
             for row in partials.select(*keys, *columns).toLocalIterator():
+                merged += 1
                 values = list(row)
                 backend.merge(
                     tuple(values[: len(keys)]),
@@ -165,6 +181,7 @@ class SparkTask(AbstractInvokable):
             schema = apply_operators(spark, partials.limit(0), [spec]).schema
             rows = [(*key, *final_values(aggregates, partial)) for key, partial in backend.items()]
             self.final_state_handle = backend.snapshot(state["snapshot_dir"])
+            self.environment.io_metrics += IOMetrics(records_in=merged)
         finally:
             backend.close()
         return spark.createDataFrame(rows, schema)
@@ -183,26 +200,34 @@ class SparkTask(AbstractInvokable):
                 if not number.isdigit() or int(number) not in completed:
                     fs.delete(chunk.path)
 
-    def _emit(self, df: DataFrame, chunk: str) -> None:
-        """Write one chunk to every output and commit it (rename into place)."""
+    def _emit(self, df: DataFrame, chunk: str) -> bool:
+        """Write one chunk to every output and commit it (rename into place). False when
+        the vertex has no output at all (nothing ran on `df`)."""
         env = self.environment
         targets = [
             (partition_dir(env.data_dir, env.data_namespace, p.result_id, p.partition_number), p)
             for p in env.produced_partitions
         ]
+        sink = env.config.get("sink")
+        if not targets and sink is None:
+            return False
+        # Counted during the first write; the others write the same rows again.
+        df, rows = _counted(df)
+        written = 0
         for directory, partition in targets:
             in_progress, _ = chunk_dirs(directory, chunk, env.execution_id)
             io.write_partition(df, partition, in_progress)
-            write_chunk_manifest(in_progress)
-        sink = env.config.get("sink")
+            written += write_chunk_manifest(in_progress)
         if sink is not None:
             in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
-            io.write_sink(df, sink, in_progress)
+            written += io.write_sink(df, sink, in_progress)
+        env.io_metrics += IOMetrics(records_out=rows(), bytes_out=written)
         env.check_cancelled()
         for directory, _partition in targets:
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
         if sink is not None:
             commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id))
+        return True
 
     def _seal_partitions(self, chunks: list[str]) -> None:
         """Every produced partition names the chunks it holds, earlier attempts' included:
@@ -216,3 +241,33 @@ class SparkTask(AbstractInvokable):
         scope = getattr(self, "_scope", None)
         if scope is not None:
             scope.cancel()
+
+
+def _counted(df: DataFrame) -> tuple[DataFrame, Callable[[], int]]:
+    """`df` with a row count that Spark computes during the first action run on it (an
+    Observation: no job of its own), and a function reading it once that action is done.
+
+    Call the function only after an action ran: on a classic session it blocks until
+    one has. The count is best effort: 0 when Spark optimised the counted rows away
+    (e.g. a filter it knows to be false), never a failed task.
+    """
+    from pyspark.sql import functions as F  # noqa: N812
+
+    if type(df).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect.observation import Observation
+    else:
+        from pyspark.sql.observation import Observation
+    # Not Observation(): it picks the Connect class whenever any Connect session runs in
+    # this process, and a classic DataFrame refuses that one.
+    observation = object.__new__(Observation)
+    observation.__init__()
+    observed = df.observe(observation, F.count(F.lit(1)).alias("rows"))
+
+    def rows() -> int:
+        try:
+            return int(observation.get.get("rows") or 0)
+        except Exception:
+            log.debug("no row count observed", exc_info=True)
+            return 0
+
+    return observed, rows
