@@ -13,6 +13,7 @@ import msgspec
 import pytest
 import zmq
 
+from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex, Partitioner
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -618,7 +619,12 @@ def one_of_each_wire_message() -> list[Message]:
         CancelTask(execution_id="exec-1"),
         TaskOperationResult(execution_id="exec-1", success=False, reason="no slot"),
         UpdateTaskExecutionState(
-            job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", state="FAILED", error="Traceback ..."
+            job_id=JOB_ID,
+            execution_id="exec-1",
+            jobmanager_id="jm-1",
+            state="FAILED",
+            error="Traceback ...",
+            io_metrics=IOMetrics(records_in=3, bytes_in=1024, busy_ms=40),
         ),
         RequestNextInputSplit(job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", host="host-a"),
         NextInputSplit(split=InputSplit(split_number=3, hosts=["host-a"], payload=[0, 5])),

@@ -428,3 +428,37 @@ def test_pipeline_of_builtin_invokables(tmp_path: Path) -> None:
     expected = {k: (sum(n for n in range(30) if n % 3 == k), 10) for k in range(3)}
     assert {r["key"]: (r["sum"], r["count"]) for r in result} == expected
     assert [p.name for p in out.iterdir()] == ["part-0.json"]  # no staging file left
+
+    # I/O metrics: what each attempt read and wrote, as reported with FINISHED.
+    source_metrics = [h.task.io_metrics for h in sources]
+    assert [m.records_out for m in source_metrics] == [15, 15]  # 30 numbers over two splits each
+    assert all(m.records_in == 0 and m.bytes_in == 0 and m.bytes_out > 0 for m in source_metrics)
+    sum_metrics = [h.task.io_metrics for h in sums]
+    assert sum(m.records_in for m in sum_metrics) == 30
+    assert sum(m.records_out for m in sum_metrics) == 3  # one row per key
+    assert sum(m.bytes_in for m in sum_metrics) == sum(m.bytes_out for m in source_metrics)
+    # The sink writes its own file: it counts that itself, through Environment.io_metrics.
+    assert sink.task.io_metrics.records_in == 3
+    assert sink.task.io_metrics.records_out == 3
+    assert sink.task.io_metrics.bytes_out == (out / "part-0.json").stat().st_size
+
+
+def test_io_metrics_count_split_waits_as_idle_and_failures_report_what_was_done(tmp_path: Path) -> None:
+    class SlowSplits(Harness):
+        def request_split(self, completed_split: int | None = None) -> InputSplit | None:
+            time.sleep(0.2)
+            return super().request_split(completed_split)
+
+    splits = [InputSplit(split_number=0, payload=[0, 5])]
+    tdd = descriptor("number-source", produced_partitions=[hash_partition("p", "r", 2)])
+    metrics = SlowSplits(tmp_path, tdd, splits).run().task.io_metrics
+    assert metrics.records_out == 5
+    assert metrics.idle_ms >= 350  # two waits of 200 ms: the split, then "no more"
+    assert metrics.busy_ms < metrics.idle_ms
+
+    failing = Harness(tmp_path, descriptor("fail", execution_id="exec-2")).run()
+    assert failing.states[-1] is S.FAILED
+    assert failing.task.io_metrics is not None and failing.task.io_metrics.records_out == 0
+    # A task that never ran (its invokable cannot be found) has nothing to report.
+    unknown = Harness(tmp_path, descriptor("no-such-invokable", execution_id="exec-3")).run()
+    assert unknown.task.io_metrics is None
