@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from flink_runtime.client import JobClient, RestClientError
+from flink_runtime.executiongraph import vertex_io_metrics
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.integration.test_savepoints import counts_in, input_splits, write_corpus
@@ -51,6 +52,13 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
         second = write_corpus(tmp_path / "in", files=2, seed=2, first=3)
         wait_for_counts(tmp_path / "out", dict(first + second))  # a new round, totals carried on
         assert client.status(job_id).value == "RUNNING"
+        # I/O metrics are summed over the rounds: the source has read all 5 files, the
+        # sink written one count per distinct word in each round.
+        graph = minicluster.jobmanager.jobs[job_id].graph
+        source, sink = (vertex_io_metrics(ejv) for ejv in graph.vertices.values())
+        assert source.complete and sink.complete
+        assert source.metrics.bytes_in == sum(p.stat().st_size for p in (tmp_path / "in").iterdir())
+        assert sink.metrics.records_out == len(first) + len(first + second)
 
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60)
         assert client.status(job_id).value == "FINISHED"
