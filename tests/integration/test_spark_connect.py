@@ -20,8 +20,10 @@ pytestmark = pytest.mark.integration
 
 SCRIPT = textwrap.dedent(
     """
+    import json
     import sys
     from flink_runtime.client import JobClient
+    from flink_runtime.executiongraph import graph_io_metrics
     from flink_runtime.configuration import Configuration
     from flink_runtime.minicluster import MiniCluster
     from flink_runtime.pipeline import Pipeline
@@ -40,6 +42,8 @@ SCRIPT = textwrap.dedent(
         print("STATUS", status.value)
         if status.value != "FINISHED":
             print(client.exceptions(job_id)["root-exception"])
+        metrics = graph_io_metrics(cluster.jobmanager.jobs[job_id].graph)
+        print("METRICS", json.dumps([[m.metrics.records_in, m.metrics.records_out] for m in metrics.values()]))
     """
 )
 
@@ -60,3 +64,7 @@ def test_pipeline_runs_through_spark_connect(tmp_path: Path) -> None:
             record = json.loads(line)
             counts[record["word"]] = record["n"]
     assert counts == {"a": 6, "b": 6, "c": 3}
+    # Row counts come from Observations, which Spark Connect answers too: the source wrote
+    # one partial count per word and split, the sink read those and wrote 3.
+    metrics = json.loads(result.stdout.split("METRICS", 1)[1].splitlines()[0])
+    assert metrics == [[0, 9], [9, 3]], result.stdout
