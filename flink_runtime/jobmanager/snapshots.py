@@ -15,7 +15,10 @@ from flink_runtime.executiongraph import (
     ExecutionJobVertex,
     ExecutionState,
     JobStatus,
+    VertexIOMetrics,
     aggregate_vertex_state,
+    subtask_io_metrics,
+    vertex_io_metrics,
     vertex_task_counts,
 )
 
@@ -108,32 +111,24 @@ def _vertex_times(ejv: ExecutionJobVertex) -> tuple[float | None, float | None]:
     return start, max(ends) if ends else None
 
 
-def io_metrics_json(
-    records_in: int = 0, records_out: int = 0, bytes_in: int = 0, bytes_out: int = 0, complete: bool = False
-) -> dict[str, Any]:
-    """Flink's I/O metrics of a vertex or a subtask. Time spent busy, idle or
-    back-pressured is not measured here: 0, as Flink reports for a task that has none."""
+def io_metrics_json(measured: VertexIOMetrics) -> dict[str, Any]:
+    """Flink's I/O metrics of a vertex or a subtask (flink_runtime/io/metrics.py says
+    what each count means); "*-complete" once every current attempt has reported.
+    Tasks here are never back-pressured."""
+    metrics, complete = measured
     return {
-        "read-bytes": bytes_in,
+        "read-bytes": metrics.bytes_in,
         "read-bytes-complete": complete,
-        "write-bytes": bytes_out,
+        "write-bytes": metrics.bytes_out,
         "write-bytes-complete": complete,
-        "read-records": records_in,
+        "read-records": metrics.records_in,
         "read-records-complete": complete,
-        "write-records": records_out,
+        "write-records": metrics.records_out,
         "write-records-complete": complete,
         "accumulated-backpressured-time": 0,
-        "accumulated-idle-time": 0,
-        "accumulated-busy-time": 0.0,
+        "accumulated-idle-time": metrics.idle_ms,
+        "accumulated-busy-time": float(metrics.busy_ms),
     }
-
-
-def vertex_metrics(ejv: ExecutionJobVertex) -> dict[str, Any]:
-    return io_metrics_json()
-
-
-def execution_metrics(execution: Execution) -> dict[str, Any]:
-    return io_metrics_json()
 
 
 def aggregated_statistics(per_subtask: list[dict[str, Any]]) -> dict[str, Any]:
@@ -177,7 +172,7 @@ def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
         **_times(start, end),
         # Job details key vertex task counts by state name, unlike the lower-case job overview.
         "tasks": {key.upper(): count for key, count in vertex_task_counts(ejv).items()},
-        "metrics": vertex_metrics(ejv),
+        "metrics": io_metrics_json(vertex_io_metrics(ejv)),
     }
 
 
@@ -200,7 +195,7 @@ def vertex_subtasks(jobmanager: JobManager, job: JobMaster, ejv: ExecutionJobVer
                 "host": registration.host if registration is not None else None,
                 **_times(start, end),
                 "start_time": _ms(start),
-                "metrics": execution_metrics(execution),
+                "metrics": io_metrics_json(subtask_io_metrics(vertex)),
                 "status-duration": _status_durations(execution),
                 "failure-cause": execution.failure_cause,
             }
@@ -344,7 +339,7 @@ def job_accumulators(job: JobMaster) -> dict[str, Any]:
     accumulators (name, type, value as text)."""
     accumulators = []
     for ejv in job.graph.vertices.values() if job.graph is not None else []:
-        metrics = vertex_metrics(ejv)
+        metrics = io_metrics_json(vertex_io_metrics(ejv))
         for name, key in _ACCUMULATED.items():
             accumulators.append({"name": f"{ejv.name}.{name}", "type": "LongCounter", "value": str(metrics[key])})
         for name, value in _split_progress(job, ejv.id).get("input-splits", {}).items():
