@@ -37,7 +37,7 @@ def _kind(value: Any) -> str:
 def shape_problems(ours: Any, flink: Any, path: str = "$", keyed_by_id: frozenset[str] = frozenset()) -> list[str]:
     """Where `ours` lacks a field of `flink` or has one of another JSON type.
 
-    Lists: each of our items against Flink's first item. Objects whose path is in
+    Lists: each of our items against Flink's first item (_first_item_like). Objects whose path is in
     `keyed_by_id` (maps from ids to values) are compared value against value."""
     flink_kind, our_kind = _kind(flink), _kind(ours)
     if flink_kind == "null" or (flink_kind == "string" and flink == "NaN" and our_kind == "number"):
@@ -47,7 +47,7 @@ def shape_problems(ours: Any, flink: Any, path: str = "$", keyed_by_id: frozense
     problems: list[str] = []
     if flink_kind == "array" and flink:
         for index, item in enumerate(ours):
-            problems += shape_problems(item, flink[0], f"{path}[{index}]", keyed_by_id)
+            problems += shape_problems(item, _first_item_like(item, flink), f"{path}[{index}]", keyed_by_id)
     elif flink_kind == "object" and path in keyed_by_id:
         sample = next(iter(flink.values()), None)
         for key, value in ours.items():
@@ -59,6 +59,18 @@ def shape_problems(ours: Any, flink: Any, path: str = "$", keyed_by_id: frozense
             else:
                 problems += shape_problems(ours[key], value, f"{path}.{key}", keyed_by_id)
     return problems
+
+
+def _first_item_like(item: Any, flink: list[Any]) -> Any:
+    """Flink's first item, null where any of Flink's items is null. A list mixing kinds of
+    records (Flink's JSON type property "className", as in checkpoint histories) is held
+    kind by kind; a kind Flink's answer has no example of is not checked (null)."""
+    alike = flink
+    if isinstance(item, dict) and "className" in item:
+        alike = [other for other in flink if isinstance(other, dict) and other.get("className") == item["className"]]
+    if not alike or not isinstance(alike[0], dict):
+        return alike[0] if alike else None
+    return {key: None if any(other.get(key) is None for other in alike) else value for key, value in alike[0].items()}
 
 
 def assert_flink_shape(ours: Any, flink_name: str, keyed_by_id: frozenset[str] = frozenset()) -> None:

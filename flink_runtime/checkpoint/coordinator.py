@@ -31,6 +31,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, write_metadata
+from flink_runtime.checkpoint.progress import STATE_BACKEND_KEY
+from flink_runtime.checkpoint.statistics import (
+    DEFAULT_HISTORY,
+    HISTORY_KEY,
+    CheckpointStatsTracker,
+    checkpoint_config,
+)
 from flink_runtime.configuration import Configuration, parse_duration_ms
 from flink_runtime.io import filesystem
 from flink_runtime.rpc.messages import TriggerCheckpoint
@@ -64,38 +71,7 @@ class PendingCheckpoint:
     states: dict[str, dict[str, Any]] = field(default_factory=dict)
     on_complete: Callable[[str | None, BaseException | None], None] | None = None
     timeout_handle: Any = None
-
-
-@dataclass
-class CheckpointStats:
-    checkpoint_id: int
-    is_savepoint: bool
-    status: str  # IN_PROGRESS | COMPLETED | FAILED
-    trigger_timestamp: float
-    num_subtasks: int
-    num_acknowledged: int = 0
-    latest_ack_timestamp: float | None = None
-    external_path: str | None = None
-    state_size: int = 0
-    failure_message: str | None = None
-    end_to_end_duration: float | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.checkpoint_id,
-            "status": self.status,
-            "is_savepoint": self.is_savepoint,
-            "checkpoint_type": "SAVEPOINT" if self.is_savepoint else "CHECKPOINT",
-            "trigger_timestamp": int(self.trigger_timestamp * 1000),
-            "latest_ack_timestamp": int((self.latest_ack_timestamp or self.trigger_timestamp) * 1000),
-            "state_size": self.state_size,
-            "checkpointed_size": self.state_size,
-            "end_to_end_duration": int((self.end_to_end_duration or 0) * 1000),
-            "num_subtasks": self.num_subtasks,
-            "num_acknowledged_subtasks": self.num_acknowledged,
-            "external_path": self.external_path,
-            "failure_message": self.failure_message,
-        }
+    vertices: dict[str, str | None] = field(default_factory=dict)  # execution id -> its job vertex
 
 
 class CheckpointCoordinator:
@@ -111,12 +87,20 @@ class CheckpointCoordinator:
         self.savepoints_dir = config.raw(SAVEPOINTS_DIR_KEY)
         self._next_id = first_checkpoint_id
         self.pending: dict[int, PendingCheckpoint] = {}
-        self.history: deque[CheckpointStats] = deque(maxlen=50)
+        self.stats = CheckpointStatsTracker(int(config.raw(HISTORY_KEY) or DEFAULT_HISTORY))
         self._completed_locations: deque[str] = deque()
         # Savepoint folders being written (worker threads), so none removes another's.
         self._writing: set[str] = set()
         self._writing_lock = threading.Lock()
-        self.restored: dict[str, Any] | None = None
+
+    @property
+    def restored(self) -> dict[str, Any] | None:
+        """Flink's `latest.restored`: the savepoint or checkpoint the job started from."""
+        return self.stats.restored
+
+    @restored.setter
+    def restored(self, restored: dict[str, Any] | None) -> None:
+        self.stats.restored = restored
 
     # -- triggering ------------------------------------------------------------------------
 
@@ -141,15 +125,13 @@ class CheckpointCoordinator:
         problem = path_problem(target, allowed_directories(self.job.config))
         if problem:
             raise CheckpointFailure(f"savepoint directory {problem}")
-        probe = filesystem.join(target, f".probe-{secrets.token_hex(4)}")
-        fs = filesystem.filesystem_for(target)
-        try:
-            fs.makedirs(target)
-            fs.write_text(probe, "")
-            fs.delete(probe)
-        except OSError as exc:
-            raise CheckpointFailure(f"cannot write a savepoint to {target}: {exc}") from None
+        _check_writable(target, "a savepoint")
         return target
+
+    def check_checkpoint_storage(self) -> None:
+        """Refuse a checkpoint on request before it is triggered if its storage
+        (state.checkpoints.dir) cannot be written."""
+        _check_writable(self.checkpoints_dir, f"a checkpoint ({CHECKPOINTS_DIR_KEY})")
 
     def trigger(
         self,
@@ -164,6 +146,7 @@ class CheckpointCoordinator:
         checkpoint_id = self._next_id
         self._next_id += 1
         running = self.job.running_task_addresses()
+        vertices = {execution_id: self.job.vertex_and_subtask(execution_id)[0] for execution_id in running}
         pending = PendingCheckpoint(
             checkpoint_id=checkpoint_id,
             triggered_at=time.time(),
@@ -173,10 +156,11 @@ class CheckpointCoordinator:
             total_tasks=len(running),
             terminal=terminal,
             on_complete=on_complete,
+            vertices=vertices,
         )
         self.pending[checkpoint_id] = pending
-        self.history.appendleft(
-            CheckpointStats(checkpoint_id, is_savepoint, "IN_PROGRESS", pending.triggered_at, len(running))
+        self.stats.triggered(
+            checkpoint_id, is_savepoint, terminal, pending.triggered_at, [v or "" for v in vertices.values()]
         )
         for execution_id, address in running.items():
             self.job.gateway.tell_task_manager(
@@ -201,7 +185,7 @@ class CheckpointCoordinator:
         pending.waiting.discard(execution_id)
         if state_handle is not None:
             pending.states[execution_id] = state_handle
-        self._stats(checkpoint_id, self._count_ack)
+        self.stats.acknowledged(checkpoint_id, pending.vertices.get(execution_id))
         self._complete_if_acknowledged(pending)
 
     def decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
@@ -218,12 +202,8 @@ class CheckpointCoordinator:
             if execution_id in pending.waiting:
                 pending.waiting.discard(execution_id)
                 if finished:
-                    self._stats(pending.checkpoint_id, self._count_ack)
+                    self.stats.acknowledged(pending.checkpoint_id, pending.vertices.get(execution_id))
                 self._complete_if_acknowledged(pending)
-
-    def _count_ack(self, stats: CheckpointStats) -> None:
-        stats.num_acknowledged += 1
-        stats.latest_ack_timestamp = time.time()
 
     def _complete_if_acknowledged(self, pending: PendingCheckpoint) -> None:
         if pending.waiting or pending.checkpoint_id not in self.pending:
@@ -308,14 +288,7 @@ class CheckpointCoordinator:
         del self.pending[pending.checkpoint_id]
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
-
-        def completed(stats: CheckpointStats) -> None:
-            stats.status = "COMPLETED"
-            stats.external_path = location
-            stats.state_size = size
-            stats.end_to_end_duration = time.time() - stats.trigger_timestamp
-
-        self._stats(pending.checkpoint_id, completed)
+        self.stats.completed(pending.checkpoint_id, location, size)
         log.info(
             "Completed %s %d for job %s at %s.",
             "savepoint" if pending.is_savepoint else "checkpoint",
@@ -324,6 +297,7 @@ class CheckpointCoordinator:
             location,
         )
         subsumed = [] if pending.is_savepoint else self._retain(location)
+        self.stats.discarded(subsumed)
         # Recorded (and the subsumed forgotten) first; the subsumed folders are deleted
         # only after that, so the store never points at a deleted checkpoint.
         self.job.checkpoint_completed(pending.checkpoint_id, location, pending.is_savepoint, size, subsumed)
@@ -334,12 +308,7 @@ class CheckpointCoordinator:
         self.pending.pop(pending.checkpoint_id, None)
         if pending.timeout_handle is not None:
             pending.timeout_handle.cancel()
-
-        def failed(stats: CheckpointStats) -> None:
-            stats.status = "FAILED"
-            stats.failure_message = str(error)
-
-        self._stats(pending.checkpoint_id, failed)
+        self.stats.failed(pending.checkpoint_id, str(error))
         log.warning("Checkpoint %d of job %s failed: %s", pending.checkpoint_id, self.job.job_id, error)
         if pending.on_complete is not None:
             pending.on_complete(None, error)
@@ -383,38 +352,13 @@ class CheckpointCoordinator:
             except OSError:  # an unreachable savepoint folder must not stop a recovery
                 log.warning("Could not clean %s of half-written savepoints", self.savepoints_dir, exc_info=True)
 
-    def _stats(self, checkpoint_id: int, update: Callable[[CheckpointStats], None]) -> None:
-        for stats in self.history:
-            if stats.checkpoint_id == checkpoint_id:
-                update(stats)
-                return
-
-    # -- REST view (Flink's CheckpointingStatistics) --------------------------------------------
-
     def statistics(self) -> dict[str, Any]:
-        history = list(self.history)
-        completed = [s for s in history if s.status == "COMPLETED"]
-        failed = [s for s in history if s.status == "FAILED"]
+        """GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics)."""
+        return self.stats.snapshot()
 
-        def latest(items: list[CheckpointStats]) -> dict[str, Any] | None:
-            return items[0].to_json() if items else None
-
-        return {
-            "counts": {
-                "restored": 1 if self.restored else 0,
-                "total": len(history),
-                "in_progress": len(self.pending),
-                "completed": len(completed),
-                "failed": len(failed),
-            },
-            "latest": {
-                "completed": latest([s for s in completed if not s.is_savepoint]),
-                "savepoint": latest([s for s in completed if s.is_savepoint]),
-                "failed": latest(failed),
-                "restored": self.restored,
-            },
-            "history": [s.to_json() for s in history],
-        }
+    def configuration(self) -> dict[str, Any]:
+        """GET /jobs/:id/checkpoints/config (Flink's CheckpointConfigInfo)."""
+        return checkpoint_config(self.interval, self.timeout, self.job.config.raw(STATE_BACKEND_KEY))
 
 
 def _copy_into(live: JobProgress, directory: str) -> JobProgress:
@@ -445,6 +389,17 @@ def _copy_into(live: JobProgress, directory: str) -> JobProgress:
             if "path" in handle:
                 handle["path"] = copy_tree(handle["path"], f"state/{vertex_id}/{subtask}")
     return progress
+
+
+def _check_writable(target: str, what: str) -> None:
+    probe = filesystem.join(target, f".probe-{secrets.token_hex(4)}")
+    fs = filesystem.filesystem_for(target)
+    try:
+        fs.makedirs(target)
+        fs.write_text(probe, "")
+        fs.delete(probe)
+    except OSError as exc:
+        raise CheckpointFailure(f"cannot write {what} to {target}: {exc}") from None
 
 
 def describe_failure(error: BaseException) -> dict[str, str]:

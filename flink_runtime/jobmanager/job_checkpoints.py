@@ -1,6 +1,7 @@
-"""A job's savepoint requests, and the job as its checkpoint coordinator sees it.
+"""A job's savepoint and checkpoint requests, and the job as its checkpoint coordinator sees it.
 
-`trigger_savepoint` and `stop_with_savepoint` are what the REST API and the CLI reach;
+`trigger_savepoint`, `stop_with_savepoint` and `trigger_checkpoint` are what the REST API
+and the CLI reach;
 the rest implements checkpoint/job.py's `CheckpointedJob`, the narrow view the
 CheckpointCoordinator and the ProgressTracker have of a job: which tasks must
 acknowledge, which files and partitions a snapshot records, where sinks stage output.
@@ -29,7 +30,7 @@ _E = ExecutionState
 
 
 class JobCheckpoints:
-    """Savepoints of a job and its CheckpointedJob side."""
+    """Savepoints and checkpoints on request, and the job's CheckpointedJob side."""
 
     def trigger_savepoint(
         self: JobMaster, target_directory: str | None, cancel_job: bool, request_id: str | None = None
@@ -40,11 +41,26 @@ class JobCheckpoints:
         request_id = self.savepoint_requests.start(request_id)
 
         def done(location: str | None, failure: BaseException | None) -> None:
-            self.savepoint_requests.complete(request_id, location, failure)
+            self.savepoint_requests.complete(request_id, {"location": location}, failure)
             if failure is None and cancel_job:
                 self.cancel()
 
         self.coordinator.trigger(True, target_directory, on_complete=done)
+        return request_id
+
+    def trigger_checkpoint(self: JobMaster, request_id: str | None = None) -> str:
+        """Start a checkpoint now (Flink's POST /jobs/:id/checkpoints); returns its request
+        id, which completes with the checkpoint's id. Flink's FULL and INCREMENTAL both
+        take the one kind of snapshot the state backends here write: a full one.
+        CheckpointFailure if the checkpoint storage cannot be written."""
+        self.coordinator.check_checkpoint_storage()
+        request_id = self.checkpoint_requests.start(request_id)
+        triggered: list[int] = []
+
+        def done(location: str | None, failure: BaseException | None) -> None:
+            self.checkpoint_requests.complete(request_id, {"checkpointId": triggered[0]}, failure)
+
+        triggered.append(self.coordinator.trigger(False, on_complete=done))
         return request_id
 
     def stop_with_savepoint(
@@ -66,7 +82,7 @@ class JobCheckpoints:
         return request_id
 
     def _stopped(self: JobMaster, request_id: str, location: str | None, failure: BaseException | None) -> None:
-        self.savepoint_requests.complete(request_id, location, failure)
+        self.savepoint_requests.complete(request_id, {"location": location}, failure)
         if failure is not None:
             # As in Flink, a stop whose savepoint failed leaves the job running. What the
             # stopped run read is published (as a stop does); the job goes on in rounds,

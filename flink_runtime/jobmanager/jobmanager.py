@@ -9,6 +9,8 @@ that read best alone have modules of their own:
                        (a component the JobManager owns)
   job_persistence.py   the job store: recovery of running jobs, retention of finished
                        ones (a mixin of the JobManager)
+  operations.py        savepoints, stops and checkpoints on request, checkpoint
+                       statistics: what the REST API reaches (a mixin of the JobManager)
 """
 
 from __future__ import annotations
@@ -28,26 +30,19 @@ from typing import Any
 from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
-from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.configuration import Configuration, ConfigurationError
-from flink_runtime.executiongraph.states import ExecutionState, JobStatus
+from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.invokable import BUILTIN_INVOKABLES
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
-from flink_runtime.jobmanager.errors import (
-    InvalidRequest,
-    JobNotFound,
-    JobNotRunning,
-    OperationInProgress,
-    RequestNotFound,
-)
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
+from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -82,7 +77,7 @@ log = logging.getLogger(__name__)
 BLOB_CLEANUP_INTERVAL = 60.0
 
 
-class JobManager(JobPersistence, RpcEndpoint):
+class JobManager(JobPersistence, JobOperations, RpcEndpoint):
     def __init__(self, config: Configuration, embedded: bool = False) -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers."""
         rpc = RpcService(
@@ -353,79 +348,7 @@ class JobManager(JobPersistence, RpcEndpoint):
         problem = job.schedule_or_update_consumers(message.partition_id, message.location, message.execution_id)
         return Acknowledge(ok=problem is None, reason=problem or "")
 
-    # -- savepoints and checkpoints (REST entry points) -------------------------------------------
-    #
-    # Contract for the REST layer: the two triggers return a request id at once (the
-    # savepoint completes later); they raise JobNotFound for an unknown job, JobNotRunning
-    # for a job that is not RUNNING (errors.py; rest/ maps each to a status). savepoint_status
-    # answers Flink's AsynchronousOperationResult shape:
-    #   {"status": {"id": "IN_PROGRESS"}}  or
-    #   {"status": {"id": "COMPLETED"}, "operation": {"location": "<savepoint dir>"}}  or
-    #   {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"class": "...", "stack-trace": "..."}}}
-    # and raises JobNotFound or RequestNotFound for an unknown job or request id.
-    # checkpoint_stats answers GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics).
-
-    async def trigger_savepoint(
-        self, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
-    ) -> str:
-        return await self.call_in_mailbox(
-            self._savepoint_request, job_id, "trigger", target_directory, cancel_job, trigger_id
-        )
-
-    async def stop_with_savepoint(
-        self, job_id: str, target_directory: str | None, drain: bool, trigger_id: str | None = None
-    ) -> str:
-        return await self.call_in_mailbox(self._savepoint_request, job_id, "stop", target_directory, drain, trigger_id)
-
-    def _savepoint_request(
-        self, job_id: str, kind: str, target_directory: str | None, flag: bool, trigger_id: str | None
-    ) -> str:
-        """One savepoint or stop at a time per job (each copies the job's state; 200 at
-        once would fill the disk). A retry carrying a triggerId already known is
-        answered with that request, as Flink's idempotent triggers are."""
-        job = self.jobs.get(job_id)
-        if job is not None and trigger_id is not None and trigger_id in job.savepoint_requests:
-            return trigger_id
-        job = self._running_job(job_id, "take a savepoint of" if kind == "trigger" else "stop")
-        in_flight = job.savepoint_requests.in_progress()
-        if in_flight:
-            raise OperationInProgress(
-                f"Job {job_id} already has savepoint request {in_flight[0]} in progress; poll "
-                f"GET /jobs/{job_id}/savepoints/{in_flight[0]} and trigger again once it completed.",
-            )
-        try:
-            if kind == "trigger":
-                return job.trigger_savepoint(target_directory, cancel_job=flag, request_id=trigger_id)
-            return job.stop_with_savepoint(target_directory, drain=flag, request_id=trigger_id)
-        except CheckpointFailure as exc:
-            raise InvalidRequest(str(exc)) from None
-
-    def _running_job(self, job_id: str, action: str) -> JobMaster:
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise JobNotFound(f"Job {job_id} not found.")
-        if job.status is not JobStatus.RUNNING:
-            raise JobNotRunning(f"Cannot {action} job {job_id}: it is {job.status.value}, not RUNNING.")
-        return job
-
-    def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
-        job = self.jobs.get(job_id)
-        if job is not None:
-            requests = job.savepoint_requests
-        elif job_id in self.archived and self.job_store is not None:  # ended in an earlier run
-            requests = self.job_store.savepoint_requests(job_id)
-        else:
-            raise JobNotFound(f"Job {job_id} not found.")
-        status = requests.get(request_id)
-        if status is None:
-            raise RequestNotFound(f"No savepoint request {request_id} for job {job_id}.")
-        return status
-
-    def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
-        job = self.jobs.get(job_id)
-        if job is None:
-            raise JobNotFound(f"Job {job_id} not found.")
-        return job.coordinator.statistics()
+    # -- checkpoints: the tasks' answers (the REST entry points are in operations.py) ------------
 
     @handles(AcknowledgeCheckpoint)
     def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:

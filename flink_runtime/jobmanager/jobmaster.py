@@ -54,8 +54,8 @@ from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.execution_deployment import ExecutionDeployment
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway, supervised
 from flink_runtime.jobmanager.job_checkpoints import JobCheckpoints
+from flink_runtime.jobmanager.operation_requests import OperationRequests
 from flink_runtime.jobmanager.rounds import ContinuousRounds
-from flink_runtime.jobmanager.savepoint_requests import SavepointRequests
 from flink_runtime.jobmanager.submission import SubmissionWaiters
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
@@ -129,9 +129,11 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
         self.splits = SourceSplits()
         self.coordinator = CheckpointCoordinator(self, self.config)
         self.tracker = ProgressTracker(self, self.coordinator.checkpoints_dir)
-        self.savepoint_requests = SavepointRequests(
-            lambda request_id, status: gateway.savepoint_request_changed(self, request_id, status)
+        self.savepoint_requests = OperationRequests(
+            "savepoint", lambda request_id, status: gateway.savepoint_request_changed(self, request_id, status)
         )
+        # Kept in memory only (as Flink's dispatcher keeps them): lost with the JobManager.
+        self.checkpoint_requests = OperationRequests("checkpoint")
         self._stop_request: tuple[str, str | None] | None = None
         self.is_continuous = False
         self.data_namespace = job_graph.job_id

@@ -2,7 +2,9 @@
 
 The JobManager answers a trigger at once with a request id; the operation completes
 later and its outcome is polled. The JobManager's refusals (jobmanager/errors.py) are
-answered by the handlers in rest/errors.py.
+answered by the handlers in rest/errors.py. A status answers as Flink's
+AsynchronousOperationResult: `"operation": null` while in progress, and a failure-cause
+with the `serialized-throwable` Flink's own client reads (serialized_throwable.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import msgspec
 from fastapi import APIRouter, Request
 
 from flink_runtime.rest.errors import RestError
+from flink_runtime.rest.serialized_throwable import complete_failure_cause
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -50,7 +53,17 @@ class StopWithSavepointRequest(msgspec.Struct, forbid_unknown_fields=True):
     trigger_id: str | None = msgspec.field(default=None, name="triggerId")
 
 
-_Body = TypeVar("_Body", SavepointTriggerRequest, StopWithSavepointRequest)
+class CheckpointTriggerRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """POST /jobs/:id/checkpoints. The state backends here write one kind of snapshot, a
+    full one: FULL, INCREMENTAL and CONFIGURED all take it."""
+
+    checkpoint_type: Literal["FULL", "INCREMENTAL", "CONFIGURED"] | None = msgspec.field(
+        default=None, name="checkpointType"
+    )
+    trigger_id: str | None = msgspec.field(default=None, name="triggerId")
+
+
+_Body = TypeVar("_Body", SavepointTriggerRequest, StopWithSavepointRequest, CheckpointTriggerRequest)
 
 
 def decode_body(body: bytes, kind: type[_Body]) -> _Body:
@@ -71,6 +84,15 @@ def decode_body(body: bytes, kind: type[_Body]) -> _Body:
     return request
 
 
+def operation_result(status: dict[str, Any]) -> dict[str, Any]:
+    """A JobManager's request status as Flink answers it (`operation` null while in
+    progress; a failure-cause with its serialized-throwable)."""
+    operation = status.get("operation")
+    if isinstance(operation, dict) and isinstance(operation.get("failure-cause"), dict):
+        operation = {**operation, "failure-cause": complete_failure_cause(operation["failure-cause"])}
+    return {**status, "operation": operation}
+
+
 def _request_body_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
     (_,), components = msgspec.json.schema_components([kind])
     return {"requestBody": {"content": {"application/json": {"schema": components[kind.__name__]}}}}
@@ -79,10 +101,13 @@ def _request_body_schema(kind: type[msgspec.Struct]) -> dict[str, Any]:
 _SAVEPOINT_TRIGGERED = {
     202: {"description": 'Accepted; poll GET /jobs/:id/savepoints/:triggerid with the "request-id".'}
 }
+_CHECKPOINT_TRIGGERED = {
+    202: {"description": 'Accepted; poll GET /jobs/:id/checkpoints/:triggerid with the "request-id".'}
+}
 _UNKNOWN_JOB = {404: {"description": "Unknown job, or unknown request id."}}
 _REFUSED = {
-    400: {"description": "Malformed body."},
-    409: {"description": "The job is not RUNNING, or another savepoint or stop of it is in progress."},
+    400: {"description": "Malformed body, or the operation cannot be carried out (e.g. its storage is not writable)."},
+    409: {"description": "The job is not RUNNING, or another request of the kind is in progress."},
 }
 
 
@@ -107,7 +132,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses=_UNKNOWN_JOB,
     )
     async def savepoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
-        return jobmanager.savepoint_status(job_id, triggerid)
+        return operation_result(jobmanager.savepoint_status(job_id, triggerid))
 
     @router.post(
         "/jobs/{job_id}/stop",
@@ -121,8 +146,40 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         request_id = await jobmanager.stop_with_savepoint(job_id, body.target_directory, body.drain, body.trigger_id)
         return {"request-id": request_id}
 
+    @router.post(
+        "/jobs/{job_id}/checkpoints",
+        status_code=202,
+        summary="Trigger a checkpoint (FULL, INCREMENTAL and CONFIGURED take the same full snapshot)",
+        openapi_extra=_request_body_schema(CheckpointTriggerRequest),
+        responses={**_CHECKPOINT_TRIGGERED, **_REFUSED, **_UNKNOWN_JOB},
+    )
+    async def trigger_checkpoint(job_id: str, request: Request) -> dict[str, str]:
+        body = decode_body(await request.body(), CheckpointTriggerRequest)
+        return {"request-id": await jobmanager.trigger_checkpoint(job_id, body.trigger_id)}
+
     @router.get("/jobs/{job_id}/checkpoints", summary="Checkpoint statistics of a job", responses=_UNKNOWN_JOB)
     async def checkpoint_stats(job_id: str) -> dict[str, Any]:
         return jobmanager.checkpoint_stats(job_id)
+
+    # Before /checkpoints/{triggerid}, which would take "config" for a trigger id.
+    @router.get("/jobs/{job_id}/checkpoints/config", summary="Checkpointing configuration of a job")
+    async def checkpoint_config(job_id: str) -> dict[str, Any]:
+        return jobmanager.checkpoint_config(job_id)
+
+    @router.get(
+        "/jobs/{job_id}/checkpoints/details/{checkpoint_id}",
+        summary="One checkpoint's statistics, per job vertex",
+        responses={404: {"description": "Unknown job, or a checkpoint not in the job's statistics."}},
+    )
+    async def checkpoint_details(job_id: str, checkpoint_id: int) -> dict[str, Any]:
+        return jobmanager.checkpoint_details(job_id, checkpoint_id)
+
+    @router.get(
+        "/jobs/{job_id}/checkpoints/{triggerid}",
+        summary="Status of a checkpoint request: IN_PROGRESS, or COMPLETED with its checkpointId",
+        responses=_UNKNOWN_JOB,
+    )
+    async def checkpoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
+        return operation_result(jobmanager.checkpoint_status(job_id, triggerid))
 
     return router

@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.flink_reference.serialized_throwable import failure_cause  # noqa: E402
+from flink_runtime.rest.serialized_throwable import failure_cause  # noqa: E402
 from tests.flink_tools import flink_cli, flink_home  # noqa: E402
 
 JOB = "0123456789abcdef0123456789abcdef"
@@ -52,7 +52,7 @@ CASES: dict[str, dict[str, Any]] = {
         "stack-trace": MESSAGE,
         "serialized-throwable": PLAIN_EXCEPTION,
     },
-    "serialized-throwable from serialized_throwable.py": failure_cause(MESSAGE, "java.io.IOException"),
+    "serialized-throwable from rest/serialized_throwable.py": failure_cause(MESSAGE, "java.io.IOException"),
 }
 
 
@@ -102,7 +102,7 @@ def main() -> int:
     home = flink_home()
     fake = FakeFlink()
     runs = [(name, ["savepoint", JOB, "file:///tmp/sp"], "failure-cause") for name in CASES]
-    good = "serialized-throwable from serialized_throwable.py"
+    good = "serialized-throwable from rest/serialized_throwable.py"
     runs += [
         (good, ["stop", "--savepointPath", "file:///tmp/sp", JOB], "failure-cause"),
         # CheckpointInfo names the field failureCause; under failure-cause it is ignored,

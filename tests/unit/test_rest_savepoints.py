@@ -1,4 +1,4 @@
-"""The REST layer of savepoints and checkpoints, against a stub JobManager.
+"""The REST layer of savepoints, stops and checkpoints, against a stub JobManager.
 
 Only the HTTP side is under test here: paths, body field names, status codes and the
 mapping of the JobManager's refusals (jobmanager/errors.py) to `{"errors": [...]}`. The stub records how it was
@@ -8,6 +8,7 @@ checkpoints"); the JobManager itself is tested elsewhere.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.errors import JobNotFound, JobNotRunning, OperationInProgress, RequestNotFound
 from flink_runtime.rest.app import create_app
+from tests.flink_shapes import assert_flink_shape
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
 OTHER_JOB = "fedcba9876543210fedcba9876543210"
@@ -59,6 +61,27 @@ class StubJobManager:
         if job_id != JOB_ID or request_id not in self.statuses:
             raise RequestNotFound(f"no savepoint request {request_id} for job {job_id}")
         return self.statuses[request_id]
+
+    async def trigger_checkpoint(self, job_id: str, trigger_id: str | None = None) -> str:
+        self.calls.append(("trigger_checkpoint", job_id, trigger_id))
+        self._check_running(job_id)
+        return trigger_id or REQUEST_ID
+
+    def checkpoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        self.calls.append(("checkpoint_status", job_id, request_id))
+        if job_id != JOB_ID or request_id not in self.statuses:
+            raise RequestNotFound(f"There is no checkpoint operation with triggerId={request_id} for job {job_id}.")
+        return self.statuses[request_id]
+
+    def checkpoint_details(self, job_id: str, checkpoint_id: int) -> dict[str, Any]:
+        self.calls.append(("checkpoint_details", job_id, checkpoint_id))
+        if checkpoint_id != 2:
+            raise RequestNotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
+        return {"id": 2}
+
+    def checkpoint_config(self, job_id: str) -> dict[str, Any]:
+        self.calls.append(("checkpoint_config", job_id))
+        return {"interval": 2000}
 
     def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
         self.calls.append(("checkpoint_stats", job_id))
@@ -216,24 +239,38 @@ def test_a_malformed_stop_body_is_400_naming_the_field(
 # -- GET /jobs/:id/savepoints/:triggerid ----------------------------------------------------------
 
 
+FAILURE = {"class": "OSError", "stack-trace": "OSError: disk full\nTraceback ..."}
+
+
 @pytest.mark.parametrize(
-    "status",
+    ("status", "answer"),
     [
-        {"status": {"id": "IN_PROGRESS"}},
-        {"status": {"id": "COMPLETED"}, "operation": {"location": "file:///sp/savepoint-012345-abcdef"}},
-        {
-            "status": {"id": "COMPLETED"},
-            "operation": {"failure-cause": {"class": "OSError", "stack-trace": "OSError: disk full"}},
-        },
+        ({"status": {"id": "IN_PROGRESS"}}, {"status": {"id": "IN_PROGRESS"}, "operation": None}),
+        (
+            {"status": {"id": "COMPLETED"}, "operation": {"location": "file:///sp/savepoint-012345-abcdef"}},
+            {"status": {"id": "COMPLETED"}, "operation": {"location": "file:///sp/savepoint-012345-abcdef"}},
+        ),
     ],
 )
 def test_savepoint_status_is_the_jobmanagers_answer(
-    rest: TestClient, jobmanager: StubJobManager, status: dict[str, Any]
+    rest: TestClient, jobmanager: StubJobManager, status: dict[str, Any], answer: dict[str, Any]
 ) -> None:
     jobmanager.statuses[REQUEST_ID] = status
-    answer = rest.get(f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}")
-    assert (answer.status_code, answer.json()) == (200, status)
+    response = rest.get(f"/jobs/{JOB_ID}/savepoints/{REQUEST_ID}")
+    assert (response.status_code, response.json()) == (200, answer)
     assert jobmanager.calls == [("savepoint_status", JOB_ID, REQUEST_ID)]
+
+
+@pytest.mark.parametrize("path", ["savepoints", "checkpoints"])
+def test_a_failure_cause_gets_the_serialized_throwable_flinks_client_reads(
+    rest: TestClient, jobmanager: StubJobManager, path: str
+) -> None:
+    jobmanager.statuses[REQUEST_ID] = {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": FAILURE}}
+    answer = rest.get(f"/jobs/{JOB_ID}/{path}/{REQUEST_ID}").json()
+    assert_flink_shape(answer, "savepoint_status_failed")
+    cause = answer["operation"]["failure-cause"]
+    assert {key: cause[key] for key in FAILURE} == FAILURE
+    assert base64.b64decode(cause["serialized-throwable"])[:4] == bytes.fromhex("ACED0005")
 
 
 def test_an_unknown_request_id_is_404(rest: TestClient) -> None:
@@ -253,6 +290,95 @@ def test_checkpoint_stats(rest: TestClient) -> None:
     assert missing.status_code == 404 and "not found" in missing.json()["errors"][0]
 
 
+# -- POST /jobs/:id/checkpoints, GET /jobs/:id/checkpoints/... ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"checkpointType": "FULL"},
+        {"checkpointType": "INCREMENTAL"},
+        {"checkpointType": "CONFIGURED", "triggerId": None},  # what Flink's CLI sends
+        {"checkpointType": None},
+    ],
+)
+def test_trigger_checkpoint_answers_202_with_the_request_id(
+    rest: TestClient, jobmanager: StubJobManager, body: dict[str, Any]
+) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/checkpoints", json=body)
+    assert (answer.status_code, answer.json()) == (202, {"request-id": REQUEST_ID})
+    assert_flink_shape(answer.json(), "checkpoint_trigger")
+    assert jobmanager.calls == [("trigger_checkpoint", JOB_ID, None)]
+
+
+def test_trigger_checkpoint_passes_the_trigger_id_on(rest: TestClient, jobmanager: StubJobManager) -> None:
+    chosen = "00112233445566778899aabbccddeeff"
+    answer = rest.post(f"/jobs/{JOB_ID}/checkpoints", json={"checkpointType": "FULL", "triggerId": chosen})
+    assert (answer.status_code, answer.json()) == (202, {"request-id": chosen})
+    assert rest.post(f"/jobs/{JOB_ID}/checkpoints").status_code == 202  # no body: every default
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"checkpointType": "DIFFERENTIAL"}, "checkpointType"),
+        ({"checkpointType": 1}, "checkpointType"),
+        ({"triggerId": "not-hex"}, "triggerId"),
+        ({"triggerId": 12}, "triggerId"),
+        ({"target-directory": "/sp"}, "target-directory"),
+    ],
+)
+def test_a_malformed_checkpoint_body_is_400_naming_the_field(
+    rest: TestClient, jobmanager: StubJobManager, body: dict[str, Any], field: str
+) -> None:
+    answer = rest.post(f"/jobs/{JOB_ID}/checkpoints", json=body)
+    assert answer.status_code == 400
+    (error,) = answer.json()["errors"]
+    assert field in error
+    assert jobmanager.calls == []
+
+
+@pytest.mark.parametrize(("job_id", "status"), [(OTHER_JOB, 409), ("feedfeedfeedfeedfeedfeedfeedfeed", 404)])
+def test_checkpoint_refusals_keep_their_status(rest: TestClient, job_id: str, status: int) -> None:
+    answer = rest.post(f"/jobs/{job_id}/checkpoints", json={})
+    assert answer.status_code == status and job_id in answer.json()["errors"][0]
+
+
+@pytest.mark.parametrize(
+    ("status", "recorded"),
+    [
+        ({"status": {"id": "IN_PROGRESS"}}, "checkpoint_status_first"),
+        ({"status": {"id": "COMPLETED"}, "operation": {"checkpointId": 3}}, "checkpoint_status_completed"),
+    ],
+)
+def test_checkpoint_status_has_flinks_shape(
+    rest: TestClient, jobmanager: StubJobManager, status: dict[str, Any], recorded: str
+) -> None:
+    jobmanager.statuses[REQUEST_ID] = status
+    answer = rest.get(f"/jobs/{JOB_ID}/checkpoints/{REQUEST_ID}")
+    assert answer.status_code == 200
+    assert answer.json() == {"operation": None, **status}
+    assert_flink_shape(answer.json(), recorded)
+
+
+def test_an_unknown_checkpoint_request_is_404(rest: TestClient) -> None:
+    answer = rest.get(f"/jobs/{JOB_ID}/checkpoints/{'0' * 32}")
+    assert answer.status_code == 404
+    assert "no checkpoint operation with triggerId=" in answer.json()["errors"][0]
+
+
+def test_checkpoint_config_and_details_are_not_taken_for_trigger_ids(
+    rest: TestClient, jobmanager: StubJobManager
+) -> None:
+    assert rest.get(f"/jobs/{JOB_ID}/checkpoints/config").json() == {"interval": 2000}
+    assert rest.get(f"/jobs/{JOB_ID}/checkpoints/details/2").json() == {"id": 2}
+    unknown = rest.get(f"/jobs/{JOB_ID}/checkpoints/details/999999")
+    assert unknown.status_code == 404 and "checkpoint 999999" in unknown.json()["errors"][0]
+    assert rest.get(f"/jobs/{JOB_ID}/checkpoints/details/two").status_code == 400
+    assert [call[0] for call in jobmanager.calls] == ["checkpoint_config", "checkpoint_details", "checkpoint_details"]
+
+
 # -- OpenAPI -------------------------------------------------------------------------------------
 
 
@@ -263,6 +389,10 @@ def test_openapi_documents_the_savepoint_paths_and_bodies(rest: TestClient) -> N
     assert paths["/jobs/{job_id}/savepoints/{triggerid}"]["get"]["summary"]
     assert paths["/jobs/{job_id}/stop"]["post"]["summary"]
     assert paths["/jobs/{job_id}/checkpoints"]["get"]["summary"]
+    assert paths["/jobs/{job_id}/checkpoints"]["post"]["summary"]
+    assert paths["/jobs/{job_id}/checkpoints/{triggerid}"]["get"]["summary"]
+    assert paths["/jobs/{job_id}/checkpoints/config"]["get"]["summary"]
+    assert paths["/jobs/{job_id}/checkpoints/details/{checkpoint_id}"]["get"]["summary"]
 
     def body_fields(path: str) -> set[str]:
         schema = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
@@ -270,5 +400,6 @@ def test_openapi_documents_the_savepoint_paths_and_bodies(rest: TestClient) -> N
 
     assert {"target-directory", "cancel-job", "formatType"} <= body_fields("/jobs/{job_id}/savepoints")
     assert {"targetDirectory", "drain", "formatType"} <= body_fields("/jobs/{job_id}/stop")
+    assert {"checkpointType", "triggerId"} <= body_fields("/jobs/{job_id}/checkpoints")
     responses = paths["/jobs/{job_id}/savepoints"]["post"]["responses"]
     assert {"202", "400", "404", "409"} <= set(responses)

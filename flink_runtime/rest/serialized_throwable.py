@@ -9,7 +9,8 @@ Java serialization, or another class (a plain ``java.lang.Exception``) fail the
 response's parsing with an IOException, which the client takes for a connection
 problem and retries (``rest.retry.max-attempts`` x ``rest.retry.delay``, 20 x 3 s),
 until the CLI gives up after ``client.timeout`` (60 s) with a TimeoutException and
-never shows the reason. See tests/flink_reference/README.md.
+never shows the reason. tests/flink_reference/verify_failure_cause.py runs the real CLI
+against each kind of answer.
 
 So a Python server must produce those bytes. TEMPLATE is a SerializedThrowable
 serialized once by the JDK (MakeTemplate.java in the README) with three placeholder
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+
+__all__ = ["complete_failure_cause", "failure_cause", "serialized_throwable"]
 
 TEMPLATE = (
     "rO0ABXNyAClvcmcuYXBhY2hlLmZsaW5rLnV0aWwuU2VyaWFsaXplZFRocm93YWJsZWUWnfUfpxPzAgADTAAZZnVsbFN0cmluZ2lmaWVk"
@@ -82,3 +85,15 @@ def failure_cause(
         "stack-trace": trace,
         "serialized-throwable": serialized_throwable(message, class_name, trace),
     }
+
+
+def complete_failure_cause(cause: dict[str, Any]) -> dict[str, Any]:
+    """`cause` (the JobManager's ``{"class", "stack-trace"}``) with its
+    ``serialized-throwable``. The message is the trace's first line without its
+    ``"<class>: "`` prefix, the line a Java stack trace starts with too."""
+    if "serialized-throwable" in cause:
+        return cause
+    class_name = str(cause.get("class") or "java.lang.Exception")
+    trace = str(cause.get("stack-trace") or "")
+    message = trace.split("\n", 1)[0].removeprefix(f"{class_name}: ")
+    return {**cause, "serialized-throwable": serialized_throwable(message, class_name, trace or None)}
