@@ -15,7 +15,7 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.validation import InvalidJobGraph
 from flink_runtime.jobmanager import snapshots
 from flink_runtime.rest.errors import RestError
-from flink_runtime.rest.failure_cause import failure_cause
+from flink_runtime.rest.serialized_throwable import complete_failure_cause
 from flink_runtime.rpc.messages import CancelJob, CancellationSuccess, JobSubmissionFailure, SubmitJob
 
 if TYPE_CHECKING:
@@ -118,7 +118,9 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
     )
     async def execution_result(job_id: str) -> dict[str, Any]:
         details, root = details_and_root(job_id)
-        cause = failure_cause(root["exceptionName"], root["stacktrace"]) if root is not None else None
+        cause = None
+        if root is not None:
+            cause = complete_failure_cause({"class": root["exceptionName"], "stack-trace": root["stacktrace"]})
         return snapshots.execution_result(details, cause)
 
     @router.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
