@@ -4,21 +4,19 @@
 through the long-poll event endpoint (`GET /jobs/:id/events`), so waiting for a job
 costs one request per state change rather than one per polling interval.
 
-Failure policy:
+Failure policy: transient failures are retried by the client's HTTP layer
+(client/http.py says which, and how long it waits). Retried POSTs are safe:
 
-* Transient problems - connection errors, timeouts, 5xx and 429 answers - are retried
-  with bounded exponential back-off. 4xx answers never are: the same request would
-  fail the same way.
 * Submissions are made idempotent by assigning the job id on the client (as Flink's
   client does): a retried POST whose first attempt did reach the JobManager gets
   "409 already submitted", which then means "accepted".
-* Savepoint and stop triggers carry a `triggerId` of the client's own (as Flink's
-  RestClusterClient does): a retried POST whose first attempt did reach the JobManager
-  gets the same request back, never a second savepoint.
-* 501 (not implemented) is never retried either: it would answer the same.
-* Errors surface as `RestClientError` (carrying the JobManager's messages),
-  `JobNotFound` (404) or `ClusterUnreachable` (no answer after the retries); a
-  savepoint that the JobManager reports as failed raises `SavepointFailed`.
+* Savepoint, stop and checkpoint triggers carry a `triggerId` of the client's own (as
+  Flink's RestClusterClient does): a retried POST whose first attempt did reach the
+  JobManager gets the same request back, never a second savepoint.
+
+Errors surface as `RestClientError` (carrying the JobManager's messages), `JobNotFound`
+(404) or `ClusterUnreachable` (no answer after the retries); a savepoint that the
+JobManager reports as failed raises `SavepointFailed` (client/errors.py).
 """
 
 from __future__ import annotations
@@ -36,9 +34,17 @@ from urllib.parse import quote
 
 import httpx
 import msgspec
-import tenacity
 
+from flink_runtime import configuration as cfg
 from flink_runtime.blob.store import MAX_BLOB_BYTES, is_blob_key, name_problem, parse_blob_key
+from flink_runtime.client.errors import (
+    ClusterUnreachable,
+    JobClientError,
+    JobNotFound,
+    RestClientError,
+    SavepointFailed,
+)
+from flink_runtime.client.http import RetryPolicy, json_object, raise_for_status, send
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.security import bearer
@@ -62,69 +68,9 @@ JobGraphSource = JobGraph | dict[str, Any] | str | os.PathLike[str] | bytes
 # The REST API refuses long polls longer than this (rest.job_routes.MAX_EVENT_WAIT_SECONDS).
 MAX_POLL_SECONDS = 60.0
 
-# Network failures after which the same request may well succeed. Deliberately not all
-# of httpx.TransportError: UnsupportedProtocol or LocalProtocolError would fail again.
-_TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
-# The subset after which the request surely never reached the server: safe to retry even
-# for a request that must not run twice (a savepoint trigger).
-_UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
-# Answers meaning "not handled, try again later", whatever the request was.
-_UNHANDLED_STATUSES = (429, 503)
-
 # JobGraph config keys (Flink's SavepointConfigOptions) for resuming from a savepoint.
-SAVEPOINT_PATH_KEY = "execution.savepoint.path"
-SAVEPOINT_IGNORE_UNCLAIMED_STATE_KEY = "execution.savepoint.ignore-unclaimed-state"
-
-
-class JobClientError(Exception):
-    """Base of every error the client raises about the cluster (not about local input)."""
-
-
-class RestClientError(JobClientError):
-    """The JobManager answered with an error status; `errors` holds its messages."""
-
-    def __init__(self, status_code: int, errors: list[str], *, method: str = "", path: str = "") -> None:
-        self.status_code = status_code
-        self.errors = list(errors) or [f"HTTP {status_code}"]
-        self.method = method
-        self.path = path
-        super().__init__("; ".join(self.errors))
-
-    def __str__(self) -> str:
-        return "; ".join(self.errors)
-
-
-class JobNotFound(RestClientError):
-    """404: the job is unknown to the JobManager (or expired from its job store)."""
-
-
-class SavepointFailed(JobClientError):
-    """The JobManager reports the savepoint (or stop-with-savepoint) as failed.
-
-    `cause_class` and `stack_trace` are the JobManager's failure-cause; the message
-    holds the class and the first lines of the trace.
-    """
-
-    def __init__(self, job_id: str, request_id: str, cause_class: str, stack_trace: str) -> None:
-        self.job_id = job_id
-        self.request_id = request_id
-        self.cause_class = cause_class
-        self.stack_trace = stack_trace
-        super().__init__(
-            f"savepoint of job {job_id} failed (request {request_id}): {_describe_cause(cause_class, stack_trace)}"
-        )
-
-
-class ClusterUnreachable(JobClientError, ConnectionError):
-    """No answer from the REST API, even after retrying."""
-
-    def __init__(self, rest_url: str, cause: BaseException | None = None) -> None:
-        self.rest_url = rest_url
-        detail = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
-        super().__init__(
-            f"cannot reach the JobManager's REST API at {rest_url}{detail}; "
-            "start a cluster (e.g. `flink-runtime minicluster`) or pass its address with -m host:port"
-        )
+SAVEPOINT_PATH_KEY = cfg.SAVEPOINT_PATH.key
+SAVEPOINT_IGNORE_UNCLAIMED_STATE_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
 
 
 @dataclass(frozen=True)
@@ -171,14 +117,6 @@ def normalize_rest_url(address: str) -> str:
     return str(url).rstrip("/")
 
 
-class _RetryableStatus(Exception):
-    """Internal: a 5xx/429 answer, raised so tenacity retries it."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
-        self.response = response
-
-
 class JobClient:
     """Talks to one JobManager's REST API. Not thread-safe (one httpx.Client)."""
 
@@ -204,13 +142,9 @@ class JobClient:
         backoff, max_backoff: the first and the largest pause between retries, in seconds.
         transport: an httpx transport (tests pass an httpx.MockTransport).
         """
-        if retries < 0:
-            raise ValueError(f"retries must be >= 0, got {retries}")
         self.rest_url = normalize_rest_url(rest_url)
         self.timeout = timeout
-        self.retries = retries
-        self._backoff = backoff
-        self._max_backoff = max_backoff
+        self.retry_policy = RetryPolicy(retries, backoff, max_backoff)
         self._http = httpx.Client(
             base_url=self.rest_url,
             timeout=timeout,
@@ -288,12 +222,12 @@ class JobClient:
             content=body,
             headers={"Content-Type": "application/json"},
             before_attempt=count_attempt,
-            raise_for_status=False,
+            check_status=False,
         )
         if response.status_code == 409 and attempts > 1:
             # An earlier attempt got through but its answer was lost: that was our job.
             return str(document["job_id"])
-        self._raise_for_status(response)
+        raise_for_status(response)
         try:
             return str(response.json()["jobid"])
         except (ValueError, KeyError, TypeError):
@@ -535,88 +469,10 @@ class JobClient:
     # -- HTTP --------------------------------------------------------------------------------------
 
     def _get_json(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = self._send("GET", path, **kwargs)
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            raise RestClientError(
-                response.status_code,
-                [f"unexpected answer from GET {path}: {response.text[:200]!r}"],
-                method="GET",
-                path=path,
-            )
-        return data
+        return json_object(self._send("GET", path, **kwargs))
 
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        before_attempt: Callable[[], None] | None = None,
-        raise_for_status: bool = True,
-        idempotent: bool = True,
-        **kwargs: Any,
-    ) -> httpx.Response:
-        """One request, retried as the module docstring says.
-
-        `idempotent=False`: retried only where the request cannot have been handled.
-        """
-
-        def attempt() -> httpx.Response:
-            if before_attempt is not None:
-                before_attempt()
-            response = self._http.request(method, path, **kwargs)
-            if _is_retryable_status(response.status_code, idempotent):
-                raise _RetryableStatus(response)
-            return response
-
-        retried_errors = _TRANSIENT_ERRORS if idempotent else _UNSENT_ERRORS
-        retrying = tenacity.Retrying(
-            retry=tenacity.retry_if_exception_type((*retried_errors, _RetryableStatus)),
-            stop=tenacity.stop_after_attempt(self.retries + 1),
-            wait=self._wait,
-            reraise=True,
-        )
-        try:
-            response = retrying(attempt)
-        except _RetryableStatus as exc:
-            response = exc.response
-        except _TRANSIENT_ERRORS as exc:
-            raise ClusterUnreachable(self.rest_url, exc) from exc
-        except httpx.TransportError as exc:
-            raise ClusterUnreachable(self.rest_url, exc) from exc
-        if raise_for_status:
-            self._raise_for_status(response)
-        return response
-
-    def _wait(self, retry_state: tenacity.RetryCallState) -> float:
-        """Exponential back-off, or the server's Retry-After (both capped at max_backoff)."""
-        exponential = self._backoff * 2 ** (retry_state.attempt_number - 1)
-        outcome = retry_state.outcome
-        if outcome is not None and isinstance(outcome.exception(), _RetryableStatus):
-            retry_after = outcome.exception().response.headers.get("Retry-After", "")  # type: ignore[union-attr]
-            try:
-                return min(max(float(retry_after), 0.0), self._max_backoff)
-            except ValueError:
-                pass  # absent, or an HTTP date: not worth parsing for a bounded pause
-        return min(exponential, self._max_backoff)
-
-    @staticmethod
-    def _raise_for_status(response: httpx.Response) -> None:
-        if response.status_code < 400:
-            return
-        request = response.request
-        errors = _error_messages(response)
-        error_type = JobNotFound if response.status_code == 404 else RestClientError
-        raise error_type(response.status_code, errors, method=request.method, path=request.url.path)
-
-
-def _is_retryable_status(status: int, idempotent: bool) -> bool:
-    if status in _UNHANDLED_STATUSES:
-        return True
-    return idempotent and status >= 500 and status != 501
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return send(self._http, self.retry_policy, method, path, **kwargs)
 
 
 def _set_savepoint_config(
@@ -639,48 +495,9 @@ def _set_savepoint_config(
     document["config"] = config
 
 
-def _describe_cause(cause_class: str, stack_trace: str, max_lines: int = 5) -> str:
-    """`class: message` and the lines after it of a failure-cause, for an error message.
-
-    The JobManager writes "Class: message", a blank line, then the traceback (as the
-    root exceptions of jobs do): the part before the blank line is what a reader needs.
-    A bare Python traceback has its message last, so that is taken instead.
-    """
-    lines = stack_trace.strip().splitlines()
-    if lines and lines[0].startswith("Traceback (most recent call last)"):
-        head = [line for line in lines if line.strip()][-1:]
-    else:
-        head = []
-        for line in lines:
-            if not line.strip():
-                break
-            head.append(line.rstrip())
-    head = head[:max_lines]
-    if not head:
-        return cause_class
-    if not head[0].startswith((cause_class, cause_class.rsplit(".", 1)[-1])):
-        head[0] = f"{cause_class}: {head[0]}"
-    return "\n".join(head)
-
-
 def _quote(job_id: str) -> str:
     # A job id typed by a user must not be able to change the path ("../overview").
     return quote(str(job_id), safe="")
-
-
-def _error_messages(response: httpx.Response) -> list[str]:
-    """The JobManager's `{"errors": [...]}`, or the best text available from anything else."""
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("errors"), list) and data["errors"]:
-        return [str(error) for error in data["errors"]]
-    text = response.text.strip()
-    # A proxy's HTML error page is no help on one line; its status phrase is.
-    if text and not text.lstrip().startswith("<") and len(text) <= 500:
-        return [f"HTTP {response.status_code}: {text}"]
-    return [f"HTTP {response.status_code} {response.reason_phrase}".strip()]
 
 
 def _library_files(document: dict[str, Any]) -> dict[str, str]:

@@ -164,26 +164,6 @@ def test_retries_zero_means_one_attempt() -> None:
     assert len(recorder.requests) == 1
 
 
-def test_back_off_is_exponential_bounded_and_honours_retry_after() -> None:
-    import tenacity
-
-    client = JobClient(URL, backoff=0.5, max_backoff=3.0)
-    state = tenacity.RetryCallState(retry_object=tenacity.Retrying(), fn=None, args=(), kwargs={})
-    pauses = []
-    for attempt in range(1, 6):
-        state.attempt_number = attempt
-        state.outcome = None
-        pauses.append(client._wait(state))
-    assert pauses == [0.5, 1.0, 2.0, 3.0, 3.0]
-
-    recorder = Recorder(errors(429, "slow down", headers={"Retry-After": "0"}), httpx.Response(200, json={}))
-    with client_for(recorder) as limited:
-        limited._backoff = 100.0  # would hang the test if Retry-After: 0 were ignored
-        limited.overview()
-    assert len(recorder.requests) == 2
-    client.close()
-
-
 # -- submit: input handling --------------------------------------------------------------------------
 
 

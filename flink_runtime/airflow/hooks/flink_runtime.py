@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
-import tenacity
 from airflow.sdk import BaseHook
 
 from flink_runtime.airflow.embedded import EmbeddedClusterError, ensure_embedded_cluster
@@ -45,16 +44,9 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
-from flink_runtime.client.job_client import (
-    _TRANSIENT_ERRORS,  # private, but the async side must retry exactly what JobClient does
-    MAX_POLL_SECONDS,
-    ClusterUnreachable,
-    JobClient,
-    JobNotFound,
-    RestClientError,
-    SavepointFailed,
-    _is_retryable_status,
-)
+from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
+from flink_runtime.client.http import RetryPolicy, a_send, json_object
+from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
@@ -420,42 +412,12 @@ class FlinkRuntimeHook(BaseHook):
                 timeout=settings.timeout,
                 transport=self._async_transport,
             )
-        client = self._async_client
         timeout = httpx.Timeout(settings.timeout, read=settings.timeout + extra_wait)
-
-        async def attempt() -> httpx.Response:
-            response = await client.get(path, params=params, timeout=timeout)
-            if _is_retryable_status(response.status_code, idempotent=True):
-                raise _RetryableStatus(response)
-            return response
-
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception_type((*_TRANSIENT_ERRORS, _RetryableStatus)),
-            stop=tenacity.stop_after_attempt(self.retry_limit + 1),
-            wait=tenacity.wait_exponential(multiplier=self.retry_delay, max=MAX_RETRY_BACKOFF),
-            reraise=True,
-        )
+        # The same retry rule and error mapping as the sync side (JobClient): client/http.py.
+        policy = RetryPolicy(self.retry_limit, self.retry_delay, MAX_RETRY_BACKOFF)
         with _translated():
-            try:
-                response = await retrying(attempt)
-            except _RetryableStatus as exc:
-                response = exc.response
-            except httpx.TransportError as exc:
-                raise ClusterUnreachable(settings.rest_url, exc) from exc
-            JobClient._raise_for_status(response)  # the same error mapping as the sync side
-            try:
-                data = response.json()
-            except ValueError:
-                data = None
-            if not isinstance(data, dict):
-                raise RestClientError(response.status_code, [f"unexpected answer from GET {path}"], path=path)
-            return data
-
-
-class _RetryableStatus(Exception):
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"HTTP {response.status_code}")
-        self.response = response
+            response = await a_send(self._async_client, policy, "GET", path, params=params, timeout=timeout)
+            return json_object(response)
 
 
 @contextlib.contextmanager
