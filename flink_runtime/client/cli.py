@@ -30,7 +30,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import (
@@ -44,8 +44,8 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from flink_runtime import __version__
 from flink_runtime import configuration as cfg
+from flink_runtime.client.cli_arguments import EXIT_USAGE, build_parser
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
     JobClient,
@@ -62,7 +62,6 @@ log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 # `list -r`: jobs that hold (or are about to give back) slots.
@@ -92,160 +91,6 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
-# -- argument parsing ---------------------------------------------------------------------------
-
-
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # argparse's own format ("prog: error: ..."), but with the hint to --help.
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    # The global options are accepted after every subcommand, as in `flink run -D ...`.
-    common = argparse.ArgumentParser(add_help=False)
-    group = common.add_argument_group("global options")
-    group.add_argument(
-        "-c", "--config", metavar="FILE", help="configuration YAML (default: $FLINK_CONF_DIR/config.yaml)"
-    )
-    group.add_argument(
-        "-D",
-        dest="properties",
-        metavar="key=value",
-        action="append",
-        default=[],
-        help="set a configuration option, e.g. -D rest.port=8081 (repeatable)",
-    )
-    group.add_argument(
-        "--log-level",
-        type=str.upper,
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level on stderr (default: INFO for cluster processes, WARNING for client commands)",
-    )
-
-    # The REST address of client commands.
-    address = argparse.ArgumentParser(add_help=False)
-    address.add_argument(
-        "-m",
-        "--jobmanager",
-        metavar="host:port",
-        help="REST address of the JobManager (host:port or http://host:port; "
-        "default: rest.address:rest.port from the configuration)",
-    )
-    address.add_argument(
-        "--token",
-        metavar="TOKEN",
-        help="bearer token of the REST API (default: security.rest.token or security.rest.token-file "
-        "from the configuration, FLINK_PROPERTIES or -D; those keep it out of the process list)",
-    )
-
-    parser = _ArgumentParser(
-        prog="flink-runtime",
-        description="Run a flink-runtime cluster, and submit, follow, list and cancel jobs.",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_ArgumentParser)
-
-    def add(name: str, help_text: str, *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        return commands.add_parser(name, help=help_text, description=help_text, parents=[common, *parents])
-
-    jobmanager = add("jobmanager", "Run a JobManager (with its REST API) in the foreground.")
-    jobmanager.set_defaults(handler=_cmd_jobmanager)
-
-    taskmanager = add("taskmanager", "Run a TaskManager in the foreground; it registers with jobmanager.rpc.address.")
-    taskmanager.set_defaults(handler=_cmd_taskmanager)
-
-    minicluster = add("minicluster", "Run a JobManager and TaskManagers in one process, in the foreground.")
-    minicluster.add_argument("-n", "--taskmanagers", type=_positive_int, metavar="N", help="number of TaskManagers")
-    minicluster.add_argument("-s", "--slots", type=_positive_int, metavar="N", help="slots per TaskManager")
-    minicluster.set_defaults(handler=_cmd_minicluster)
-
-    run = add("run", "Submit a JobGraph (.json) and follow it until it ends, or detach with -d.", address)
-    run.add_argument("-d", "--detached", action="store_true", help="print the job id and return at once")
-    run.add_argument("--job-id", metavar="ID", help="job id to use (32 hex digits; default: the file's, or a new one)")
-    run.add_argument(
-        "-s",
-        "--fromSavepoint",
-        dest="from_savepoint",
-        metavar="PATH",
-        help="resume the job from this savepoint (a path as the JobManager sees it)",
-    )
-    run.add_argument(
-        "-n",
-        "--allowNonRestoredState",
-        dest="allow_non_restored_state",
-        action="store_true",
-        help="with -s: start even if the savepoint holds state that no vertex of the job claims",
-    )
-    run.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
-    run.set_defaults(handler=_cmd_run)
-
-    list_ = add("list", "List jobs (by default those not finished yet).", address)
-    which = list_.add_mutually_exclusive_group()
-    which.add_argument("-a", "--all", action="store_true", help="all jobs, finished ones included")
-    which.add_argument("-r", "--running", action="store_true", help="only running jobs")
-    list_.add_argument("--json", action="store_true", help="print the REST API's JSON")
-    list_.set_defaults(handler=_cmd_list)
-
-    info = add("info", "Show a job: state, vertices, root exception.", address)
-    info.add_argument("job_id", metavar="JOB_ID")
-    info.add_argument("--json", action="store_true", help="print the REST API's JSON")
-    info.set_defaults(handler=_cmd_info)
-
-    cancel = add("cancel", "Cancel a job.", address)
-    cancel.add_argument("job_id", metavar="JOB_ID")
-    cancel.set_defaults(handler=_cmd_cancel)
-
-    wait_help = "give up waiting after this many seconds (default: wait until the savepoint is written)"
-    savepoint = add("savepoint", "Trigger a savepoint of a running job and wait until it is written.", address)
-    savepoint.add_argument("job_id", metavar="JOB_ID")
-    savepoint.add_argument(
-        "target_directory",
-        metavar="TARGET_DIRECTORY",
-        nargs="?",
-        help="directory for the savepoint (default: state.savepoints.dir of the JobManager)",
-    )
-    savepoint.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
-    savepoint.set_defaults(handler=_cmd_savepoint)
-
-    stop = add("stop", "Stop a running job with a savepoint; resume it later with run -s.", address)
-    stop.add_argument(
-        "-p",
-        "--savepointPath",
-        dest="savepoint_path",
-        metavar="DIR",
-        help="directory for the savepoint (default: state.savepoints.dir of the JobManager)",
-    )
-    stop.add_argument(
-        "-d", "--drain", action="store_true", help="let the sources reach the end of their input before stopping"
-    )
-    stop.add_argument("job_id", metavar="JOB_ID")
-    stop.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
-    stop.set_defaults(handler=_cmd_stop)
-    return parser
-
-
 # -- entry point ---------------------------------------------------------------------------------
 
 
@@ -256,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version, or a usage error argparse reported
         return exc.code if isinstance(exc.code, int) else (EXIT_OK if exc.code is None else EXIT_USAGE)
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    handler = _COMMANDS[args.command]
     try:
         return handler(args)
     except CliError as exc:
@@ -644,3 +489,17 @@ def _await_savepoint(client: JobClient, job_id: str, request_id: str, timeout: f
 
 if __name__ == "__main__":  # `python -m flink_runtime.client.cli`, as StandaloneCluster starts it
     sys.exit(main())
+
+
+# What each subcommand of cli_arguments.build_parser runs.
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "jobmanager": _cmd_jobmanager,
+    "taskmanager": _cmd_taskmanager,
+    "minicluster": _cmd_minicluster,
+    "run": _cmd_run,
+    "list": _cmd_list,
+    "info": _cmd_info,
+    "cancel": _cmd_cancel,
+    "savepoint": _cmd_savepoint,
+    "stop": _cmd_stop,
+}
