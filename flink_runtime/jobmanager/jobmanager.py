@@ -39,11 +39,12 @@ from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
-from flink_runtime.jobmanager.jobmaster import JobMaster, UnknownExecution
+from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
+from flink_runtime.jobmanager.task_reports import UnknownExecution
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (

@@ -23,6 +23,8 @@ best alone are in their own modules, as mixins of the JobMaster:
   execution_deployment.py  slots and SubmitTask (Flink's ExecutionDeployer)
   job_checkpoints.py       savepoint requests and the CheckpointedJob view
   rounds.py                continuous sources, which run the graph in rounds
+  task_reports.py          what TaskManagers report: task states, split requests,
+                           finished partitions, reconciliation
 
 and the decisions that need no job at all are in scheduler/ (strategy, failover,
 slots, source splits, exception history) and deployment/ (task descriptors).
@@ -49,7 +51,6 @@ from flink_runtime.executiongraph import (
     JobStatus,
 )
 from flink_runtime.invokable import Prepared
-from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.execution_deployment import ExecutionDeployment
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway, supervised
@@ -57,6 +58,7 @@ from flink_runtime.jobmanager.job_checkpoints import JobCheckpoints
 from flink_runtime.jobmanager.operation_requests import OperationRequests
 from flink_runtime.jobmanager.rounds import ContinuousRounds
 from flink_runtime.jobmanager.submission import SubmissionWaiters
+from flink_runtime.jobmanager.task_reports import TaskReports
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
@@ -74,10 +76,10 @@ from flink_runtime.scheduler.exception_history import (
 from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
-from flink_runtime.scheduler.strategy import consumers_ready, sources_to_restart, vertices_to_start
+from flink_runtime.scheduler.strategy import sources_to_restart, vertices_to_start
 
 if TYPE_CHECKING:
-    from flink_runtime.io.metrics import IOMetrics
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +91,7 @@ class RecoveryGivenUp(RuntimeError):
     """The job was recovered too often without reaching RUNNING."""
 
 
-class UnknownExecution(LookupError):
-    """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
-
-
-class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
+class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskReports):
     """One job: its ExecutionGraph, status and the pieces that act on them (see the module
     docstring); the mixins are the parts kept in modules of their own."""
 
@@ -418,58 +416,6 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
     def _total_subtasks(self) -> int:
         return self.graph.total_subtasks if self.graph is not None else 0
 
-    # -- messages from TaskManagers --------------------------------------------------------------
-
-    def update_task_execution_state(
-        self,
-        execution_id: str,
-        state: ExecutionState,
-        error: str | None,
-        state_handle: dict[str, Any] | None = None,
-        io_metrics: IOMetrics | None = None,
-    ) -> bool:
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is None:
-            return False
-        if state is _E.FINISHED and state_handle is not None:
-            self.tracker.final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
-        if io_metrics is not None and state.is_terminal and execution.state.can_transition_to(state):
-            # Before the transition: the last one ends the job, whose final snapshot shows them.
-            execution.io_metrics = io_metrics
-        return self._set_execution_state(execution, state, error)
-
-    def request_next_input_split(
-        self, execution_id: str, host: str | None, completed_split: int | None = None
-    ) -> InputSplit | None:
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is None or execution.is_terminal:
-            # Told "no split left", such a task would commit what it has as if complete.
-            state = "unknown" if execution is None else execution.state.value
-            raise UnknownExecution(f"execution {execution_id} of job {self.job_id} is {state}: it must stop")
-        if self.status is not JobStatus.RUNNING or execution.state is _E.CANCELING:
-            return None  # being cancelled: the task stops, and its partitions are never used
-        vertex = execution.vertex
-        stopping = self._stop_request is not None
-        return self.splits.next_split(
-            vertex.job_vertex.id, execution_id, vertex.subtask_index, host, completed_split, stopping
-        )
-
-    def schedule_or_update_consumers(self, partition_id: str, location: str, execution_id: str) -> str | None:
-        """A producer committed a partition; deploy consumers whose inputs are now complete."""
-        partition = self.graph.partition(partition_id) if self.graph is not None else None
-        if partition is None:
-            return f"unknown partition {partition_id}"
-        producer = partition.producer.current_execution
-        if producer.attempt_id != execution_id or producer.state not in _DEPLOYED:
-            return (
-                f"partition {partition_id} reported by execution {execution_id}, which is not the running "
-                f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
-            )
-        self._partition_locations[partition_id] = location
-        if partition.mark_finished() and self.status is JobStatus.RUNNING:
-            self._schedule_all(consumers_ready(partition))
-        return None
-
     # -- execution state changes (all go through here) --------------------------------------------
 
     def _set_execution_state(self, execution: Execution, state: ExecutionState, error: str | None = None) -> bool:
@@ -533,20 +479,3 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds):
     @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
-
-    # -- reconciliation with what TaskManagers report (jobmanager/resource_manager.py) ------------
-
-    def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
-        """This job's current attempts on a TaskManager that have not ended, by attempt id."""
-        if self.graph is None or self._active_executions <= 0:  # nothing left running: skip the walk
-            return {}
-        executions = (vertex.current_execution for vertex in self.graph.all_execution_vertices())
-        return {e.attempt_id: e.state for e in executions if e.task_manager_id == task_manager_id and not e.is_terminal}
-
-    @supervised
-    def fail_execution(self, execution_id: str, reason: str) -> None:
-        """Fail a current attempt the JobManager found lost (its TaskManager is gone, or no
-        longer runs it); the restart strategy decides what follows."""
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is not None and not execution.is_terminal:
-            self._fail_execution(execution, reason)
