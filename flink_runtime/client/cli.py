@@ -487,10 +487,6 @@ def _await_savepoint(client: JobClient, job_id: str, request_id: str, timeout: f
         raise
 
 
-if __name__ == "__main__":  # `python -m flink_runtime.client.cli`, as StandaloneCluster starts it
-    sys.exit(main())
-
-
 # What each subcommand of cli_arguments.build_parser runs.
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "jobmanager": _cmd_jobmanager,
@@ -503,3 +499,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "savepoint": _cmd_savepoint,
     "stop": _cmd_stop,
 }
+
+
+if __name__ == "__main__":  # `python -m flink_runtime.client.cli`, as StandaloneCluster starts it
+    sys.exit(main())

@@ -227,3 +227,13 @@ def test_allow_non_restored_state_without_a_savepoint_is_a_usage_error(
     assert code == cli.EXIT_USAGE
     assert err == "error: -n/--allowNonRestoredState needs -s/--fromSavepoint PATH\n"
     assert rest.requests == []
+
+
+def test_every_subcommand_has_a_command_to_run() -> None:
+    import argparse
+
+    from flink_runtime.client import cli
+    from flink_runtime.client.cli_arguments import build_parser
+
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    assert set(subcommands.choices) == set(cli._COMMANDS)  # noqa: SLF001
