@@ -304,14 +304,21 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
             f"JobManager {message.jobmanager_id or '<none>'}, not by this JobManager ({self.jobmanager_id})"
         )
 
-    @handles(UpdateTaskExecutionState)
-    def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
+    def _addressed_job(
+        self, message: UpdateTaskExecutionState | RequestNextInputSplit | ScheduleOrUpdateConsumers
+    ) -> JobMaster | str:
+        """The live job a task's report is about, or why the report is refused (a str)."""
         stale = self._stale_sender(message)
         if stale is not None:
-            return Acknowledge(ok=False, reason=stale)
+            return stale
         job = self.jobs.get(message.job_id)
-        if job is None:
-            return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
+        return job if job is not None else f"unknown job {message.job_id}"
+
+    @handles(UpdateTaskExecutionState)
+    def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
+        job = self._addressed_job(message)
+        if isinstance(job, str):
+            return Acknowledge(ok=False, reason=job)
         try:
             state = ExecutionState(message.state)
         except ValueError:
@@ -325,27 +332,21 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit | RpcError:
         # An error, not "no split left": a task told it is done would commit partial output.
-        refused = self._stale_sender(message)
-        job = self.jobs.get(message.job_id)
-        if refused is None and job is None:
-            refused = f"unknown job {message.job_id}"
-        if refused is None:
-            try:
-                return NextInputSplit(
-                    split=job.request_next_input_split(message.execution_id, message.host, message.completed_split)
-                )
-            except UnknownExecution as exc:
-                refused = str(exc)
-        return RpcError(error=refused)
+        job = self._addressed_job(message)
+        if isinstance(job, str):
+            return RpcError(error=job)
+        try:
+            return NextInputSplit(
+                split=job.request_next_input_split(message.execution_id, message.host, message.completed_split)
+            )
+        except UnknownExecution as exc:
+            return RpcError(error=str(exc))
 
     @handles(ScheduleOrUpdateConsumers)
     def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
-        stale = self._stale_sender(message)
-        if stale is not None:
-            return Acknowledge(ok=False, reason=stale)
-        job = self.jobs.get(message.job_id)
-        if job is None:
-            return Acknowledge(ok=False, reason=f"unknown job {message.job_id}")
+        job = self._addressed_job(message)
+        if isinstance(job, str):
+            return Acknowledge(ok=False, reason=job)
         problem = job.schedule_or_update_consumers(message.partition_id, message.location, message.execution_id)
         return Acknowledge(ok=problem is None, reason=problem or "")
 
