@@ -55,7 +55,7 @@ class Cli:
         return Run(done, time.monotonic() - began)
 
 
-@dataclass(repr=False)
+@dataclass
 class Run:
     done: subprocess.CompletedProcess[str]
     seconds: float
@@ -68,8 +68,12 @@ class Run:
     def output(self) -> str:
         return self.done.stdout + self.done.stderr
 
-    def __repr__(self) -> str:  # what a failing assertion shows
-        return f"`{' '.join(self.done.args)}` exited {self.code} after {self.seconds:.1f} s:\n{self.output}"
+    @property
+    def why(self) -> str:
+        """For a failing assertion: the command, its exit, and its output without stack frames."""
+        lines = [line for line in self.output.splitlines() if not line.startswith(("\tat ", "\t... "))]
+        text = "\n".join(lines)
+        return f"`{' '.join(self.done.args)}` exited {self.code} after {self.seconds:.1f} s:\n{text}"
 
 
 def host_port(rest_url: str) -> str:
@@ -165,29 +169,29 @@ def wait_for(client: JobClient, job_id: str, state: str, timeout: float = 30.0) 
 def test_list_shows_the_running_job(flink: Cli, streaming: tuple[str, str]) -> None:
     job_id, name = streaming
     run = flink("list")
-    assert run.code == 0, run
-    assert "------------------ Running/Restarting Jobs -------------------" in run.output, run
+    assert run.code == 0, run.why
+    assert "------------------ Running/Restarting Jobs -------------------" in run.output, run.why
     line = re.search(LIST_LINE.format(jid=job_id, name=re.escape(name), state="RUNNING"), run.output, re.M)
-    assert line, run
+    assert line, run.why
     # The start time is Flink's epoch milliseconds: seconds would print a date in 1970.
     started = datetime.strptime(line.group(1), "%d.%m.%Y %H:%M:%S")
-    assert abs((datetime.now() - started).total_seconds()) < 24 * 3600, run
-    assert "No scheduled jobs." in run.output, run
+    assert abs((datetime.now() - started).total_seconds()) < 24 * 3600, run.why
+    assert "No scheduled jobs." in run.output, run.why
 
 
 def test_list_running_only(flink: Cli, streaming: tuple[str, str]) -> None:
     job_id, name = streaming
     run = flink("list", "-r")
-    assert run.code == 0, run
-    assert re.search(LIST_LINE.format(jid=job_id, name=re.escape(name), state="RUNNING"), run.output, re.M), run
-    assert "Scheduled Jobs" not in run.output and "Terminated Jobs" not in run.output, run
+    assert run.code == 0, run.why
+    assert re.search(LIST_LINE.format(jid=job_id, name=re.escape(name), state="RUNNING"), run.output, re.M), run.why
+    assert "Scheduled Jobs" not in run.output and "Terminated Jobs" not in run.output, run.why
 
 
 def test_list_scheduled_only(flink: Cli, streaming: tuple[str, str]) -> None:
     run = flink("list", "-s")
-    assert run.code == 0, run
-    assert "No scheduled jobs." in run.output, run
-    assert streaming[0] not in run.output, run
+    assert run.code == 0, run.why
+    assert "No scheduled jobs." in run.output, run.why
+    assert streaming[0] not in run.output, run.why
 
 
 # -- savepoint, checkpoint -------------------------------------------------------------------------
@@ -196,13 +200,13 @@ def test_list_scheduled_only(flink: Cli, streaming: tuple[str, str]) -> None:
 def test_savepoint_prints_its_path_and_writes_it(flink: Cli, streaming: tuple[str, str], tmp_path: Path) -> None:
     job_id, _ = streaming
     run = flink("savepoint", job_id, str(tmp_path / "savepoints"))
-    assert run.code == 0, run
-    assert f"Triggering savepoint for job {job_id}." in run.output, run
+    assert run.code == 0, run.why
+    assert f"Triggering savepoint for job {job_id}." in run.output, run.why
     path = re.search(r"^Savepoint completed\. Path: (\S+)$", run.output, re.M)
-    assert path, run
-    assert local_path(path.group(1)).parent == tmp_path / "savepoints", run
-    assert (local_path(path.group(1)) / "_metadata").is_file(), run
-    assert "You can resume your program from this savepoint with the run command." in run.output, run
+    assert path, run.why
+    assert local_path(path.group(1)).parent == tmp_path / "savepoints", run.why
+    assert (local_path(path.group(1)) / "_metadata").is_file(), run.why
+    assert "You can resume your program from this savepoint with the run command." in run.output, run.why
 
 
 def test_savepoint_to_the_clusters_default_directory(
@@ -210,11 +214,11 @@ def test_savepoint_to_the_clusters_default_directory(
 ) -> None:
     job_id, _ = streaming
     run = flink("savepoint", job_id)
-    assert run.code == 0, run
+    assert run.code == 0, run.why
     path = re.search(r"^Savepoint completed\. Path: (\S+)$", run.output, re.M)
-    assert path, run
-    assert local_path(path.group(1)).parent == dirs["savepoints"], run
-    assert (local_path(path.group(1)) / "_metadata").is_file(), run
+    assert path, run.why
+    assert local_path(path.group(1)).parent == dirs["savepoints"], run.why
+    assert (local_path(path.group(1)) / "_metadata").is_file(), run.why
 
 
 def test_a_savepoint_that_cannot_be_written_fails_quickly_with_the_reason(
@@ -222,11 +226,45 @@ def test_a_savepoint_that_cannot_be_written_fails_quickly_with_the_reason(
 ) -> None:
     job_id, _ = streaming
     run = flink("savepoint", job_id, "file:///proc/nope", timeout=90)
-    assert run.code != 0, run
-    assert f"Failed to trigger a savepoint for the job {job_id}." in run.output, run
+    assert run.code != 0, run.why
+    assert f"Failed to trigger a savepoint for the job {job_id}." in run.output, run.why
     assert "/proc/nope" in run.output, run  # the reason: where it could not write
-    assert run.seconds < QUICK, run
+    assert run.seconds < QUICK, run.why
     assert client.status(job_id).value == "RUNNING"
+
+
+def writable_but_too_deep(root: Path) -> Path:
+    """A directory that takes the JobManager's write probe (`<dir>/.probe-xxxxxxxx`) but not
+    a savepoint (`<dir>/.savepoint-<6>-<12>.inprogress/...`): its path is 4070 of the 4095
+    bytes Linux allows, so the savepoint fails after its trigger was accepted, as a full
+    disk or a lost mount would, and even for root (who may write anywhere)."""
+    deep = root / "deep"
+    while len(str(deep)) < 4070 - 201:
+        deep = deep / ("d" * 200)
+    deep = deep / ("e" * (4070 - len(str(deep)) - 1))
+    deep.mkdir(parents=True)
+    return deep
+
+
+@pytest.mark.parametrize("verb", ["savepoint", "stop"])
+def test_a_savepoint_that_fails_after_its_trigger_fails_quickly_with_the_reason(
+    flink: Cli, client: JobClient, streaming: tuple[str, str], tmp_path: Path, verb: str
+) -> None:
+    """Accepted (202), then failed: the CLI reads the reason from the operation's
+    `failure-cause`, which it decodes from its `serialized-throwable` only."""
+    job_id, _ = streaming
+    target = str(writable_but_too_deep(tmp_path))
+    args = ["savepoint", job_id, target] if verb == "savepoint" else ["stop", "--savepointPath", target, job_id]
+    run = flink(*args, timeout=120)
+    assert run.code != 0, run.why
+    headline = {
+        "savepoint": f"Failed to trigger a savepoint for the job {job_id}.",
+        "stop": f'Could not stop with a savepoint job "{job_id}".',
+    }[verb]
+    assert headline in run.output, run.why
+    assert "File name too long" in run.output, run.why  # the reason, not the CLI's timeout
+    assert run.seconds < QUICK, run.why
+    assert client.status(job_id).value == "RUNNING"  # as in Flink, a failed stop leaves it running
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["configured", "full"])
@@ -235,13 +273,13 @@ def test_checkpoint_prints_the_completed_checkpoint(
 ) -> None:
     job_id, _ = streaming
     run = flink("checkpoint", *(["--full"] if full else []), job_id)
-    assert run.code == 0, run
-    assert f"Triggering checkpoint for job {job_id}." in run.output, run
+    assert run.code == 0, run.why
+    assert f"Triggering checkpoint for job {job_id}." in run.output, run.why
     kind = r"Checkpoint\(FULL\)" if full else "Checkpoint"
     done = re.search(rf"^{kind} (\d+) for job {job_id} completed\.$", run.output, re.M)
-    assert done, run
+    assert done, run.why
     completed = {c["id"] for c in client.checkpoints(job_id)["history"] if c["status"] == "COMPLETED"}
-    assert int(done.group(1)) in completed, (run, completed)
+    assert int(done.group(1)) in completed, (run.why, completed)
 
 
 # -- stop, cancel ----------------------------------------------------------------------------------
@@ -254,13 +292,13 @@ def test_stop_with_a_savepoint_path_finishes_the_job(
     job_id = start_continuous(client, tmp_path, f"cli stop {'drain' if drain else 'suspend'}")
     target = f"file://{tmp_path / 'savepoints'}"
     run = flink("stop", *(["--drain"] if drain else []), "--savepointPath", target, job_id)
-    assert run.code == 0, run
+    assert run.code == 0, run.why
     verb = "Draining" if drain else "Suspending"
-    assert f'{verb} job "{job_id}" with a CANONICAL savepoint.' in run.output, run
+    assert f'{verb} job "{job_id}" with a CANONICAL savepoint.' in run.output, run.why
     path = re.search(r"^Savepoint completed\. Path: (\S+)$", run.output, re.M)
-    assert path, run
-    assert local_path(path.group(1)).parent == tmp_path / "savepoints", run
-    assert (local_path(path.group(1)) / "_metadata").is_file(), run
+    assert path, run.why
+    assert local_path(path.group(1)).parent == tmp_path / "savepoints", run.why
+    assert (local_path(path.group(1)) / "_metadata").is_file(), run.why
     assert wait_for(client, job_id, "FINISHED") == "FINISHED"
 
 
@@ -268,8 +306,8 @@ def test_cancel_cancels_the_job(flink: Cli, client: JobClient) -> None:
     job_id = client.submit(sleep_job(600, name="cli cancel"))
     assert wait_for(client, job_id, "RUNNING") == "RUNNING"
     run = flink("cancel", job_id)
-    assert run.code == 0, run
-    assert f"Cancelling job {job_id}." in run.output and f"Cancelled job {job_id}." in run.output, run
+    assert run.code == 0, run.why
+    assert f"Cancelling job {job_id}." in run.output and f"Cancelled job {job_id}." in run.output, run.why
     assert wait_for(client, job_id, "CANCELED") == "CANCELED"
 
 
@@ -278,12 +316,12 @@ def test_list_all_shows_terminated_jobs(flink: Cli, client: JobClient, streaming
     finished = client.submit(graph)
     assert client.wait(finished, timeout=60).value == "FINISHED"
     run = flink("list", "-a")
-    assert run.code == 0, run
+    assert run.code == 0, run.why
     running, _, terminated = run.output.partition("---------------------- Terminated Jobs -----------------------")
-    assert terminated, run
+    assert terminated, run.why
     job_id, name = streaming
-    assert re.search(LIST_LINE.format(jid=job_id, name=re.escape(name), state="RUNNING"), running, re.M), run
-    assert re.search(LIST_LINE.format(jid=finished, name="cli finished", state="FINISHED"), terminated, re.M), run
+    assert re.search(LIST_LINE.format(jid=job_id, name=re.escape(name), state="RUNNING"), running, re.M), run.why
+    assert re.search(LIST_LINE.format(jid=finished, name="cli finished", state="FINISHED"), terminated, re.M), run.why
 
 
 # -- refusals --------------------------------------------------------------------------------------
@@ -299,12 +337,12 @@ def test_list_all_shows_terminated_jobs(flink: Cli, client: JobClient, streaming
 )
 def test_an_unknown_job_fails_quickly_and_says_so(flink: Cli, verb: str, headline: str) -> None:
     run = flink(verb, UNKNOWN_JOB, timeout=90)
-    assert run.code != 0, run
-    assert headline in run.output, run
+    assert run.code != 0, run.why
+    assert headline in run.output, run.why
     # The cause the server gave, not a timeout or a parse error of its answer.
-    assert re.search(r"not (be )?found", run.output, re.I), run
-    assert "TimeoutException" not in run.output, run
-    assert run.seconds < QUICK, run
+    assert re.search(r"not (be )?found", run.output, re.I), run.why
+    assert "TimeoutException" not in run.output, run.why
+    assert run.seconds < QUICK, run.why
 
 
 # -- a cluster with a REST token -------------------------------------------------------------------
@@ -320,10 +358,10 @@ def guarded(home: Path, dirs: dict[str, Path]) -> Iterator[Cli]:
 
 def test_without_the_token_the_cli_is_told_authentication_is_required(guarded: Cli) -> None:
     run = guarded("list", timeout=90)
-    assert run.code != 0, run
-    assert "401" in run.output or "Authentication required" in run.output, run
-    assert "security.rest.token" in run.output, run
-    assert run.seconds < QUICK, run
+    assert run.code != 0, run.why
+    assert "401" in run.output or "Authentication required" in run.output, run.why
+    assert "security.rest.token" in run.output, run.why
+    assert run.seconds < QUICK, run.why
 
 
 def test_the_cli_sends_the_token_from_flink_rest_client_headers(guarded: Cli) -> None:
@@ -331,5 +369,5 @@ def test_the_cli_sends_the_token_from_flink_rest_client_headers(guarded: Cli) ->
     `Name:value` a line) to every request (ClientUtils.readHeadersFromEnvironmentVariable);
     there is no configuration key for them."""
     run = guarded("list", "-a", env={"FLINK_REST_CLIENT_HEADERS": f"Authorization:Bearer {TOKEN}"})
-    assert run.code == 0, run
-    assert "No running jobs." in run.output, run
+    assert run.code == 0, run.why
+    assert "No running jobs." in run.output, run.why
