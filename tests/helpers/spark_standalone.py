@@ -53,8 +53,8 @@ def spark_standalone(work: Path, cores: int, memory: str) -> Iterator[SparkStand
             try:
                 if cluster.state().get("aliveworkers") == 1:
                     break
-            except httpx.HTTPError:
-                pass
+            except (httpx.HTTPError, ValueError):
+                pass  # not listening yet, or its web UI answers 404 HTML until /json/ is mounted
             if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
                 logs = "\n".join((work / f"{n}.log").read_text()[-2000:] for n in commands)
                 raise RuntimeError(f"the Spark standalone master and worker did not start:\n{logs}")
