@@ -153,10 +153,8 @@ def send(
 
     try:
         response = policy.retrying(idempotent, sleep)(attempt)
-    except RetryableAnswer as exc:
-        response = exc.response
-    except httpx.TransportError as exc:
-        raise ClusterUnreachable(str(client.base_url).rstrip("/"), exc) from exc
+    except (RetryableAnswer, httpx.TransportError) as exc:
+        response = _last_answer(exc, client.base_url)
     if check_status:
         raise_for_status(response)
     return response
@@ -180,13 +178,18 @@ async def a_send(
 
     try:
         response = await policy.async_retrying(idempotent, sleep)(attempt)
-    except RetryableAnswer as exc:
-        response = exc.response
-    except httpx.TransportError as exc:
-        raise ClusterUnreachable(str(client.base_url).rstrip("/"), exc) from exc
+    except (RetryableAnswer, httpx.TransportError) as exc:
+        response = _last_answer(exc, client.base_url)
     if check_status:
         raise_for_status(response)
     return response
+
+
+def _last_answer(error: RetryableAnswer | httpx.TransportError, base_url: httpx.URL) -> httpx.Response:
+    """After the last attempt: its answer, or ClusterUnreachable when there was none."""
+    if isinstance(error, RetryableAnswer):
+        return error.response
+    raise ClusterUnreachable(str(base_url).rstrip("/"), error) from error
 
 
 def _retry_if_unhandled(response: httpx.Response, idempotent: bool) -> httpx.Response:
