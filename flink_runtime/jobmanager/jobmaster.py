@@ -108,6 +108,8 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
         self.graph: ExecutionGraph | None = None
         self.exceptions: list[ExceptionEntry] = []
+        # Failovers so far, regional and full (Flink's numRestarts).
+        self.num_restarts = 0
         self._slots = ExecutionSlotAllocator(
             self.job_id,
             lambda request_id: gateway.request_slot(self, request_id, []),
@@ -308,6 +310,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         if self.status is not JobStatus.RUNNING or vertex.current_execution is not failed:
             return  # the job moved on (cancelled, failed, fully restarted) meanwhile
         vertex.reset_for_new_execution()
+        self.num_restarts += 1
         self._active_executions += 1
         self._schedule(vertex)
 
@@ -321,6 +324,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         if self.status is not JobStatus.RESTARTING:
             return
         self._reset_all_executions()
+        self.num_restarts += 1
         # Completed splits' chunks stay committed: the new attempts skip them.
         self.splits.restart()
         self._transition(JobStatus.RUNNING)

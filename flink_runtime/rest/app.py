@@ -1,7 +1,8 @@
 """The REST API (FastAPI), with Flink REST API v1 paths and field names.
 
 One router per concept: the cluster (cluster_routes), jobs (job_routes), savepoints
-and checkpoints (operation_routes) and job libraries (blob_routes). Every error
+and checkpoints (operation_routes), metrics (metric_routes) and job libraries
+(blob_routes). Every error
 answers `{"errors": [...]}` with a 4xx/5xx status, as Flink's REST API does
 (rest/errors.py). The guard in front (rest/guard.py) authenticates, bounds requests
 and strips Flink's `/v1` prefix before routing.
@@ -23,6 +24,7 @@ from flink_runtime.rest.blob_routes import blob_routes
 from flink_runtime.rest.cluster_routes import cluster_routes
 from flink_runtime.rest.errors import install_error_handlers
 from flink_runtime.rest.job_routes import job_routes
+from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     app.include_router(cluster_routes(jobmanager))
     app.include_router(job_routes(jobmanager, config.get_seconds(cfg.REST_SUBMIT_WAIT), rest_url))
     app.include_router(operation_routes(jobmanager))
+    app.include_router(metric_routes(jobmanager))
     app.include_router(blob_routes(jobmanager, rest_url))
 
     # OpenAPI: the JobGraph schema is published as a component.

@@ -1,0 +1,79 @@
+"""Metrics of the cluster, its jobs and their tasks, in Flink's names and scopes.
+
+Read from what the JobManager already keeps (no sampling thread, nothing re-read):
+registered TaskManagers and slots, job status and restarts, checkpoint statistics, and
+the I/O each task attempt reported with its final state (flink_runtime/io/metrics.py).
+REST serves them as Flink's metric endpoints and as Prometheus text (rest/metric_routes.py).
+
+Scopes, as Flink's:
+  jobmanager        numRegisteredTaskManagers, taskSlotsTotal, taskSlotsAvailable, numRunningJobs
+  job               uptime, downtime, numRestarts, lastCheckpointDuration, lastCheckpointSize,
+                    numberOfCompletedCheckpoints, numberOfFailedCheckpoints, ...
+  task (subtask)    numRecordsIn, numRecordsOut, numBytesIn, numBytesOut, accumulateBusyTimeMs,
+                    accumulateIdleTimeMs, accumulateBackPressuredTimeMs, numSplitsProcessed
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from flink_runtime.executiongraph import ExecutionVertex, JobStatus, subtask_io_metrics
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+Metrics = dict[str, float]
+
+
+def jobmanager_metrics(jobmanager: JobManager) -> Metrics:
+    running = sum(1 for job in jobmanager.jobs.values() if not job.status.is_globally_terminal)
+    return {
+        "numRegisteredTaskManagers": len(jobmanager.task_managers),
+        "taskSlotsTotal": jobmanager.slot_pool.total_slots,
+        "taskSlotsAvailable": jobmanager.slot_pool.free_slots,
+        "numRunningJobs": running,
+    }
+
+
+def job_metrics(job: JobMaster, now: float | None = None) -> Metrics:
+    """Uptime is the time since the job last switched to RUNNING (0 unless RUNNING);
+    downtime the time it has been failing or restarting since."""
+    now = time.time() if now is None else now
+    running_since = job.status_timestamps.get(JobStatus.RUNNING)
+    uptime = (now - running_since) * 1000 if job.status is JobStatus.RUNNING and running_since else 0.0
+    troubled = job.status in (JobStatus.FAILING, JobStatus.RESTARTING)
+    since = job.status_timestamps.get(job.status)
+    checkpoints = job.coordinator.statistics()
+    counts = checkpoints["counts"]
+    latest = checkpoints["latest"]["completed"] or {}
+    return {
+        "uptime": uptime,
+        "downtime": (now - since) * 1000 if troubled and since else 0.0,
+        "numRestarts": job.num_restarts,
+        "totalNumberOfCheckpoints": counts["total"],
+        "numberOfInProgressCheckpoints": counts["in_progress"],
+        "numberOfCompletedCheckpoints": counts["completed"],
+        "numberOfFailedCheckpoints": counts["failed"],
+        "lastCheckpointDuration": latest.get("end_to_end_duration", -1),
+        "lastCheckpointSize": latest.get("checkpointed_size", -1),
+    }
+
+
+def subtask_metrics(job: JobMaster, vertex: ExecutionVertex) -> Metrics:
+    """One subtask's counts so far: earlier rounds plus its current attempt once it
+    reported (attempts report with their final state)."""
+    io, _ = subtask_io_metrics(vertex)
+    progress = job.split_progress.get(vertex.job_vertex.id)
+    splits = sum(1 for subtask in (progress.completed.values() if progress else ()) if subtask == vertex.subtask_index)
+    return {
+        "numRecordsIn": io.records_in,
+        "numRecordsOut": io.records_out,
+        "numBytesIn": io.bytes_in,
+        "numBytesOut": io.bytes_out,
+        "accumulateBusyTimeMs": io.busy_ms,
+        "accumulateIdleTimeMs": io.idle_ms,
+        "accumulateBackPressuredTimeMs": 0,
+        "numSplitsProcessed": splits,
+    }

@@ -1,0 +1,157 @@
+"""REST: metrics (jobmanager/metrics.py) as Flink's metric endpoints and as Prometheus text.
+
+Flink's metric endpoints answer a list: without `get`, the names there are
+(`[{"id": "numRunningJobs"}, ...]`); with `get=a,b`, those metrics' values as text
+(`[{"id": "a", "value": "3"}]`). Per-vertex metrics are named `<subtask>.<metric>`;
+`/subtasks/metrics` aggregates a metric over the subtasks (`min`, `max`, `avg`, `sum`,
+narrowed with `agg=`). An unknown name is left out of the answer, as Flink does.
+
+`GET /metrics` is the Prometheus exposition of the same values (prometheus_client), with
+the names and labels of Flink's Prometheus reporter: `flink_jobmanager_<metric>`,
+`flink_jobmanager_job_<metric>{job_id, job_name}` and
+`flink_taskmanager_job_task_<metric>{job_id, job_name, task_id, task_name, subtask_index}`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from flink_runtime.jobmanager import metrics
+from flink_runtime.rest.errors import RestError
+
+if TYPE_CHECKING:
+    from flink_runtime.executiongraph import ExecutionJobVertex
+    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+
+AGGREGATIONS = ("min", "max", "avg", "sum")
+_GET = Query(None, description="Comma-separated metric names; without it, the names available.")
+
+
+def metric_list(values: dict[str, float], get: str | None) -> list[dict[str, str]]:
+    """Flink's MetricCollectionResponseBody."""
+    if get is None:
+        return [{"id": name} for name in values]
+    wanted = [name.strip() for name in get.split(",") if name.strip()]
+    return [{"id": name, "value": _text(values[name])} for name in wanted if name in values]
+
+
+def aggregated_list(per_subtask: list[dict[str, float]], get: str | None, agg: str | None) -> list[dict[str, Any]]:
+    """Flink's AggregatedMetricsResponseBody: each metric over the subtasks."""
+    names = list(per_subtask[0]) if per_subtask else []
+    if get is None:
+        return [{"id": name} for name in names]
+    kinds = [kind.strip() for kind in (agg or ",".join(AGGREGATIONS)).split(",") if kind.strip()]
+    unknown = [kind for kind in kinds if kind not in AGGREGATIONS]
+    if unknown:
+        raise RestError(400, f"agg may name {', '.join(AGGREGATIONS)}; got {', '.join(unknown)}.")
+    answer = []
+    for name in (name.strip() for name in get.split(",")):
+        if name not in names:
+            continue
+        values = [float(subtask[name]) for subtask in per_subtask]
+        figures = {"min": min(values), "max": max(values), "avg": sum(values) / len(values), "sum": sum(values)}
+        answer.append({"id": name, **{kind: figures[kind] for kind in kinds}})
+    return answer
+
+
+def _text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def metric_routes(jobmanager: JobManager) -> APIRouter:
+    router = APIRouter()
+
+    def job_or_404(job_id: str) -> JobMaster:
+        job = jobmanager.jobs.get(job_id)
+        if job is None:
+            raise RestError(404, f"Job {job_id} not found (metrics are kept for jobs of this JobManager run).")
+        return job
+
+    def vertex_or_404(job: JobMaster, vertex_id: str) -> ExecutionJobVertex:
+        ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
+        if ejv is None:
+            raise RestError(404, f"Job {job.job_id} has no vertex {vertex_id!r}.")
+        return ejv
+
+    def subtasks(job: JobMaster, ejv: ExecutionJobVertex) -> list[dict[str, float]]:
+        return [metrics.subtask_metrics(job, vertex) for vertex in ejv.task_vertices]
+
+    @router.get("/jobmanager/metrics", summary="The JobManager's metrics (Flink's names)")
+    async def jobmanager_metrics(get: str | None = _GET) -> list[dict[str, str]]:
+        return metric_list(metrics.jobmanager_metrics(jobmanager), get)
+
+    @router.get("/jobs/{job_id}/metrics", summary="A job's metrics: uptime, restarts, checkpoints")
+    async def job_metrics(job_id: str, get: str | None = _GET) -> list[dict[str, str]]:
+        return metric_list(metrics.job_metrics(job_or_404(job_id)), get)
+
+    @router.get("/jobs/{job_id}/vertices/{vertex_id}/metrics", summary="A vertex's metrics, <subtask>.<name>")
+    async def vertex_metrics(job_id: str, vertex_id: str, get: str | None = _GET) -> list[dict[str, str]]:
+        job = job_or_404(job_id)
+        per_subtask = subtasks(job, vertex_or_404(job, vertex_id))
+        values = {f"{index}.{name}": value for index, m in enumerate(per_subtask) for name, value in m.items()}
+        return metric_list(values, get)
+
+    @router.get(
+        "/jobs/{job_id}/vertices/{vertex_id}/subtasks/metrics",
+        summary="A vertex's metrics aggregated over its subtasks (min, max, avg, sum)",
+    )
+    async def subtasks_metrics(
+        job_id: str,
+        vertex_id: str,
+        get: str | None = _GET,
+        agg: str | None = Query(None, description="Comma-separated: min, max, avg, sum (default all)."),
+    ) -> list[dict[str, Any]]:
+        job = job_or_404(job_id)
+        return aggregated_list(subtasks(job, vertex_or_404(job, vertex_id)), get, agg)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_ClusterCollector(jobmanager))
+
+    @router.get("/metrics", summary="Every metric as Prometheus text", response_class=Response)
+    async def prometheus() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return router
+
+
+class _ClusterCollector:
+    """Reads the metrics on each scrape, so a scrape sees the JobManager as it is."""
+
+    def __init__(self, jobmanager: JobManager) -> None:
+        self.jobmanager = jobmanager
+
+    def collect(self) -> Iterator[Metric]:
+        for name, value in metrics.jobmanager_metrics(self.jobmanager).items():
+            yield GaugeMetricFamily(f"flink_jobmanager_{name}", f"Flink's jobmanager {name}", value=value)
+        families: dict[str, GaugeMetricFamily] = {}
+
+        def add(scope: str, name: str, labels: dict[str, str], value: float) -> None:
+            family = families.get(f"{scope}_{name}")
+            if family is None:
+                family = families[f"{scope}_{name}"] = GaugeMetricFamily(
+                    f"{scope}_{name}", f"Flink's {scope} {name}", labels=list(labels)
+                )
+            family.add_metric(list(labels.values()), value)
+
+        for job in self.jobmanager.jobs.values():
+            job_labels = {"job_id": job.job_id, "job_name": job.name}
+            for name, value in metrics.job_metrics(job).items():
+                add("flink_jobmanager_job", name, job_labels, value)
+            for ejv in job.graph.vertices.values() if job.graph is not None else []:
+                for vertex in ejv.task_vertices:
+                    labels = {
+                        **job_labels,
+                        "task_id": ejv.id,
+                        "task_name": ejv.name,
+                        "subtask_index": str(vertex.subtask_index),
+                    }
+                    for name, value in metrics.subtask_metrics(job, vertex).items():
+                        add("flink_taskmanager_job_task", name, labels, value)
+        yield from families.values()
