@@ -30,7 +30,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -46,6 +46,7 @@ from rich.text import Text
 
 from flink_runtime import configuration as cfg
 from flink_runtime.client.cli_arguments import EXIT_USAGE, build_parser
+from flink_runtime.client.cli_output import format_bytes, format_duration, format_time, new_console, styled_state
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
     JobClient,
@@ -66,16 +67,6 @@ EXIT_INTERRUPTED = 130
 
 # `list -r`: jobs that hold (or are about to give back) slots.
 _RUNNING_STATES = {JobStatus.RUNNING, JobStatus.FAILING, JobStatus.RESTARTING, JobStatus.CANCELLING}
-
-_STATE_STYLES = {
-    "FINISHED": "green",
-    "RUNNING": "cyan",
-    "FAILED": "red",
-    "FAILING": "red",
-    "CANCELED": "yellow",
-    "CANCELLING": "yellow",
-    "RESTARTING": "magenta",
-}
 
 # How often an attached `run` refreshes its progress line when no event arrives.
 _REFRESH_SECONDS = 1.0
@@ -164,40 +155,6 @@ def _client(args: argparse.Namespace) -> JobClient:
     return JobClient(url, token=args.token or rest_token(config), verify=client_verify(config))
 
 
-def _console(file: TextIO | None = None) -> Console:
-    # Markup off: job names and exception texts are user data, not rich markup.
-    console = Console(file=file or sys.stdout, markup=False, highlight=False)
-    if not console.is_terminal:
-        # Piped output: do not squeeze tables into 80 columns and break job ids.
-        console = Console(file=file or sys.stdout, markup=False, highlight=False, width=200)
-    return console
-
-
-def _styled_state(state: str) -> Text:
-    return Text(state, style=_STATE_STYLES.get(state, ""))
-
-
-def _format_time(ms: int | None) -> str:
-    if ms is None or ms < 0:
-        return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _format_duration(ms: int | float | None) -> str:
-    if ms is None or ms < 0:
-        return "-"
-    seconds = ms / 1000
-    if seconds < 1:
-        return f"{int(ms)} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
 def _task_counts(details: dict[str, Any]) -> tuple[int, int]:
     """(finished, total) subtasks from GET /jobs/:id."""
     vertices = details.get("vertices", [])
@@ -268,7 +225,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             # Only the id on stdout, so `JOB=$(flink-runtime run -d job.json)` works.
             print(job_id, flush=True)
             return EXIT_OK
-        console = _console()
+        console = new_console()
         console.print(f"Job has been submitted with JobID {job_id}")
         try:
             state = _follow(client, job_id, console)
@@ -284,8 +241,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         finished, total = _task_counts(details)
         summary = Text.assemble(
             f"Job {job_id} ",
-            _styled_state(state.value),
-            f" after {_format_duration(details.get('duration'))} ({finished}/{total} tasks finished).",
+            styled_state(state.value),
+            f" after {format_duration(details.get('duration'))} ({finished}/{total} tasks finished).",
         )
         console.print(summary)
         if state is JobStatus.FINISHED:
@@ -368,7 +325,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"jobs": jobs}, indent=2))
         return EXIT_OK
-    console = _console()
+    console = new_console()
     if not jobs:
         kind = "running " if args.running else "" if args.all else "unfinished "
         console.print(f"No {kind}jobs." + ("" if args.all else " (-a lists finished ones too)"))
@@ -385,9 +342,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
         table.add_row(
             job["jid"],
             job.get("name", ""),
-            _styled_state(job["state"]),
-            _format_time(job.get("start-time")),
-            _format_duration(job.get("duration")),
+            styled_state(job["state"]),
+            format_time(job.get("start-time")),
+            format_duration(job.get("duration")),
             f"{tasks.get('finished', 0)}/{tasks.get('total', 0)}",
         )
     console.print(table)
@@ -402,12 +359,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
             print(json.dumps(details, indent=2))
             return EXIT_OK
         root = _root_exception(client, args.job_id)
-    console = _console()
+    console = new_console()
     finished, total = _task_counts(details)
     console.print(Text.assemble(("Job:      ", "bold"), f"{details.get('name', '')} ({details['jid']})"))
-    console.print(Text.assemble(("State:    ", "bold"), _styled_state(details["state"])))
-    console.print(Text.assemble(("Start:    ", "bold"), _format_time(details.get("start-time"))))
-    console.print(Text.assemble(("Duration: ", "bold"), _format_duration(details.get("duration"))))
+    console.print(Text.assemble(("State:    ", "bold"), styled_state(details["state"])))
+    console.print(Text.assemble(("Start:    ", "bold"), format_time(details.get("start-time"))))
+    console.print(Text.assemble(("Duration: ", "bold"), format_duration(details.get("duration"))))
     console.print(Text.assemble(("Tasks:    ", "bold"), f"{finished}/{total} finished"))
     table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
     table.add_column("VERTEX", overflow="fold")
@@ -416,14 +373,19 @@ def _cmd_info(args: argparse.Namespace) -> int:
     table.add_column("PARALLELISM", no_wrap=True, justify="right")
     table.add_column("FINISHED", no_wrap=True, justify="right")
     table.add_column("DURATION", no_wrap=True, justify="right")
+    table.add_column("RECORDS IN/OUT", no_wrap=True, justify="right")
+    table.add_column("BYTES IN/OUT", no_wrap=True, justify="right")
     for vertex in details.get("vertices", []):
+        io = vertex.get("metrics") or {}
         table.add_row(
             vertex.get("name", ""),
             vertex.get("id", ""),
-            _styled_state(vertex.get("status", "")),
+            styled_state(vertex.get("status", "")),
             str(vertex.get("parallelism", "")),
             f"{vertex.get('tasks', {}).get('FINISHED', 0)}/{vertex.get('parallelism', 0)}",
-            _format_duration(vertex.get("duration")),
+            format_duration(vertex.get("duration")),
+            f"{io.get('read-records', 0):,} / {io.get('write-records', 0):,}",
+            f"{format_bytes(io.get('read-bytes', 0))} / {format_bytes(io.get('write-bytes', 0))}",
         )
     console.print()
     console.print(table)

@@ -57,6 +57,12 @@ def test_run_attached_finishes(rest: str, tmp_path: Path, capsys: pytest.Capture
     assert "FINISHED" in out.splitlines()[-1] and "5/5 tasks finished" in out
     assert list((tmp_path / "out").glob("part-*.json"))
 
+    # info shows what each vertex read and wrote.
+    job_id = out.split("Job has been submitted with JobID", 1)[1].split()[0]
+    assert cli.main(["info", "-m", rest, job_id]) == 0
+    numbers = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Numbers"))
+    assert "0 / 300" in numbers and "KiB" in numbers  # a source reads no records, as in Flink
+
 
 def test_run_a_failing_job_exits_1_with_the_root_exception(
     rest: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
