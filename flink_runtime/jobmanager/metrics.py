@@ -16,6 +16,7 @@ Scopes, as Flink's:
 from __future__ import annotations
 
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from flink_runtime.executiongraph import ExecutionVertex, JobStatus, subtask_io_metrics
@@ -45,9 +46,12 @@ def job_metrics(job: JobMaster, now: float | None = None) -> Metrics:
     uptime = (now - running_since) * 1000 if job.status is JobStatus.RUNNING and running_since else 0.0
     troubled = job.status in (JobStatus.FAILING, JobStatus.RESTARTING)
     since = job.status_timestamps.get(job.status)
-    checkpoints = job.coordinator.statistics()
-    counts = checkpoints["counts"]
-    latest = checkpoints["latest"]["completed"] or {}
+    # The tracker's counts and latest checkpoint, not statistics(): a scrape must not
+    # render every job's checkpoint history.
+    tracker = job.coordinator.stats
+    counts = tracker.counts
+    completed = tracker.latest["completed"]
+    latest = completed.to_json() if completed is not None else {}
     return {
         "uptime": uptime,
         "downtime": (now - since) * 1000 if troubled and since else 0.0,
@@ -61,12 +65,19 @@ def job_metrics(job: JobMaster, now: float | None = None) -> Metrics:
     }
 
 
-def subtask_metrics(job: JobMaster, vertex: ExecutionVertex) -> Metrics:
+def split_counts(job: JobMaster, vertex_id: str) -> Counter[int]:
+    """Input splits completed by each subtask of a source vertex (empty for others)."""
+    progress = job.split_progress.get(vertex_id)
+    return Counter(progress.completed.values()) if progress else Counter()
+
+
+def subtask_metrics(job: JobMaster, vertex: ExecutionVertex, splits_done: Counter[int] | None = None) -> Metrics:
     """One subtask's counts so far: earlier rounds plus its current attempt once it
-    reported (attempts report with their final state)."""
+    reported (attempts report with their final state). `splits_done`: split_counts of
+    its vertex, computed once by a caller that walks every subtask."""
     io, _ = subtask_io_metrics(vertex)
-    progress = job.split_progress.get(vertex.job_vertex.id)
-    splits = sum(1 for subtask in (progress.completed.values() if progress else ()) if subtask == vertex.subtask_index)
+    if splits_done is None:
+        splits_done = split_counts(job, vertex.job_vertex.id)
     return {
         "numRecordsIn": io.records_in,
         "numRecordsOut": io.records_out,
@@ -75,5 +86,5 @@ def subtask_metrics(job: JobMaster, vertex: ExecutionVertex) -> Metrics:
         "accumulateBusyTimeMs": io.busy_ms,
         "accumulateIdleTimeMs": io.idle_ms,
         "accumulateBackPressuredTimeMs": 0,
-        "numSplitsProcessed": splits,
+        "numSplitsProcessed": splits_done[vertex.subtask_index],
     }

@@ -275,6 +275,7 @@ def job_details(job: JobMaster) -> dict[str, Any]:
     # never reached here.
     timestamps = {status.value: _ms(job.status_timestamps.get(status)) for status in JobStatus}
     timestamps = {status: max(0, at) for status, at in timestamps.items()} | {"RECONCILING": 0}
+    plan = job_plan(job)
     return {
         "jid": job.job_id,
         "application-id": job.job_id,
@@ -289,15 +290,14 @@ def job_details(job: JobMaster) -> dict[str, Any]:
         "timestamps": timestamps,
         "vertices": vertices,
         "status-counts": status_counts,
-        "plan": job_plan(job),
-        "stream-graph": _stream_graph(job),
+        "plan": plan,
+        "stream-graph": _stream_graph(plan),
         "pending-operators": 0,
     }
 
 
-def _stream_graph(job: JobMaster) -> dict[str, Any]:
+def _stream_graph(plan: dict[str, Any]) -> dict[str, Any]:
     """Flink 2's stream graph: operators with their job vertex; here each vertex is one operator."""
-    plan = job_plan(job)
     return {"nodes": [node | {"job_vertex_id": node["id"]} for node in plan["nodes"]]}
 
 

@@ -28,6 +28,10 @@ MAX_EVENT_WAIT_SECONDS = 60.0
 MAX_EVENT_ID = 2**62
 
 
+def _job_not_found(job_id: str) -> RestError:
+    return RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
+
+
 def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> APIRouter:
     router = APIRouter()
 
@@ -38,7 +42,7 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
     def job_or_404(job_id: str) -> JobMaster:
         job = jobmanager.jobs.get(job_id)
         if job is None:
-            raise RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
+            raise _job_not_found(job_id)
         return job
 
     @router.get("/jobs", summary="Job ids and states")
@@ -103,14 +107,23 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
             return snapshots.job_details(job), root
         record = jobmanager.archived.get(job_id)
         if record is None:
-            raise RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
+            raise _job_not_found(job_id)
         entries = (record.exceptions or {}).get("exceptionHistory", {}).get("entries") or [None]
         return record.details or {}, entries[0]
 
+    def state_of(job_id: str) -> str | None:
+        """A live or archived job's state, without building its details."""
+        job = jobmanager.jobs.get(job_id)
+        if job is not None:
+            return job.status.value
+        record = jobmanager.archived.get(job_id)
+        if record is None:
+            raise _job_not_found(job_id)
+        return (record.details or {}).get("state", record.status)
+
     @router.get("/jobs/{job_id}/status", summary="The job's status")
     async def job_status(job_id: str) -> dict[str, Any]:
-        details, _ = details_and_root(job_id)
-        return {"status": details.get("state")}
+        return {"status": state_of(job_id)}
 
     @router.get(
         "/jobs/{job_id}/execution-result",
@@ -151,11 +164,11 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
             raise RestError(400, f"Unsupported mode {mode!r}: use mode=cancel (stop is POST /jobs/:id/stop).")
         # As Flink's Dispatcher: cancelling a CANCELED job again is acknowledged; a job that
         # ended otherwise cannot be cancelled any more (409).
-        details, _ = details_and_root(job_id)
-        if details.get("state") == JobStatus.CANCELED.value:
+        state = state_of(job_id)
+        if state == JobStatus.CANCELED.value:
             return {}
         if job_id not in jobmanager.jobs:
-            raise RestError(409, f"Job {job_id} already ended {details.get('state')}; it cannot be cancelled.")
+            raise RestError(409, f"Job {job_id} already ended {state}; it cannot be cancelled.")
         answer = await jobmanager.ask_self(CancelJob(job_id=job_id), timeout=jobmanager.ask_timeout)
         if not isinstance(answer, CancellationSuccess):
             raise RestError(409, getattr(answer, "reason", "cancellation failed"))

@@ -81,7 +81,8 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
         return ejv
 
     def subtasks(job: JobMaster, ejv: ExecutionJobVertex) -> list[dict[str, float]]:
-        return [metrics.subtask_metrics(job, vertex) for vertex in ejv.task_vertices]
+        done = metrics.split_counts(job, ejv.id)
+        return [metrics.subtask_metrics(job, vertex, done) for vertex in ejv.task_vertices]
 
     @router.get("/jobmanager/metrics", summary="The JobManager's metrics (Flink's names)")
     async def jobmanager_metrics(get: str | None = _GET) -> list[dict[str, str]]:
@@ -145,6 +146,7 @@ class _ClusterCollector:
             for name, value in metrics.job_metrics(job).items():
                 add("flink_jobmanager_job", name, job_labels, value)
             for ejv in job.graph.vertices.values() if job.graph is not None else []:
+                done = metrics.split_counts(job, ejv.id)
                 for vertex in ejv.task_vertices:
                     labels = {
                         **job_labels,
@@ -152,6 +154,6 @@ class _ClusterCollector:
                         "task_name": ejv.name,
                         "subtask_index": str(vertex.subtask_index),
                     }
-                    for name, value in metrics.subtask_metrics(job, vertex).items():
+                    for name, value in metrics.subtask_metrics(job, vertex, done).items():
                         add("flink_taskmanager_job_task", name, labels, value)
         yield from families.values()
