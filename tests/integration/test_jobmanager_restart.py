@@ -13,6 +13,7 @@ from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
 from flink_runtime.jobgraph.jobgraph import new_job_id
 from flink_runtime.jobmanager.jobstore import JobStore
+from tests.flink_tools import flink_cli, flink_home
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
@@ -64,8 +65,19 @@ def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
         cluster.jobmanager.kill()
         cluster.start_jobmanager()
         with JobClient(cluster.rest_url, timeout=30) as client:
-            names = sorted(job["name"] for job in client.list_jobs())
-        assert names == ["short 3", "short 4", "short 5"]
+            jobs = client.list_jobs()
+        assert sorted(job["name"] for job in jobs) == ["short 3", "short 4", "short 5"]
+        # Jobs of the earlier JobManager answer as live ones do: task counts (Flink's CLI
+        # once failed on `tasks: {}`), status, execution result, and no second end.
+        assert all(job["tasks"]["finished"] == job["tasks"]["total"] == 1 for job in jobs)
+        archived = jobs[0]["jid"]
+        assert httpx.get(f"{cluster.rest_url}/v1/jobs/{archived}/status").json() == {"status": "FINISHED"}
+        result = httpx.get(f"{cluster.rest_url}/jobs/{archived}/execution-result").json()
+        assert result["job-execution-result"]["application-status"] == "SUCCEEDED"
+        assert httpx.patch(f"{cluster.rest_url}/jobs/{archived}", params={"mode": "cancel"}).status_code == 409
+        listing = flink_cli(flink_home(), ["list", "-a"], cluster.rest_url.removeprefix("http://"), timeout=90)
+        assert listing.returncode == 0, listing.stdout + listing.stderr
+        assert archived in listing.stdout and "(FINISHED)" in listing.stdout
 
         # Past jobstore.expiration-time they are gone from the store, and stay gone.
         time.sleep(max(0.0, 10.5 - (time.monotonic() - ended)))
