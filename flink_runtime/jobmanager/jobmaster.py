@@ -423,8 +423,10 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
     # -- execution state changes (all go through here) --------------------------------------------
 
     def _set_execution_state(self, execution: Execution, state: ExecutionState, error: str | None = None) -> bool:
+        old = execution.state
         if not execution.transition_state(state, error):
             return False
+        _log_execution_transition(execution, old, error)
         if state is _E.RUNNING or state is _E.FINISHED:
             self._submission.vertex_running(execution.vertex.job_vertex.id, self.status, self._root_cause())
         if state.is_terminal:
@@ -483,3 +485,16 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
     @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
+
+
+def _log_execution_transition(execution: Execution, old: ExecutionState, error: str | None) -> None:
+    """As Flink's Execution logs it: every transition at debug, a failure with its cause
+    (the one line that tells why a job restarted or failed) as a warning."""
+    new = execution.state
+    where = f" on {execution.task_manager_id}" if execution.task_manager_id else ""
+    line = f"{execution.vertex.task_name_with_subtask} ({execution.attempt_id}) switched from {old.value}"
+    line += f" to {new.value}{where}"
+    if new is _E.FAILED:
+        log.warning("%s with failure cause: %s", line, error or "unknown failure")
+    else:
+        log.debug("%s.", line)

@@ -197,6 +197,7 @@ class Task:
             if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):
                 self._transition(ExecutionState.CANCELED)
             else:
+                log.warning("%s (%s) failed.", descriptor.task_name, self.execution_id, exc_info=exc)
                 self._transition(ExecutionState.FAILED, _describe_failure(descriptor.task_name, exc))
 
     def _abort_own_partitions(self) -> None:

@@ -30,7 +30,10 @@ def continuous_count(input_dir: Path, output: Path, slow: bool = False) -> Pipel
     return pipeline
 
 
-def wait_for_counts(output: Path, expected: dict[str, int], timeout: float = 90) -> None:
+def wait_for_counts(
+    output: Path, expected: dict[str, int], timeout: float = 90, job: tuple[JobClient, str] | None = None
+) -> None:
+    """Wait until the sink holds `expected`; on a timeout say what became of `job`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -38,7 +41,10 @@ def wait_for_counts(output: Path, expected: dict[str, int], timeout: float = 90)
                 return
         except (OSError, ValueError, KeyError):
             pass  # not published yet
-        assert time.monotonic() < deadline, f"output never reached {sum(expected.values())} words"
+        status = job[0].status(job[1]).value if job is not None else None
+        if time.monotonic() >= deadline or status == "FAILED":
+            why = f": job {status}, {job[0].exceptions(job[1])}" if job is not None else ""
+            raise AssertionError(f"output never reached {sum(expected.values())} words{why}")
         time.sleep(0.2)
 
 
@@ -48,9 +54,9 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
     first = write_corpus(tmp_path / "in", files=3, seed=1)
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
-        wait_for_counts(tmp_path / "out", dict(first))
+        wait_for_counts(tmp_path / "out", dict(first), job=(client, job_id))
         second = write_corpus(tmp_path / "in", files=2, seed=2, first=3)
-        wait_for_counts(tmp_path / "out", dict(first + second))  # a new round, totals carried on
+        wait_for_counts(tmp_path / "out", dict(first + second), job=(client, job_id))  # a new round, totals carried on
         assert client.status(job_id).value == "RUNNING"
         # I/O metrics are summed over the rounds: the source has read all 5 files, the
         # sink written one count per distinct word in each round.
@@ -67,7 +73,7 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
         resumed = client.submit(
             continuous_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=location
         )
-        wait_for_counts(tmp_path / "out", dict(first + second + third))
+        wait_for_counts(tmp_path / "out", dict(first + second + third), job=(client, resumed))
         splits = input_splits(minicluster.rest_url, resumed)
         client.cancel(resumed)
         assert client.wait(resumed, timeout=30).value == "CANCELED"
@@ -82,12 +88,12 @@ def test_three_savepoints_then_a_stop_of_a_stateful_continuous_job(minicluster: 
     corpus = write_corpus(tmp_path / "in", files=2, seed=1)
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
-        wait_for_counts(tmp_path / "out", dict(corpus))
+        wait_for_counts(tmp_path / "out", dict(corpus), job=(client, job_id))
         locations = []
         for round_number in range(3):
             locations.append(client.savepoint(job_id, str(tmp_path / "savepoints"), timeout=60))
             corpus += write_corpus(tmp_path / "in", files=1, seed=10 + round_number, first=2 + round_number)
-            wait_for_counts(tmp_path / "out", dict(corpus))  # the job runs on between savepoints
+            wait_for_counts(tmp_path / "out", dict(corpus), job=(client, job_id))  # the job runs on between savepoints
         locations.append(client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60))
         assert client.status(job_id).value == "FINISHED"
         assert len(set(locations)) == 4 and all(Path(p, "_metadata").is_file() for p in locations)
@@ -96,7 +102,9 @@ def test_three_savepoints_then_a_stop_of_a_stateful_continuous_job(minicluster: 
         resumed = client.submit(
             continuous_count(tmp_path / "in", tmp_path / "out").job_graph(), savepoint_path=locations[-1]
         )
-        wait_for_counts(tmp_path / "out", dict(corpus))  # exactly once: totals continue from the state
+        wait_for_counts(
+            tmp_path / "out", dict(corpus), job=(client, resumed)
+        )  # exactly once: totals continue from the state
         splits = input_splits(minicluster.rest_url, resumed)
         client.cancel(resumed)
         assert client.wait(resumed, timeout=30).value == "CANCELED"
@@ -130,6 +138,6 @@ def test_a_stop_whose_savepoint_fails_leaves_the_continuous_job_running(
         assert client.status(job_id).value == "RUNNING"
         # It goes on reading: the files the stopped round left, and new ones.
         corpus += write_corpus(tmp_path / "in", files=1, seed=2, first=8)
-        wait_for_counts(tmp_path / "out", dict(corpus))
+        wait_for_counts(tmp_path / "out", dict(corpus), job=(client, job_id))
         client.cancel(job_id)
         assert client.wait(job_id, timeout=30).value == "CANCELED"
