@@ -21,6 +21,8 @@ from flink_runtime.executiongraph import (
     vertex_io_metrics,
     vertex_task_counts,
 )
+from flink_runtime.scheduler.restart import restart_strategy
+from flink_runtime.security import masked_config
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -234,6 +236,23 @@ def _split_progress(job: JobMaster, vertex_id: str) -> dict[str, Any]:
             "completed": len(progress.completed) if progress else 0,
             "assignments": progress.assignments if progress else 0,
         }
+    }
+
+
+def job_config(job: JobMaster) -> dict[str, Any]:
+    """GET /jobs/:id/config: Flink's JobConfigInfo. The user config is the job's own
+    configuration (its JobGraph's keys), secrets masked."""
+    parallelism = max((vertex.parallelism for vertex in job.job_graph.vertices), default=1)
+    return {
+        "jid": job.job_id,
+        "name": job.name,
+        "execution-config": {
+            "execution-mode": "PIPELINED",
+            "restart-strategy": restart_strategy(job.config).describe(),
+            "job-parallelism": parallelism,
+            "object-reuse-mode": False,
+            "user-config": masked_config({key: str(value) for key, value in job.job_graph.config.items()}),
+        },
     }
 
 

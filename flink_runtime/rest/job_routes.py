@@ -144,6 +144,10 @@ def job_routes(jobmanager: JobManager, submit_wait: float, rest_url: str) -> API
             raise RestError(404, f"Job {job_id} has no vertex {vertex_id!r}.")
         return snapshots.vertex_subtasks(jobmanager, job, ejv)
 
+    @router.get("/jobs/{job_id}/config", summary="The job's execution configuration")
+    async def job_config(job_id: str) -> dict[str, Any]:
+        return snapshots.job_config(job_or_404(job_id))
+
     @router.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:
         return {"plan": snapshots.job_plan(job_or_404(job_id))}

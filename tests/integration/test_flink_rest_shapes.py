@@ -144,3 +144,18 @@ def test_archived_overview_is_rebuilt_with_task_counts() -> None:
     assert overview["tasks"]["finished"] == 2 and overview["tasks"]["total"] == 2
     assert overview["jobType"] == "BATCH" and overview["state"] == "FINISHED"
     assert_flink_shape({"jobs": [overview]}, "jobs_overview")
+
+
+def test_job_config_is_flinks_job_config_info(rest: httpx.Client, minicluster: MiniCluster) -> None:
+    graph = sleep_job(0, name="shapes config")
+    graph.config.update({"restart-strategy.type": "fixed-delay", "s3.secret-key": "hunter2", "my.setting": "1"})
+    with JobClient(minicluster.rest_url, timeout=30) as client:
+        job_id = client.submit(graph)
+        client.wait(job_id, timeout=60)
+    config = get(rest, f"/jobs/{job_id}/config")
+    assert config["jid"] == job_id and config["name"] == "shapes config"
+    execution = config["execution-config"]
+    assert execution["job-parallelism"] == 1 and execution["object-reuse-mode"] is False
+    assert "fixed" in execution["restart-strategy"].lower()
+    assert execution["user-config"]["my.setting"] == "1" and "hunter2" not in str(execution["user-config"])
+    assert rest.get("/jobs/00000000000000000000000000000000/config").status_code == 404
