@@ -1,14 +1,9 @@
-"""The TaskManager: registers with the JobManager, runs tasks, reports their states.
+"""The TaskManager: runs the tasks the JobManager deploys and reports their states.
 
-Registration retries with back-off until the JobManager accepts it (registration/:
-timeouts doubling from cluster.registration.initial-timeout up to .max-timeout, a
-pause of .refused-registration-delay after a refusal and of .error-delay after an
-error). The registration is a child this endpoint supervises: should its loop itself
-fail, it is restarted. Once registered the TaskManager answers the JobManager's
-heartbeats with the executions it runs (the JobManager reconciles them with what it
-believes); when the heartbeats stop for heartbeat.timeout it takes the JobManager for
-lost (heartbeat/), cancels its tasks and registers again, so a restarted JobManager
-gets its TaskManagers back without anyone restarting them.
+It registers with the JobManager and watches it (taskmanager/jobmanager_connection.py),
+answers its heartbeats with the executions it runs (the JobManager reconciles them
+with what it believes), and runs each task in its own thread (taskmanager/task.py),
+sending every state change back in the order it happened.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.heartbeat import HeartbeatManager
 from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
-from flink_runtime.registration import RegistrationSuccess, RetryingRegistration, RetryingRegistrationConfiguration
+from flink_runtime.registration import RetryingRegistration, RetryingRegistrationConfiguration
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
@@ -40,7 +35,6 @@ from flink_runtime.rpc.messages import (
     Heartbeat,
     HeartbeatResponse,
     NextInputSplit,
-    RegisterTaskManager,
     ReleasePartitions,
     RequestNextInputSplit,
     ScheduleOrUpdateConsumers,
@@ -51,10 +45,9 @@ from flink_runtime.rpc.messages import (
     UpdateTaskExecutionState,
 )
 from flink_runtime.rpc.service import RpcException, RpcService
-from flink_runtime.rpc.supervision import supervise
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
-from flink_runtime.taskmanager.resources import task_manager_resources
+from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:
@@ -78,7 +71,7 @@ class _TaskStateChanged:
     error: str | None
 
 
-class TaskExecutor(RpcEndpoint):
+class TaskExecutor(JobManagerConnection, RpcEndpoint):
     def __init__(self, config: Configuration, jobmanager_address: str | None = None) -> None:
         rpc = RpcService(
             config.get(cfg.TASKMANAGER_HOST),
@@ -110,7 +103,7 @@ class TaskExecutor(RpcEndpoint):
         self._probe: RetryingRegistration | None = None
         # Watches the JobManager this TaskManager is registered with (its id is the target).
         self.jobmanager_heartbeats: HeartbeatManager[None] = HeartbeatManager(
-            self.heartbeat_timeout, _JobManagerHeartbeatListener(self)
+            self.heartbeat_timeout, JobManagerHeartbeatListener(self)
         )
         # Tasks that ended and whose final state the JobManager has not answered yet: still
         # reported in heartbeats, so the JobManager never takes them for missing meanwhile.
@@ -153,137 +146,6 @@ class TaskExecutor(RpcEndpoint):
                     resource_wait_timeout=self.config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
                 )
             return self._spark_session
-
-    # -- registration ---------------------------------------------------------------------------
-
-    def _start_registration(self) -> None:
-        """Register from scratch; until accepted this TaskManager takes no tasks."""
-        self.jobmanager_id = None
-        self.registered.clear()
-        self._stop_watching_jobmanager()
-        if self._probe is not None:  # the registration takes over from it
-            self._probe.cancel()
-            self._probe = None
-        if self._registration is None:
-            registration = self._registration = self._retrying_registration()
-            self.run_async(
-                registration.run(), lambda answer, error: self._registration_ended(registration, answer, error)
-            )
-
-    def _retrying_registration(self) -> RetryingRegistration:
-        return RetryingRegistration(
-            self.jobmanager_address,
-            self.rpc.ask,
-            self._registration_request,
-            self.registration_config,
-            name=self.resource_id,
-        )
-
-    def _registration_ended(
-        self, registration: RetryingRegistration, answer: RegistrationSuccess | None, error: BaseException | None
-    ) -> None:
-        if registration is not self._registration:
-            return
-        self._registration = None
-        if error is not None or answer is None:
-            # Every attempt's error is retried inside the loop: this is the loop itself failing.
-            supervise(self, _RegistrationChild(self), error or RuntimeError("registration ended without an answer"))
-            return
-        self._on_registered(answer)
-
-    def _registration_request(self) -> RegisterTaskManager:
-        return RegisterTaskManager(
-            task_manager_id=self.resource_id,
-            address=self.address,
-            host=self.host,
-            slots=self.slots,
-            resources=task_manager_resources(self.config, self.slots),
-            secret=str(self.config.get(cfg.CLUSTER_SECRET)),
-        )
-
-    def _on_registered(self, answer: RegistrationSuccess) -> None:
-        self.jobmanager_id = answer.jobmanager_id
-        # Tasks of a JobManager that is gone: the new one refuses whatever they report and
-        # may already run their job again from its latest checkpoint.
-        for task in self.tasks.values():
-            if task.descriptor.jobmanager_id != answer.jobmanager_id:
-                log.warning(
-                    "%s: cancelling %s, deployed by JobManager %s (now registered with %s)",
-                    self.resource_id,
-                    task.descriptor.task_name,
-                    task.descriptor.jobmanager_id,
-                    answer.jobmanager_id,
-                )
-                task.cancel()
-        self.jobmanager_rest_url = answer.rest_url or self._configured_rest_url()
-        self._stop_watching_jobmanager()
-        self.jobmanager_heartbeats.monitor_target(answer.jobmanager_id, time.monotonic())
-        self.registered.set()
-        log.info(
-            "%s registered at JobManager %s (%s)",
-            self.resource_id,
-            answer.jobmanager_id,
-            type(answer).__name__,
-        )
-
-    def _on_connection_lost(self, address: str) -> None:
-        """The connection to the JobManager dropped: ask it at once whether it still knows
-        this TaskManager instead of waiting out heartbeat.timeout.
-
-        A JobManager restarted on the same address (killed, then recovered from the job
-        store) answers the registration with its new id, and _on_registered cancels the
-        dead one's tasks: recovery starts within a second of the successor being up,
-        not after heartbeat.timeout. The one that was only disconnected answers
-        AlreadyRegistered and nothing changes. The probe is a registration like any
-        other, retried until answered or until the heartbeat timeout gives the
-        JobManager up and a regular registration takes over (it cancels the probe)."""
-        if address != self.jobmanager_address or self.jobmanager_id is None or self._probe is not None:
-            return
-        known = self.jobmanager_id
-        probe = self._probe = self._retrying_registration()
-        self.run_async(probe.run(), lambda answer, error: self._probe_ended(probe, known, answer, error))
-
-    def _probe_ended(
-        self, probe: RetryingRegistration, known: str, answer: RegistrationSuccess | None, error: BaseException | None
-    ) -> None:
-        if probe is not self._probe:
-            return
-        self._probe = None
-        if error is not None or answer is None:
-            # Harmless: the heartbeat timeout still notices a JobManager that is gone.
-            log.warning("%s: probing JobManager %s failed: %s", self.resource_id, known, error)
-        elif self.jobmanager_id == known:
-            self._on_registered(answer)
-
-    def _configured_rest_url(self) -> str:
-        """For a JobManager that answered without its REST URL (it registered us before its
-        REST API was up): rest.address if set, else the JobManager's host, at rest.port."""
-        port = self.config.get(cfg.REST_PORT)
-        if not port:
-            return ""
-        host = self.config.get(cfg.REST_ADDRESS) if cfg.REST_ADDRESS.key in self.config else None
-        scheme = "https" if self.config.get(cfg.SSL_REST_ENABLED) else "http"
-        return f"{scheme}://{host or self.config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{port}"
-
-    def _stop_watching_jobmanager(self) -> None:
-        for jobmanager_id in self.jobmanager_heartbeats.monitored_targets:
-            self.jobmanager_heartbeats.unmonitor_target(jobmanager_id)
-
-    def _jobmanager_lost(self, jobmanager_id: str) -> None:
-        """No heartbeat from the JobManager for heartbeat.timeout (_JobManagerHeartbeatListener)."""
-        if jobmanager_id != self.jobmanager_id:
-            return
-        last = self.jobmanager_heartbeats.last_heartbeat_from(jobmanager_id)
-        log.warning(
-            "%s: no heartbeat from JobManager %s for %.1f s; cancelling %d tasks and registering again",
-            self.resource_id,
-            jobmanager_id,
-            time.monotonic() - last if last is not None else self.heartbeat_timeout,
-            len(self.tasks),
-        )
-        for task in self.tasks.values():
-            task.cancel()
-        self._start_registration()
 
     @handles(Heartbeat)
     def on_heartbeat(self, message: Heartbeat) -> HeartbeatResponse:
@@ -463,31 +325,3 @@ class TaskExecutor(RpcEndpoint):
                 raise RuntimeError(f"JobManager refused partition {partition_id}: {answer.reason}")
 
         return notify
-
-
-class _JobManagerHeartbeatListener:
-    """The TaskExecutor's HeartbeatListener (Flink's JobManagerHeartbeatListener): the
-    JobManager's heartbeat requests carry no payload; their absence is what matters."""
-
-    def __init__(self, taskexecutor: TaskExecutor) -> None:
-        self._taskexecutor = taskexecutor
-
-    def notify_heartbeat_timeout(self, resource_id: str) -> None:
-        self._taskexecutor._jobmanager_lost(resource_id)
-
-    def report_payload(self, resource_id: str, payload: None) -> None:
-        pass
-
-
-class _RegistrationChild:
-    """The registration as the child the TaskExecutor supervises: a loop that failed
-    (a bug; each attempt's own errors are retried inside it) is started afresh after
-    cluster.registration.error-delay, so a TaskManager never stays unregistered."""
-
-    def __init__(self, taskexecutor: TaskExecutor) -> None:
-        self._taskexecutor = taskexecutor
-        self.name = f"{taskexecutor.name} registration"
-
-    def restart(self, error: BaseException) -> None:
-        taskexecutor = self._taskexecutor
-        taskexecutor.schedule_once(taskexecutor.registration_config.error_delay, taskexecutor._start_registration)
