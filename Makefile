@@ -1,5 +1,5 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# Both set everything up first (virtual environment, Python packages, Java) and are
+# Both set everything up first (virtual environment, Python packages, Java, Chromium) and are
 # quick the second time: the install re-runs only when setup.cfg or pyproject.toml change.
 
 PYTHON ?= python3
@@ -7,9 +7,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup flink-tools demo demo-pipeline test test-fast lint format bench clean
+.PHONY: setup java chromium flink-tools demo demo-pipeline test test-fast lint format bench clean
 
-setup: $(STAMP) java
+setup: $(STAMP) java chromium
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): setup.cfg pyproject.toml
 
 java:
 	@scripts/ensure-java.sh
+
+# Headless Chromium and chromedriver for the dashboard's browser tests (tests/browser/).
+chromium:
+	@scripts/ensure-chromium.sh
 
 demo: setup
 	$(BIN)/python -m flink_runtime.airflow.demo
