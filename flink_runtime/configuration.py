@@ -202,6 +202,12 @@ FRAMESIZE = _option(
     "Largest RPC message (Flink's key, kept although the transport is ZeroMQ).",
     "size",
 )
+METRICS_PROBING_INTERVAL = _option(
+    "metrics.system-resource-probing-interval",
+    "5 s",
+    "How often a TaskManager samples its CPU and memory and its Spark JVM's (sent with heartbeats).",
+    "duration",
+)
 
 # -- Jobs ----------------------------------------------------------------------------------
 CHECKPOINTING_MIN_INTERVAL = _option(

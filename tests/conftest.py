@@ -38,6 +38,7 @@ def fast_config(**overrides: object) -> Configuration:
         "task.cancellation.interval": "500 ms",
         "task.cancellation.timeout": "5 s",
         "execution.checkpointing.min-interval": "100 ms",
+        "metrics.system-resource-probing-interval": "500 ms",
         # Faster JVM start for short test jobs (slower for big ones, so not a runtime default).
         "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     }

@@ -15,6 +15,8 @@ Scopes, as Flink's:
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -26,6 +28,24 @@ if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
 
 Metrics = dict[str, float]
+
+
+# What a TaskManager may report: Flink-style dotted names (they become Prometheus names,
+# dots as underscores), a bounded number of them, finite values.
+_REPORTED_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z0-9_]+)*")
+MAX_REPORTED_METRICS = 256
+
+
+def reported_taskmanager_metrics(reported: Metrics) -> Metrics:
+    """The figures of a TaskManager's heartbeat that can be served: anything else (a
+    name Prometheus would refuse, NaN, more than MAX_REPORTED_METRICS) is left out."""
+    kept: Metrics = {}
+    for name, value in reported.items():
+        if len(kept) == MAX_REPORTED_METRICS:
+            break
+        if len(name) <= 200 and _REPORTED_NAME.fullmatch(name) and math.isfinite(value):
+            kept[name] = float(value)
+    return kept
 
 
 def jobmanager_metrics(jobmanager: JobManager) -> Metrics:

@@ -40,6 +40,7 @@ from flink_runtime.heartbeat import (
     HeartbeatManagerSender,
     HeartbeatMonitor,
 )
+from flink_runtime.jobmanager.metrics import reported_taskmanager_metrics
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
     AcknowledgeRegistration,
@@ -79,6 +80,8 @@ class RegisteredTaskManager:
     heartbeat: HeartbeatMonitor
     registered_at: float = field(default_factory=time.time)
     deployments: ExecutionDeploymentReconciler = field(default_factory=ExecutionDeploymentReconciler)
+    # Its latest CPU, memory and JVM figures (Flink's names), as its heartbeats report them.
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def last_heartbeat(self) -> float:
@@ -223,6 +226,9 @@ class ResourceManager:
         self.host.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.host.jobmanager_id), timeout), answered)
 
     def _receive_heartbeat(self, answer: HeartbeatResponse, requested_at: float) -> None:
+        registration = self.task_managers.get(answer.task_manager_id)
+        if registration is not None and answer.metrics:
+            registration.metrics = reported_taskmanager_metrics(answer.metrics)
         report = ExecutionDeploymentReport.of(answer.running_executions, requested_at)
         self.heartbeats.receive_heartbeat(answer.task_manager_id, report, time.monotonic())
 

@@ -468,10 +468,38 @@ def taskmanager_details(jobmanager: JobManager, registration: RegisteredTaskMana
         for job in jobmanager.jobs.values()
         for _ in job.executions_on(tm_id)
     ]
-    metrics = dict.fromkeys(_JVM_METRICS, 0) | {"garbageCollectors": []}
-    return taskmanager_info(jobmanager, registration) | {"allocatedSlots": allocated, "metrics": metrics}
+    return taskmanager_info(jobmanager, registration) | {
+        "allocatedSlots": allocated,
+        "metrics": taskmanager_jvm_metrics(registration.metrics),
+    }
 
 
+def taskmanager_jvm_metrics(reported: dict[str, float]) -> dict[str, Any]:
+    """Flink's TaskManagerMetricsInfo from what the TaskManager's heartbeats reported of
+    its Spark JVM (0 for what it did not report: no session started yet, Spark Connect,
+    or Flink's network memory, which Spark has no counterpart of)."""
+    values: dict[str, Any] = dict.fromkeys(_JVM_METRICS, 0)
+    for field, name in _JVM_METRIC_NAMES.items():
+        values[field] = int(reported.get(name, 0))
+    collectors: dict[str, dict[str, Any]] = {}
+    for name, value in reported.items():
+        prefix, _, kind = name.rpartition(".")
+        if prefix.startswith(_GC_PREFIX) and kind in ("Count", "Time"):
+            collector = collectors.setdefault(prefix[len(_GC_PREFIX) :], {"count": 0, "time": 0})
+            collector[kind.lower()] = int(value)
+    values["garbageCollectors"] = [{"name": name, **figures} for name, figures in sorted(collectors.items())]
+    return values
+
+
+_GC_PREFIX = "Status.JVM.GarbageCollector."
+_JVM_METRIC_NAMES = {
+    "heapUsed": "Status.JVM.Memory.Heap.Used",
+    "heapCommitted": "Status.JVM.Memory.Heap.Committed",
+    "heapMax": "Status.JVM.Memory.Heap.Max",
+    "nonHeapUsed": "Status.JVM.Memory.NonHeap.Used",
+    "nonHeapCommitted": "Status.JVM.Memory.NonHeap.Committed",
+    "nonHeapMax": "Status.JVM.Memory.NonHeap.Max",
+}
 _JVM_METRICS = (
     "heapUsed heapCommitted heapMax nonHeapUsed nonHeapCommitted nonHeapMax directCount directUsed directMax "
     "mappedCount mappedUsed mappedMax nettyShuffleMemorySegmentsAvailable nettyShuffleMemorySegmentsUsed "

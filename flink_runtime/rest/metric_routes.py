@@ -6,8 +6,12 @@ Flink's metric endpoints answer a list: without `get`, the names there are
 `/subtasks/metrics` aggregates a metric over the subtasks (`min`, `max`, `avg`, `sum`,
 narrowed with `agg=`). An unknown name is left out of the answer, as Flink does.
 
+A TaskManager's own metrics (CPU, memory, its Spark JVM's heap: taskmanager/system_metrics.py)
+come with its heartbeats; `/taskmanagers/:id/metrics` serves the latest.
+
 `GET /metrics` is the Prometheus exposition of the same values (prometheus_client), with
 the names and labels of Flink's Prometheus reporter: `flink_jobmanager_<metric>`,
+`flink_taskmanager_<metric>{host, tm_id}` (dots as underscores: `..._Status_JVM_CPU_Load`),
 `flink_jobmanager_job_<metric>{job_id, job_name}` and
 `flink_taskmanager_job_task_<metric>{job_id, job_name, task_id, task_name, subtask_index}`.
 """
@@ -88,6 +92,13 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
     async def jobmanager_metrics(get: str | None = _GET) -> list[dict[str, str]]:
         return metric_list(metrics.jobmanager_metrics(jobmanager), get)
 
+    @router.get("/taskmanagers/{taskmanager_id}/metrics", summary="A TaskManager's CPU and memory and its Spark JVM's")
+    async def taskmanager_metrics(taskmanager_id: str, get: str | None = _GET) -> list[dict[str, str]]:
+        registration = jobmanager.task_managers.get(taskmanager_id)
+        if registration is None:
+            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
+        return metric_list(registration.metrics, get)
+
     @router.get("/jobs/{job_id}/metrics", summary="A job's metrics: uptime, restarts, checkpoints")
     async def job_metrics(job_id: str, get: str | None = _GET) -> list[dict[str, str]]:
         return metric_list(metrics.job_metrics(job_or_404(job_id)), get)
@@ -141,6 +152,10 @@ class _ClusterCollector:
                 )
             family.add_metric(list(labels.values()), value)
 
+        for registration in self.jobmanager.task_managers.values():
+            tm_labels = {"host": registration.host, "tm_id": registration.task_manager_id}
+            for name, value in registration.metrics.items():
+                add("flink_taskmanager", name.replace(".", "_"), tm_labels, value)
         for job in self.jobmanager.jobs.values():
             job_labels = {"job_id": job.job_id, "job_name": job.name}
             for name, value in metrics.job_metrics(job).items():

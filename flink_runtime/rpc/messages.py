@@ -99,6 +99,9 @@ class HeartbeatResponse(Message):
     # JobManager has not acknowledged yet: the JobManager fails what it believes runs
     # there but is missing, and cancels what it does not know (heartbeat/reconciliation.py).
     running_executions: list[str] = []
+    # The TaskManager's latest CPU, memory and Spark JVM figures, by Flink's metric names
+    # (taskmanager/system_metrics.py): the JobManager serves them for the whole cluster.
+    metrics: dict[str, float] = {}
 
 
 class Acknowledge(Message):

@@ -48,6 +48,7 @@ from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
+from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
 from flink_runtime.taskmanager.task import Task
 
 if TYPE_CHECKING:
@@ -112,11 +113,15 @@ class TaskExecutor(JobManagerConnection, RpcEndpoint):
         rpc.on_disconnect = lambda address: self.run_in_mailbox(self._on_connection_lost, address)
         self._spark_lock = threading.Lock()
         self._spark_session: Any = None
+        self.system_metrics = SystemMetricsSampler(
+            config.get_seconds(cfg.METRICS_PROBING_INTERVAL), lambda: self._spark_session
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def on_start(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
+        self.system_metrics.start()
         self._start_registration()
         self.schedule_every(
             self.config.get_seconds(cfg.HEARTBEAT_INTERVAL) / 2,
@@ -124,6 +129,7 @@ class TaskExecutor(JobManagerConnection, RpcEndpoint):
         )
 
     def on_stop(self) -> None:
+        self.system_metrics.stop()
         for task in self.tasks.values():
             task.cancel()
         if self._spark_session is not None:
@@ -152,7 +158,9 @@ class TaskExecutor(JobManagerConnection, RpcEndpoint):
         if message.jobmanager_id == self.jobmanager_id:
             self.jobmanager_heartbeats.receive_heartbeat(message.jobmanager_id, None, time.monotonic())
         running = [*self.tasks, *self._final_states_in_flight]
-        return HeartbeatResponse(task_manager_id=self.resource_id, running_executions=running)
+        return HeartbeatResponse(
+            task_manager_id=self.resource_id, running_executions=running, metrics=self.system_metrics.latest
+        )
 
     # -- tasks ---------------------------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -11,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from flink_runtime.client import JobClient
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.minicluster import MiniCluster
+from flink_runtime.pipeline import Pipeline
 from tests.helpers.jobs import modulo_sum_job
 
 pytestmark = pytest.mark.integration
@@ -77,3 +80,43 @@ def test_prometheus_text_has_the_cluster_jobs_and_tasks(rest: httpx.Client, fini
     assert any(
         name == "flink_jobmanager_job_numRestarts" and ("job_id", finished_job) in labels for name, labels in samples
     )
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.2)
+
+
+def test_taskmanagers_report_cpu_memory_and_their_spark_jvm(
+    rest: httpx.Client, minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    """Each TaskManager samples itself and sends the figures with its heartbeats; a
+    TaskManager that ran a Spark task also reports that JVM's heap (through JMX)."""
+    (tmp_path / "in.txt").write_text("a b\nc\n")
+    pipeline = Pipeline("metrics spark", parallelism=1)
+    pipeline.read_text(str(tmp_path / "in.txt")).select("value").write_parquet(str(tmp_path / "out"))
+    with JobClient(minicluster.rest_url, timeout=30) as client:
+        assert client.wait(client.submit(pipeline.job_graph()), timeout=120) is JobStatus.FINISHED
+    ids = [tm["id"] for tm in rest.get("/taskmanagers").json()["taskmanagers"]]
+    heap = "Status.JVM.Memory.Heap.Used,Status.JVM.Memory.Heap.Max"
+    wait_for(lambda: any(len(values(rest, f"/taskmanagers/{tm}/metrics", heap)) == 2 for tm in ids))
+    for tm in ids:
+        names = {item["id"] for item in rest.get(f"/taskmanagers/{tm}/metrics").json()}
+        assert {"Status.Python.CPU.Load", "Status.Python.Memory.RSS", "System.Memory.Total"} <= names
+        python = values(rest, f"/taskmanagers/{tm}/metrics", "Status.Python.Memory.RSS,Status.Python.CPU.Load")
+        assert int(python["Status.Python.Memory.RSS"]) > 10 << 20 and 0 <= float(python["Status.Python.CPU.Load"]) <= 1
+    with_jvm = [tm for tm in ids if values(rest, f"/taskmanagers/{tm}/metrics", heap)]
+    jvm = values(rest, f"/taskmanagers/{with_jvm[0]}/metrics", heap + ",Status.JVM.CPU.Load")
+    assert 0 < int(jvm["Status.JVM.Memory.Heap.Used"]) <= int(jvm["Status.JVM.Memory.Heap.Max"])
+    details = rest.get(f"/taskmanagers/{with_jvm[0]}").json()["metrics"]
+    assert details["heapMax"] == int(jvm["Status.JVM.Memory.Heap.Max"]) and details["garbageCollectors"]
+    assert rest.get("/taskmanagers/nope/metrics").status_code == 404
+    scraped = {
+        (sample.name, sample.labels.get("tm_id"))
+        for family in text_string_to_metric_families(rest.get("/metrics").text)
+        for sample in family.samples
+    }
+    assert ("flink_taskmanager_Status_JVM_Memory_Heap_Used", with_jvm[0]) in scraped
+    assert all(("flink_taskmanager_Status_Python_Memory_RSS", tm) in scraped for tm in ids)
