@@ -90,7 +90,9 @@ class ContinuousRounds:
         self._idle = False
         self._round += 1
         previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
-        self.gateway.release_partitions(self.job_id, previous)
+        released = namespace_released_by_new_round(previous, self.job_id)
+        if released is not None:
+            self.gateway.release_partitions(self.job_id, released)
         # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
         # are about to be replaced, so each subtask keeps what its attempt reported.
         for vertex in self.graph.all_execution_vertices():
@@ -101,3 +103,12 @@ class ContinuousRounds:
         splits = sum(len(p.splits) for p in prepared.values())
         log.info("Job %s: round %d over %d new input splits.", self.job_id, self._round, splits)
         self._schedule_all(sources_to_restart(self.graph))
+
+
+def namespace_released_by_new_round(previous: str, job_id: str) -> str | None:
+    """The partitions a new round releases: the previous round's, unless they are the
+    job's own directory (the first round of a job runs in `<job id>`, and every later
+    round in `<job id>/round-N` inside it: releasing that directory would delete the new
+    round's partitions while its tasks write them). The first round's partitions then
+    go when the job ends, with the job's directory."""
+    return None if previous == job_id else previous

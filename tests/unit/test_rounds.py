@@ -1,0 +1,21 @@
+"""Which partitions a continuous job's new round releases (jobmanager/rounds.py)."""
+
+from __future__ import annotations
+
+from flink_runtime.io.partitions import partition_dir
+from flink_runtime.jobmanager.rounds import namespace_released_by_new_round
+
+JOB = "0123456789abcdef0123456789abcdef"
+
+
+def test_the_first_rounds_directory_holds_every_later_round_so_it_is_kept() -> None:
+    """CI failure: releasing `<job>` when round 1 started deleted `<job>/round-1` under
+    the round's first tasks, and the job FAILED."""
+    later = partition_dir("/data", f"{JOB}/round-1", "result", 0)
+    assert later.startswith(f"/data/{JOB}/")  # inside the first round's directory
+    assert namespace_released_by_new_round(JOB, JOB) is None
+
+
+def test_a_later_round_releases_its_predecessor_and_a_recovered_run_its_own() -> None:
+    assert namespace_released_by_new_round(f"{JOB}/round-1", JOB) == f"{JOB}/round-1"
+    assert namespace_released_by_new_round(f"{JOB}/run-0badcafe", JOB) == f"{JOB}/run-0badcafe"
