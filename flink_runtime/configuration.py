@@ -226,6 +226,20 @@ SAVEPOINT_IGNORE_UNCLAIMED_STATE = _option(
     "bool",
 )
 
+# -- Logs (flink_runtime/logs/) --------------------------------------------------------------
+LOG_DIR = _option(
+    "env.log.dir",
+    "",
+    "Directory of the cluster processes' log files (default: <system temp dir>/flink-runtime/log).",
+)
+LOG_MAX = _option("env.log.max", 10, "How many rotated log files a process keeps (.log.1 ... .log.N).", "int")
+LOG_MAX_FILE_SIZE = _option(
+    "env.log.max-file-size",
+    "100 mb",
+    "A process's log rotates when it reaches this size; its stdout copy (.out) stops growing there.",
+    "size",
+)
+
 # -- MiniCluster ---------------------------------------------------------------------------
 MINICLUSTER_TASKMANAGERS = _option("minicluster.number-of-taskmanagers", 1, "TaskManagers a MiniCluster starts.", "int")
 

@@ -2,20 +2,30 @@
 
 Each runs its actors on one asyncio loop in the foreground until SIGINT or SIGTERM,
 then shuts down cleanly (a TaskManager tells the JobManager it is leaving, so its
-slots are freed at once rather than after a heartbeat timeout).
+slots are freed at once rather than after a heartbeat timeout). Each writes its log
+and a copy of its stdout into `env.log.dir` (flink_runtime/logs) from its first line on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
 import tempfile
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
+from flink_runtime import configuration as cfg
+from flink_runtime import logs
 from flink_runtime.configuration import Configuration
 from flink_runtime.rpc.supervision import ProcessSupervisor
+
+if TYPE_CHECKING:
+    from flink_runtime.minicluster import MiniCluster
+    from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +46,11 @@ def run_until_signal(start: Callable[[], Awaitable[None]], stop: Callable[[], Aw
 
 
 def run_jobmanager(config: Configuration) -> None:
+    with _log_files(config, "jobmanager", logs.process_id_for(config)):
+        _run_jobmanager(config)
+
+
+def _run_jobmanager(config: Configuration) -> None:
     from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.rest.server import RestServer
 
@@ -64,7 +79,14 @@ def run_jobmanager(config: Configuration) -> None:
 def run_taskmanager(config: Configuration) -> None:
     from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
-    taskmanager = TaskExecutor(config)
+    if not config.get(cfg.TASKMANAGER_RESOURCE_ID):
+        # Chosen here rather than by the TaskExecutor: the log file is named after it.
+        config.set(cfg.TASKMANAGER_RESOURCE_ID.key, f"tm-{uuid.uuid4().hex[:12]}")
+    with _log_files(config, "taskexecutor", config.get(cfg.TASKMANAGER_RESOURCE_ID)):
+        _run_taskmanager(TaskExecutor(config))
+
+
+def _run_taskmanager(taskmanager: TaskExecutor) -> None:
     taskmanager.parent = ProcessSupervisor()  # what it cannot handle ends the process
 
     async def start() -> None:
@@ -81,10 +103,23 @@ def run_taskmanager(config: Configuration) -> None:
 def run_minicluster(config: Configuration, num_taskmanagers: int | None = None) -> None:
     from flink_runtime.minicluster import MiniCluster
 
-    cluster = MiniCluster(config, num_taskmanagers=num_taskmanagers)
+    with _log_files(config, "minicluster", logs.process_id_for(config)):
+        _run_minicluster(MiniCluster(config, num_taskmanagers=num_taskmanagers))
 
+
+def _run_minicluster(cluster: MiniCluster) -> None:
     async def start() -> None:
         await cluster.start_async()
         print(f"MiniCluster ready rest={cluster.rest_url} taskmanagers={len(cluster.taskmanagers)}", flush=True)
 
     run_until_signal(start, cluster.stop_async)
+
+
+@contextlib.contextmanager
+def _log_files(config: Configuration, role: str, process_id: str) -> Iterator[None]:
+    """The process's log files and stdout copy for as long as it runs."""
+    process_logs = logs.acquire(config, role, process_id, capture_stdout=True)
+    try:
+        yield
+    finally:
+        logs.release(process_logs)

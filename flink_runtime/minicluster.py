@@ -5,7 +5,10 @@ separate processes do; only the process boundary is missing. It runs on its own
 event loop in a background thread, so a test, a notebook or an Airflow worker can
 start one with `with MiniCluster() as cluster:` and submit to `cluster.rest_url`.
 
-`flink-runtime minicluster` serves one in the foreground (see entrypoints).
+`flink-runtime minicluster` serves one in the foreground (see entrypoints), writing
+its log files into `env.log.dir`. One started from Python writes them only when its
+configuration sets `env.log.dir` (an embedding program keeps its own logging), and
+takes its handler off the root logger again when it stops.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 from typing import Any
 
 from flink_runtime import configuration as cfg
+from flink_runtime import logs
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.jobmanager import JobManager
 from flink_runtime.rest.server import RestServer
@@ -57,6 +61,7 @@ class MiniCluster:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
+        self._logs: logs.ProcessLogs | None = None
 
     @property
     def rest_url(self) -> str:
@@ -66,6 +71,8 @@ class MiniCluster:
     # -- async core (the background thread here, or the foreground entry point) ---------------
 
     async def start_async(self) -> None:
+        if cfg.LOG_DIR.key in self.config:
+            self._logs = logs.acquire(self.config, "minicluster", logs.process_id_for(self.config))
         self.jobmanager = JobManager(self.config, embedded=True)
         await self.jobmanager.start()
         self.rest = RestServer(self.jobmanager, self.config)
@@ -90,6 +97,9 @@ class MiniCluster:
             await self.rest.stop()
         if self.jobmanager is not None:
             await self.jobmanager.stop()
+        if self._logs is not None:
+            logs.release(self._logs)
+            self._logs = None
 
     # -- background thread ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ Jobs (`-m host:port` is the REST address, as in Flink; default rest.address:rest
     flink-runtime run [-m ADDR] [-d] [--job-id ID] [-s SAVEPOINT [-n]] job.json
     flink-runtime list [-m ADDR] [-a | -r] [--json]
     flink-runtime info [-m ADDR] [--json] JOB_ID
+    flink-runtime logs [-m ADDR] [--vertex V] [--subtask N] [-f] JOB_ID
     flink-runtime cancel [-m ADDR] JOB_ID
     flink-runtime savepoint [-m ADDR] JOB_ID [TARGET_DIRECTORY]
     flink-runtime stop [-m ADDR] [-p DIR] [-d] JOB_ID
@@ -46,6 +47,7 @@ from rich.text import Text
 
 from flink_runtime import configuration as cfg
 from flink_runtime.client.cli_arguments import EXIT_USAGE, build_parser
+from flink_runtime.client.cli_logs import print_job_log
 from flink_runtime.client.cli_output import format_bytes, format_duration, format_time, new_console, styled_state
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
@@ -396,6 +398,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_logs(args: argparse.Namespace) -> int:
+    _setup_logging(args, "WARNING")
+    with _client(args) as client:
+        return print_job_log(client, args.job_id, args.vertex, args.subtask, follow=args.follow)
+
+
 def _cmd_cancel(args: argparse.Namespace) -> int:
     _setup_logging(args, "WARNING")
     with _client(args) as client:
@@ -457,6 +465,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "run": _cmd_run,
     "list": _cmd_list,
     "info": _cmd_info,
+    "logs": _cmd_logs,
     "cancel": _cmd_cancel,
     "savepoint": _cmd_savepoint,
     "stop": _cmd_stop,

@@ -33,6 +33,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _subtask_index(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a subtask index (0, 1, ...), got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a subtask index (0, 1, ...), got {value}")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -127,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     info = add("info", "Show a job: state, vertices, root exception.", address)
     info.add_argument("job_id", metavar="JOB_ID")
     info.add_argument("--json", action="store_true", help="print the REST API's JSON")
+
+    logs = add("logs", "Print a job's task log lines, from every TaskManager (-f: follow them).", address)
+    logs.add_argument("job_id", metavar="JOB_ID")
+    logs.add_argument("--vertex", metavar="VERTEX_ID", help="only the lines of this vertex")
+    logs.add_argument("--subtask", type=_subtask_index, metavar="N", help="only the lines of subtask N (from 0)")
+    logs.add_argument(
+        "-f", "--follow", action="store_true", help="keep printing new lines until the job ends (or Ctrl-C)"
+    )
 
     cancel = add("cancel", "Cancel a job.", address)
     cancel.add_argument("job_id", metavar="JOB_ID")

@@ -275,6 +275,14 @@ class JobClient:
     def taskmanagers(self) -> list[dict[str, Any]]:
         return list(self._get_json("/taskmanagers").get("taskmanagers", []))
 
+    def job_log(
+        self, job_id: str, vertex: str | None = None, subtask: int | None = None, since: str = ""
+    ) -> dict[str, Any]:
+        """GET /jobs/:id/log - the job's task log lines from every TaskManager, oldest first:
+        `{lines, truncated, next, state, unreachable}`; pass `next` as `since` for what came after."""
+        params: dict[str, Any] = {"vertex": vertex, "subtask": subtask, "since": since or None}
+        return self._get_json(f"/jobs/{_quote(job_id)}/log", params={k: v for k, v in params.items() if v is not None})
+
     def cancel(self, job_id: str) -> None:
         """Ask the JobManager to cancel the job; returns once it started cancelling."""
         self._send("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})

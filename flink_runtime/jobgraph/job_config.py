@@ -33,6 +33,7 @@ CLUSTER_ONLY = (
     "pekko.",
     "io.tmp.dirs",
     "minicluster.",
+    "env.",  # process settings: where logs go (env.log.*)
     "execution.checkpointing.min-interval",
 )
 

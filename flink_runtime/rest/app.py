@@ -24,6 +24,7 @@ from flink_runtime.rest.blob_routes import blob_routes
 from flink_runtime.rest.cluster_routes import cluster_routes
 from flink_runtime.rest.errors import install_error_handlers
 from flink_runtime.rest.job_routes import job_routes
+from flink_runtime.rest.log_routes import log_routes
 from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
 
@@ -43,6 +44,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     app.include_router(operation_routes(jobmanager))
     app.include_router(metric_routes(jobmanager))
     app.include_router(blob_routes(jobmanager, rest_url))
+    app.include_router(log_routes(jobmanager))
 
     # OpenAPI: the JobGraph schema is published as a component.
     def openapi() -> dict[str, Any]:

@@ -36,6 +36,7 @@ from flink_runtime.invokable import (
 from flink_runtime.io.filesystem import is_local
 from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
+from flink_runtime.logs.context import bind_task
 
 if TYPE_CHECKING:
     from flink_runtime.io.splits import InputSplit
@@ -115,6 +116,9 @@ class Task:
     # -- the task thread ---------------------------------------------------------------------
 
     def _transition(self, state: ExecutionState, error: str | None = None) -> None:
+        # As Flink's TaskManager logs it: "Sum (1/2)#0 (<attempt id>) switched from DEPLOYING to INITIALIZING."
+        name = f"{self.descriptor.task_name}#{self.descriptor.attempt_number} ({self.execution_id})"
+        log.info("%s switched from %s to %s.", name, self.state.value, state.value)
         self.state = state
         self._report(self, state, error)
 
@@ -147,6 +151,7 @@ class Task:
 
     def _run(self) -> None:
         descriptor = self.descriptor
+        bind_task(descriptor)  # every line this thread logs carries the task (logs/context.py)
         writers: list[ResultPartitionWriter] = []
         try:
             self._transition(ExecutionState.INITIALIZING)

@@ -48,6 +48,7 @@ from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
+from flink_runtime.taskmanager.log_service import LogService
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
 from flink_runtime.taskmanager.task import Task
 
@@ -72,7 +73,7 @@ class _TaskStateChanged:
     error: str | None
 
 
-class TaskExecutor(JobManagerConnection, RpcEndpoint):
+class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
     def __init__(self, config: Configuration, jobmanager_address: str | None = None) -> None:
         rpc = RpcService(
             config.get(cfg.TASKMANAGER_HOST),
