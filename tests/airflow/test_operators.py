@@ -264,6 +264,7 @@ def test_deferrable_defers_to_the_job_status_trigger(task_context: Callable[...,
         "target_statuses": ["FINISHED"],
         "failure_statuses": ["FAILED", "CANCELED"],
         "poll_timeout": 12.0,
+        "cancel_on_kill": True,  # the operator owns its job: a user's kill cancels it
     }
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=600)

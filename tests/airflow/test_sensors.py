@@ -94,6 +94,7 @@ def test_deferrable_looks_once_then_defers(task_context: Callable[..., Context])
     assert trigger.target_statuses == ["FINISHED", "CANCELED"]
     assert trigger.failure_statuses == ["FAILED"]
     assert trigger.poll_timeout == 9.0
+    assert trigger.cancel_on_kill is False  # a sensor only watches the job
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=300)
 

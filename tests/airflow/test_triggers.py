@@ -34,6 +34,7 @@ def rebuild(trigger: JobStatusTrigger) -> JobStatusTrigger:
             "target_statuses": ("RUNNING", "FINISHED"),
             "failure_statuses": ["FAILED"],
             "poll_timeout": 5,
+            "cancel_on_kill": True,
         },
     ],
 )
@@ -41,7 +42,14 @@ def test_serialize_round_trip_is_exact(kwargs: dict[str, Any]) -> None:
     trigger = JobStatusTrigger(**kwargs)
     path, serialized = trigger.serialize()
     assert path == "flink_runtime.airflow.triggers.flink_runtime.JobStatusTrigger"
-    assert set(serialized) == {"job_id", "flink_runtime_conn_id", "target_statuses", "failure_statuses", "poll_timeout"}
+    assert set(serialized) == {
+        "job_id",
+        "flink_runtime_conn_id",
+        "target_statuses",
+        "failure_statuses",
+        "poll_timeout",
+        "cancel_on_kill",
+    }
     assert rebuild(trigger).serialize() == (path, serialized)
     assert rebuild(rebuild(trigger)).serialize() == (path, serialized)
 
@@ -119,6 +127,34 @@ async def test_cancelling_the_trigger_leaves_the_job_running(submit: Any, minicl
         await waiting
     assert submit.hook.get_job_status(job_id) == "RUNNING"
     submit.hook.cancel_job(job_id)
+
+
+@pytest.mark.integration
+async def test_a_users_kill_cancels_the_job_only_with_cancel_on_kill(submit: Any, minicluster_conn_id: str) -> None:
+    """Issue 13: marking a deferred SubmitJobOperator failed left its job RUNNING."""
+    watched = submit("sleep", seconds=30)
+    await JobStatusTrigger(watched, minicluster_conn_id).on_kill()  # a sensor's: watches only
+    assert submit.hook.get_job_status(watched) == "RUNNING"
+
+    owned = submit("sleep", seconds=30)
+    trigger = JobStatusTrigger(owned, minicluster_conn_id, cancel_on_kill=True)
+    waiting = asyncio.ensure_future(events_of(trigger))
+    await asyncio.sleep(0.3)
+    waiting.cancel()  # the triggerer cancels the trigger's task, then calls on_kill
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await rebuild(trigger).on_kill()
+    assert submit.hook.wait_for_job(owned, ["CANCELED"], timeout=30) == "CANCELED"
+    await rebuild(trigger).on_kill()  # again, on a CANCELED job: acknowledged, no error
+    submit.hook.cancel_job(watched)
+
+
+@pytest.mark.integration
+async def test_on_kill_of_a_job_that_finished_leaves_it_finished(submit: Any, minicluster_conn_id: str) -> None:
+    job_id = submit("sleep", seconds=0.1)
+    assert submit.hook.wait_for_job(job_id, ["FINISHED"], timeout=30) == "FINISHED"
+    await JobStatusTrigger(job_id, minicluster_conn_id, cancel_on_kill=True).on_kill()  # 409, logged
+    assert submit.hook.get_job_status(job_id) == "FINISHED"
 
 
 @pytest.mark.integration

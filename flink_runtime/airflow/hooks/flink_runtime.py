@@ -388,6 +388,11 @@ class FlinkRuntimeHook(BaseHook):
             f"/jobs/{_quote(job_id)}/events", params={"since": max(int(since), 0), "timeout": wait}, extra_wait=wait
         )
 
+    async def a_cancel_job(self, job_id: str) -> None:
+        """PATCH /jobs/:id?mode=cancel, as cancel_job. A job that ended FINISHED or FAILED
+        answers 409 (FlinkRuntimeApiError); a CANCELED one is acknowledged again."""
+        await self._a_request("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})
+
     async def aclose(self) -> None:
         if self._async_client is not None:
             await self._async_client.aclose()
@@ -400,6 +405,11 @@ class FlinkRuntimeHook(BaseHook):
         await self.aclose()
 
     async def _a_get_json(self, path: str, params: dict[str, Any] | None = None, extra_wait: float = 0.0) -> dict:
+        return await self._a_request("GET", path, params, extra_wait)
+
+    async def _a_request(
+        self, method: str, path: str, params: dict[str, Any] | None = None, extra_wait: float = 0.0
+    ) -> dict:
         settings = await self._a_get_settings()
         if self._async_client is None:
             headers = dict(_HEADERS)
@@ -416,7 +426,7 @@ class FlinkRuntimeHook(BaseHook):
         # The same retry rule and error mapping as the sync side (JobClient): client/http.py.
         policy = RetryPolicy(self.retry_limit, self.retry_delay, MAX_RETRY_BACKOFF)
         with _translated():
-            response = await a_send(self._async_client, policy, "GET", path, params=params, timeout=timeout)
+            response = await a_send(self._async_client, policy, method, path, params=params, timeout=timeout)
             return json_object(response)
 
 

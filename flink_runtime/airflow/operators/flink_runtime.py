@@ -192,7 +192,9 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
             state = self.hook.get_job_status(job_id)
             if not is_globally_terminal(state):
                 self.defer(
-                    trigger=JobStatusTrigger(job_id, self.flink_runtime_conn_id, poll_timeout=self.poll_timeout),
+                    trigger=JobStatusTrigger(
+                        job_id, self.flink_runtime_conn_id, poll_timeout=self.poll_timeout, cancel_on_kill=True
+                    ),
                     method_name="execute_complete",
                     timeout=timedelta(seconds=self.timeout) if self.timeout is not None else None,
                 )

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from flink_runtime.airflow.exceptions import FlinkRuntimeException, FlinkRuntimeJobNotFound
+from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
 
 __all__ = ["JobStatusTrigger"]
@@ -30,14 +30,18 @@ class JobStatusTrigger(BaseTrigger):
 
     ``status`` is "success" only for a target state; "error" for a failure state, a
     terminal non-target, or a JobManager that could not be asked (``state`` None).
-    The trigger cancels nothing: the job belongs to the task, which may retry and
-    re-attach to it.
+    Ending the trigger cancels nothing: the job belongs to the task, which may retry
+    and re-attach to it (a triggerer restart or hand-over moves the trigger, the job
+    runs on). Only a user's kill of the deferred task (mark failed, mark success,
+    clear) reaches ``on_kill``, which cancels the job when ``cancel_on_kill`` is set:
+    the SubmitJobOperator's trigger owns its job, a sensor's only watches one.
 
     :param job_id: the job to follow.
     :param flink_runtime_conn_id: the connection to the cluster.
     :param target_statuses: states that end the wait successfully.
     :param failure_statuses: states that end it with an error.
     :param poll_timeout: seconds one long poll may wait for an event (at most 60).
+    :param cancel_on_kill: cancel the job when a user kills the deferred task.
     """
 
     def __init__(
@@ -47,6 +51,7 @@ class JobStatusTrigger(BaseTrigger):
         target_statuses: Iterable[str] = ("FINISHED",),
         failure_statuses: Iterable[str] = ("FAILED", "CANCELED"),
         poll_timeout: float = 30.0,
+        cancel_on_kill: bool = False,
     ) -> None:
         super().__init__()
         self.job_id = job_id
@@ -56,6 +61,7 @@ class JobStatusTrigger(BaseTrigger):
         self.target_statuses = [str(state) for state in target_statuses]
         self.failure_statuses = [str(state) for state in failure_statuses]
         self.poll_timeout = float(poll_timeout)
+        self.cancel_on_kill = bool(cancel_on_kill)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -66,6 +72,7 @@ class JobStatusTrigger(BaseTrigger):
                 "target_statuses": self.target_statuses,
                 "failure_statuses": self.failure_statuses,
                 "poll_timeout": self.poll_timeout,
+                "cancel_on_kill": self.cancel_on_kill,
             },
         )
 
@@ -92,6 +99,21 @@ class JobStatusTrigger(BaseTrigger):
                         return
             except FlinkRuntimeException as exc:
                 yield self._event(None, f"could not follow job {self.job_id}: {exc}")
+
+    async def on_kill(self) -> None:
+        """A user killed the deferred task: cancel its job (Airflow bounds the time this
+        takes; a job that already ended is left as it is)."""
+        if not self.cancel_on_kill:
+            return
+        async with FlinkRuntimeHook(self.flink_runtime_conn_id) as hook:
+            try:
+                await hook.a_cancel_job(self.job_id)
+            except FlinkRuntimeApiError as exc:
+                if exc.status_code != 409:
+                    raise
+                self.log.info("Job %s had ended already; nothing to cancel: %s", self.job_id, exc)
+                return
+        self.log.info("The task was killed: cancelled job %s.", self.job_id)
 
     def _event(self, state: str | None, message: str | None = None) -> TriggerEvent:
         if state in self.target_statuses:
