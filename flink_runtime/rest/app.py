@@ -27,6 +27,7 @@ from flink_runtime.rest.job_routes import job_routes
 from flink_runtime.rest.log_routes import log_routes
 from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
+from flink_runtime.web.routes import web_routes
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -45,6 +46,7 @@ def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = ""
     app.include_router(metric_routes(jobmanager))
     app.include_router(blob_routes(jobmanager, rest_url))
     app.include_router(log_routes(jobmanager))
+    app.include_router(web_routes())
 
     # OpenAPI: the JobGraph schema is published as a component.
     def openapi() -> dict[str, Any]:

@@ -8,7 +8,10 @@ unknown paths and errors that no endpoint handler caught as well:
    else looks at the path, so one route table (and one OpenAPI document) serves both
    and every rule below holds for both spellings alike.
 1. Authentication. With a token configured, a request without `Authorization:
-   Bearer <token>` gets 401 (compared in constant time), whatever its path.
+   Bearer <token>` gets 401 (compared in constant time), whatever its path, except
+   a GET or HEAD of the web dashboard's own files (`/` and `/web/...`): a browser
+   cannot send the header with a page load, and those files hold no data; the page
+   sends the token with every REST call it makes.
 2. No cross-site requests. A browser sends `Origin` on every cross-site POST; a
    request whose Origin is not this server's own is refused (403). A state-changing
    request must also say `Content-Type: application/json` (`application/octet-stream`
@@ -28,6 +31,8 @@ from typing import Any
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from flink_runtime.web import ASSET_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,7 @@ class RestGuard:
         await self._call_catching(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str, dict[str, str]] | None:
-        if self._expected:
+        if self._expected and not is_dashboard_file(scope):
             given = headers.get("authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, self._expected):
                 reason = "wrong bearer token" if given else "no Authorization header"
@@ -107,6 +112,12 @@ class RestGuard:
             if not started:
                 status, body = internal_error(scope, exc)
                 await _send_json(send, status, body, {})
+
+
+def is_dashboard_file(scope: Scope) -> bool:
+    """A read of the dashboard page or one of its static files (never REST data)."""
+    path: str = scope["path"]
+    return scope["method"] in ("GET", "HEAD") and (path == "/" or path.startswith(ASSET_PREFIX))
 
 
 def without_version_prefix(scope: Scope) -> Scope:

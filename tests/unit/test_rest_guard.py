@@ -75,6 +75,63 @@ def test_without_a_token_configured_nothing_is_asked(open_api: TestClient) -> No
     assert open_api.get(f"/jobs/{JOB_ID}/checkpoints").status_code == 200
 
 
+# -- the web dashboard: its files load without the token, its data does not -----------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "media_type"),
+    [("/", "text/html"), ("/web/js/app.js", "text/javascript"), ("/web/vendor/dagre.min.js", "text/javascript")],
+)
+def test_the_dashboards_files_load_without_a_token(guarded: TestClient, path: str, media_type: str) -> None:
+    answer = guarded.get(path)
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith(media_type)
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+    assert guarded.head(path).status_code == 200
+
+
+def test_the_dashboard_page_is_the_shell_that_asks_for_data(guarded: TestClient) -> None:
+    page = guarded.get("/").text
+    assert "<title>flink-runtime</title>" in page
+    assert 'src="web/js/app.js"' in page
+
+
+@pytest.mark.parametrize(
+    "path", ["/jobs/overview", "/v1/jobs/overview", "/overview", f"/jobs/{JOB_ID}/checkpoints", "/web", "/webx/a.js"]
+)
+def test_the_dashboards_data_still_needs_the_token(guarded: TestClient, path: str) -> None:
+    answer = guarded.get(path)
+    assert answer.status_code == 401
+    assert "security.rest.token" in answer.json()["errors"][0]
+
+
+def test_only_reads_of_the_dashboards_files_are_let_through(guarded: TestClient, jobmanager: StubJobManager) -> None:
+    for method in ("POST", "PUT", "PATCH", "DELETE"):
+        answer = guarded.request(method, "/", headers={"Content-Type": "application/json"}, content=b"{}")
+        assert answer.status_code == 401, method
+    assert guarded.post("/web/js/app.js", headers={"Content-Type": "application/json"}).status_code == 401
+    # A path that climbs out of the static folder finds nothing there (and no route).
+    for climbing in ("/web/../jobs/overview", "/web/%2e%2e/%2e%2e/setup.cfg", "/web/js/../../routes.py"):
+        answer = guarded.get(climbing)
+        assert answer.status_code in (401, 404), climbing
+        assert "jobs" not in answer.json() and "errors" in answer.json()
+    assert jobmanager.calls == []
+
+
+def test_a_cross_site_post_is_still_refused_with_the_dashboard(guarded: TestClient, jobmanager: StubJobManager) -> None:
+    foreign = {**AUTH, "Origin": "https://evil.example"}
+    assert guarded.post(f"/jobs/{JOB_ID}/stop", headers=foreign, json={}).status_code == 403
+    assert guarded.patch(f"/jobs/{JOB_ID}?mode=cancel", headers=foreign, json={}).status_code == 403
+    assert guarded.post(f"/jobs/{JOB_ID}/stop", headers={"Origin": "https://evil.example"}, json={}).status_code == 401
+    assert jobmanager.calls == []
+
+
+def test_the_dashboard_leaves_the_openapi_docs_alone(guarded: TestClient) -> None:
+    assert guarded.get("/docs", headers=AUTH).status_code == 200
+    paths = guarded.get("/openapi.json", headers=AUTH).json()["paths"]
+    assert "/" not in paths and not any(path.startswith("/web") for path in paths)
+
+
 # -- /v1/: Flink's versioned prefix -----------------------------------------------------------------
 
 
