@@ -68,11 +68,11 @@ def write_inputs(directory: Path, files: int = 36, rows: int = 120) -> list[Row]
     return sorted((r, len(orders[r]), sum(orders[r]), managers[r]) for r in managers)
 
 
-def regional_totals(directory: Path, output: Path, slow: bool = True) -> Pipeline:
+def regional_totals(directory: Path, output: Path, slow: bool = True, files: str = "*.csv") -> Pipeline:
     config = {**JOB_CONFIG, "state.checkpoints.dir": str(output.parent / f"{output.name}-checkpoints")}
     pipeline = Pipeline("regional totals", parallelism=3, config=config)
     orders = pipeline.read_csv(
-        str(directory / "orders" / "*.csv"), schema="id BIGINT, region STRING, amount BIGINT", split_size=1
+        str(directory / "orders" / files), schema="id BIGINT, region STRING, amount BIGINT", split_size=1
     )
     if slow:
         orders = orders.transform("tests.helpers.transforms:slow")
@@ -99,10 +99,10 @@ def test_tm_kills_and_a_jobmanager_kill_leave_the_output_exact(tmp_path: Path) -
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
         cluster.start(taskmanagers=3, slots=1)
         with JobClient(cluster.rest_url, timeout=60) as client:
-            # Start every TaskManager's SparkSession (and the JobManager's) first.
-            warm = regional_totals(tmp_path / "in", tmp_path / "warm", slow=False).job_graph()
+            # Start every TaskManager's SparkSession (and the JobManager's) first: three
+            # files, one subtask of each vertex per one-slot TaskManager.
+            warm = regional_totals(tmp_path / "in", tmp_path / "warm", slow=False, files="00[0-2].csv").job_graph()
             assert client.wait(client.submit(warm), timeout=240).value == "FINISHED"
-            assert published_rows(tmp_path / "warm") == expected  # the reference holds without chaos
             job_id = client.submit(regional_totals(tmp_path / "in", tmp_path / "out").job_graph())
 
         def kill_a_taskmanager() -> None:

@@ -46,10 +46,10 @@ def write_corpus(directory: Path, files: int = 24) -> collections.Counter[str]:
     return counts
 
 
-def word_count(input_dir: Path, output: Path, parallelism: int) -> Pipeline:
+def word_count(input_dir: Path, output: Path, parallelism: int, files: str = "*.txt") -> Pipeline:
     pipeline = Pipeline("fault tolerant word count", parallelism=parallelism, config=RESTARTS)
     (
-        pipeline.read_text(str(input_dir / "*.txt"), split_size=1)  # one file per split
+        pipeline.read_text(str(input_dir / files), split_size=1)  # one file per split
         .transform("tests.helpers.transforms:slow")
         .select("explode(split(value, ' ')) AS word")
         .key_by("word")
@@ -64,8 +64,9 @@ def test_killing_taskmanagers_mid_job_changes_nothing_in_the_output(tmp_path: Pa
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
         cluster.start(taskmanagers=3, slots=1)
         with JobClient(cluster.rest_url, timeout=60) as client:
-            # Warm every TaskManager's SparkSession (and the JobManager's) first.
-            warm = word_count(tmp_path / "in", tmp_path / "warm", parallelism=3)
+            # Warm every TaskManager's SparkSession (and the JobManager's) first: three
+            # files, one subtask of each vertex per one-slot TaskManager.
+            warm = word_count(tmp_path / "in", tmp_path / "warm", parallelism=3, files="0[0-2].txt")
             assert client.wait(client.submit(warm.job_graph()), timeout=180).value == "FINISHED"
 
             job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out", parallelism=3).job_graph())

@@ -76,12 +76,12 @@ def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fai
         # A third TaskManager finds every core taken (the others keep their sessions warm):
         # its task fails with the reason instead of waiting for ever.
         cluster.start_taskmanager(
-            "tm-c", **{"taskmanager.numberOfTaskSlots": 1, "taskmanager.spark.resource-wait-timeout": "15 s"}
+            "tm-c", **{"taskmanager.numberOfTaskSlots": 1, "taskmanager.spark.resource-wait-timeout": "6 s"}
         )
         job_id = client.submit(word_count(corpus, tmp_path / "out-3", parallelism=3).job_graph())
         status = client.wait(job_id, timeout=300)
         root = client.exceptions(job_id)["root-exception"] or ""
     assert status.value == "FAILED", "a job with a task on a Spark application without executors finished"
-    assert "SparkResourcesUnavailable" in root and "no executor for 15 s" in root, root
+    assert "SparkResourcesUnavailable" in root and "no executor for 6 s" in root, root
     assert "taskmanager.spark.resource-wait-timeout" in root
     assert not list((tmp_path / "out-3").rglob("*.parquet")), "a failed job published output"
