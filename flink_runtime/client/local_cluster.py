@@ -89,6 +89,7 @@ class StandaloneCluster:
             "rest.port": self.rest_port,
             "io.tmp.dirs": str(self.work_dir / "data"),
             "jobstore.url": f"sqlite:///{self.work_dir / 'jobstore.db'}",
+            "env.log.dir": str(self.work_dir / "log"),
             **self.properties,
         }
 
