@@ -5,9 +5,10 @@ TaskManager, oldest first (the REST API bounds one answer to the newest 1 MiB). 
 are printed as they are, for grep and less.
 
 Following polls about every second for the lines stamped since the last answer's
-`next` and prints those not printed yet (an answer repeats the lines of its first
-millisecond). It stops by itself once the job has ended and a poll brought nothing
-new, or on Ctrl-C (exit 0: stopping to follow is not a failure).
+`next` and prints those not printed yet (`next` lies a few seconds before the newest
+line, so a line written late is not missed; the repeated ones are dropped here). It
+stops by itself once the job has ended and a poll brought nothing new, or on Ctrl-C
+(exit 0: stopping to follow is not a failure).
 """
 
 from __future__ import annotations

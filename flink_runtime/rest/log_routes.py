@@ -20,6 +20,7 @@ so a record read twice is kept once.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 TEXT = "text/plain; charset=utf-8"
 REFUSAL_STATUS = {"invalid-name": 400, "not-found": 404, "range": 416}
 _STAMP_LENGTH = len("2026-11-23 10:31:04,977")
+_STAMP_FORMAT = "%Y-%m-%d %H:%M:%S,%f"
+NEXT_OVERLAP = datetime.timedelta(seconds=5)
 _SINCE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}$")
 
 
@@ -134,7 +137,7 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def subtask_log(job_id: str, vertex_id: str, subtask_index: int) -> Response:
         _check_job(job_id, vertex_id, subtask_index)
-        records, truncated, unreachable, _ = await _job_records(job_id, vertex_id, subtask_index, "")
+        records, truncated, unreachable = await _job_records(job_id, vertex_id, subtask_index, "")
         headers = {"X-Truncated": "true"} if truncated else {}
         if unreachable:
             headers["X-Unreachable-TaskManagers"] = ", ".join(sorted(unreachable))
@@ -155,11 +158,11 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
                 400, f"since={since!r}: expected a time stamp 'YYYY-MM-DD HH:MM:SS,mmm' (an answer's next)."
             )
         state = _check_job(job_id, vertex, subtask)
-        records, truncated, unreachable, next_since = await _job_records(job_id, vertex, subtask, since)
+        records, truncated, unreachable = await _job_records(job_id, vertex, subtask, since)
         return {
             "lines": records,
             "truncated": truncated,
-            "next": next_since or since,
+            "next": _next_since(records, since),
             "state": state,
             "unreachable": [{"taskmanager": tm, "reason": reason} for tm, reason in sorted(unreachable.items())],
         }
@@ -189,8 +192,8 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
 
     async def _job_records(
         job_id: str, vertex_id: str | None, subtask_index: int | None, since: str
-    ) -> tuple[list[str], bool, dict[str, str], str]:
-        """(records oldest first, truncated, unreachable TaskManagers with why, next `since`)."""
+    ) -> tuple[list[str], bool, dict[str, str]]:
+        """(records oldest first, truncated, unreachable TaskManagers with why)."""
         registrations = list(jobmanager.task_managers.values())
         message = RequestTaskLog(job_id=job_id, vertex_id=vertex_id, subtask_index=subtask_index, since=since)
         answers = await asyncio.gather(
@@ -199,7 +202,6 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
         merged: dict[str, None] = {}  # ordered, and a record read twice (a shared log) is kept once
         unreachable: dict[str, str] = {}
         truncated = False
-        newest: list[str] = []
         for registration, answer in zip(registrations, answers, strict=True):
             if isinstance(answer, RestError):
                 unreachable[registration.task_manager_id] = "; ".join(answer.errors)
@@ -208,8 +210,6 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
                 raise answer
             truncated = truncated or answer.truncated
             merged.update(dict.fromkeys(answer.records))
-            if answer.records:
-                newest.append(answer.records[-1][:_STAMP_LENGTH])
         # Each TaskManager's records are in order; merged by their time stamps (a stable sort).
         records = sorted(merged, key=lambda record: record[:_STAMP_LENGTH])
         kept, size = [], 0
@@ -220,14 +220,29 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
                 break
             kept.append(record)
         kept.reverse()
-        # Continue from the TaskManager that is furthest behind, so a clock running late on
-        # one host loses none of its lines; what comes again is dropped by the reader.
-        return kept, truncated, unreachable, min(newest) if newest else ""
+        return kept, truncated, unreachable
 
     return router
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+
+def _next_since(records: list[str], since: str) -> str:
+    """Where the next poll starts: NEXT_OVERLAP before the newest line (never before `since`).
+
+    The overlap catches lines written a moment after their time stamp was taken (another
+    thread held the file) and hosts whose clocks differ by less; the reader drops what it
+    printed already.
+    """
+    if not records:
+        return since
+    try:
+        newest = datetime.datetime.strptime(records[-1][:_STAMP_LENGTH], _STAMP_FORMAT)
+    except ValueError:  # not a stamp of ours (a different log format): start where this one did
+        return since
+    earlier = (newest - NEXT_OVERLAP).strftime(_STAMP_FORMAT)[:_STAMP_LENGTH]  # %f: micro- to milliseconds
+    return max(earlier, since)
 
 
 def _log_list(files: LogFiles) -> dict[str, Any]:
