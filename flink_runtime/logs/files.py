@@ -157,7 +157,7 @@ def _open(config: Configuration, role: str, process_id: str, capture_stdout: boo
     handler.addFilter(TaskTagFilter())
     logging.getLogger().addHandler(handler)
     logs = ProcessLogs(directory, prefix, max_bytes, max_files, handler)
-    if capture_stdout:
+    if capture_stdout and sys.stdout is not None:  # None: a process started without a stdout
         # Line-buffered: what was printed is in the file when someone asks for it.
         out = open(directory / f"{prefix}.out", "w", encoding="utf-8", buffering=1)  # noqa: SIM115
         logs.stdout = _StdoutTee(sys.stdout, out, max_bytes)
