@@ -1,0 +1,126 @@
+"""Screenshots of the web dashboard for the README, from a real run.
+
+Starts a MiniCluster (2 TaskManagers x 2 slots), runs the demo's word count over a
+generated corpus, and saves what headless Chromium shows to docs/images/:
+
+    dashboard-overview.png       the overview while the job runs
+    dashboard-taskmanagers.png   the TaskManagers page while the job runs
+    dashboard-job.png            the job's page (graph, vertices, subtasks, timeline) once it finished
+
+Needs chromium and chromedriver (scripts/ensure-chromium.sh) and selenium (the dev extras):
+
+    .venv/bin/python scripts/dashboard_screenshots.py [--out docs/images]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+from flink_runtime.client import JobClient
+from flink_runtime.configuration import Configuration
+from flink_runtime.demo import generate_corpus
+from flink_runtime.minicluster import MiniCluster
+from flink_runtime.pipeline import Pipeline
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDTH = 1360
+
+
+def word_count(input_dir: Path, output_dir: Path) -> Pipeline:
+    """The demo's word count with small splits, so it runs long enough to be seen running."""
+    pipeline = Pipeline("word count", parallelism=2)
+    (
+        pipeline.read_text(str(input_dir / "*.txt"), split_size="32k")
+        .select("explode(split(lower(value), '\\\\s+')) AS word")
+        .filter("word != ''")
+        .key_by("word")
+        .agg("count(*) AS count")
+        .write_parquet(str(output_dir), mode="overwrite")
+    )
+    return pipeline
+
+
+def chrome() -> webdriver.Chrome:
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        f"--window-size={WIDTH},900",
+        "--hide-scrollbars",
+    ):
+        options.add_argument(argument)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def wait_for(what: str, condition: Callable[[], object], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def text(driver: webdriver.Chrome, selector: str) -> str:
+    found = driver.find_elements(By.CSS_SELECTOR, selector)
+    return found[0].text if found else ""
+
+
+def shoot(driver: webdriver.Chrome, path: Path) -> None:
+    """The whole page: the window grows to the page's height first."""
+    time.sleep(0.5)  # let the last refresh paint
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(WIDTH, min(max(height, 600), 2400))
+    time.sleep(0.3)
+    driver.save_screenshot(str(path))
+    driver.set_window_size(WIDTH, 900)
+    print(f"{path} ({path.stat().st_size // 1024} KB)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dashboard-") as scratch:
+        work = Path(scratch)
+        generate_corpus(work / "in", files=24, lines_per_file=3_000)
+        config = Configuration({"io.tmp.dirs": str(work / "data"), "state.savepoints.dir": str(work / "savepoints")})
+        with (
+            MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster,
+            JobClient(cluster.rest_url) as client,
+        ):
+            driver = chrome()
+            try:
+                job_id = client.submit(word_count(work / "in", work / "out").job_graph())
+                driver.get(f"{cluster.rest_url}/#/overview")
+                wait_for(
+                    "the job's tasks in their slots", lambda: text(driver, "#card-slots .card-value")[:1] not in "0"
+                )
+                wait_for("the job RUNNING", lambda: "RUNNING" in text(driver, "#running-jobs .job-row"))
+                shoot(driver, args.out / "dashboard-overview.png")
+                driver.get(f"{cluster.rest_url}/#/taskmanagers")
+                wait_for("the TaskManagers' metrics", lambda: "%" in text(driver, ".tm-row"))
+                shoot(driver, args.out / "dashboard-taskmanagers.png")
+                client.wait(job_id, timeout=300)
+                driver.get(f"{cluster.rest_url}/#/jobs/{job_id}")
+                wait_for("the job graph", lambda: driver.find_elements(By.CSS_SELECTOR, "svg.job-graph .vertex"))
+                wait_for("the timeline", lambda: driver.find_elements(By.CSS_SELECTOR, ".timeline-row"))
+                shoot(driver, args.out / "dashboard-job.png")
+            finally:
+                driver.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
