@@ -210,6 +210,9 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
                 raise answer
             truncated = truncated or answer.truncated
             merged.update(dict.fromkeys(answer.records))
+        if registrations and len(unreachable) == len(registrations):
+            reasons = "; ".join(f"{tm}: {reason}" for tm, reason in sorted(unreachable.items()))
+            raise RestError(503, f"No TaskManager answered with the job's log lines ({reasons}).")
         # Each TaskManager's records are in order; merged by their time stamps (a stable sort).
         records = sorted(merged, key=lambda record: record[:_STAMP_LENGTH])
         kept, size = [], 0

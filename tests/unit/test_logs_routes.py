@@ -136,6 +136,11 @@ def test_taskmanagers_unknown_or_silent(rest: tuple[TestClient, Any]) -> None:
     answer = client.get(f"/jobs/{JOB}/log").json()
     assert len(answer["lines"]) == 6
     assert [item["taskmanager"] for item in answer["unreachable"]] == ["tm-gone", "tm-slow"]
+    # None answering is an error, not an empty log.
+    del jobmanager.task_managers["tm-0"], jobmanager.task_managers["tm-1"]
+    nobody = client.get(f"/jobs/{JOB}/vertices/sum/subtasks/0/log")
+    assert nobody.status_code == 503 and "No TaskManager answered" in nobody.json()["errors"][0]
+    assert "tm-slow: TaskManager tm-slow did not answer" in nobody.json()["errors"][0]
 
 
 def test_a_jobs_lines_merged_once_and_filtered(rest: tuple[TestClient, Any]) -> None:
