@@ -24,7 +24,7 @@ import datetime
 import re
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from flink_runtime.logs import service
@@ -135,7 +135,7 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
         "/jobs/{job_id}/vertices/{vertex_id}/subtasks/{subtask_index}/log",
         summary="A subtask's log lines from every TaskManager (text)",
     )
-    async def subtask_log(job_id: str, vertex_id: str, subtask_index: int) -> Response:
+    async def subtask_log(job_id: str, vertex_id: str, subtask_index: int = Path(ge=0, le=32767)) -> Response:
         _check_job(job_id, vertex_id, subtask_index)
         records, truncated, unreachable = await _job_records(job_id, vertex_id, subtask_index, "")
         headers = {"X-Truncated": "true"} if truncated else {}
