@@ -79,8 +79,11 @@ def text(driver: webdriver.Chrome, selector: str) -> str:
 def shoot(driver: webdriver.Chrome, path: Path) -> None:
     """The whole page: the window grows to the page's height first."""
     time.sleep(0.5)  # let the last refresh paint
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(WIDTH, min(max(height, 600), 2400))
+    # The window's size includes the browser's own frame: add it to the page's height.
+    height, frame = driver.execute_script(
+        "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
+    )
+    driver.set_window_size(WIDTH, min(max(height, 600), 2400) + frame)
     time.sleep(0.3)
     driver.save_screenshot(str(path))
     driver.set_window_size(WIDTH, 900)
