@@ -50,8 +50,6 @@ def fast_config(**overrides: object) -> Configuration:
 def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
     """A MiniCluster with 2 TaskManagers x 2 slots, shared by the whole session."""
     data_dir = tmp_path_factory.mktemp("minicluster-data")
-    # Log files too, so the log endpoints (and the dashboard's TaskManager log) have some.
-    log_dir = tmp_path_factory.mktemp("minicluster-log")
-    config = fast_config(**{"io.tmp.dirs": str(data_dir), "env.log.dir": str(log_dir)})
+    config = fast_config(**{"io.tmp.dirs": str(data_dir)})
     with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
         yield cluster

@@ -6,7 +6,8 @@ the I/O each task attempt reported with its final state (flink_runtime/io/metric
 REST serves them as Flink's metric endpoints and as Prometheus text (rest/metric_routes.py).
 
 Scopes, as Flink's:
-  jobmanager        numRegisteredTaskManagers, taskSlotsTotal, taskSlotsAvailable, numRunningJobs
+  jobmanager        numRegisteredTaskManagers, taskSlotsTotal, taskSlotsAvailable, numRunningJobs,
+                    uptime
   job               uptime, downtime, numRestarts, lastCheckpointDuration, lastCheckpointSize,
                     numberOfCompletedCheckpoints, numberOfFailedCheckpoints, ...
   task (subtask)    numRecordsIn, numRecordsOut, numBytesIn, numBytesOut, accumulateBusyTimeMs,
@@ -55,6 +56,8 @@ def jobmanager_metrics(jobmanager: JobManager) -> Metrics:
         "taskSlotsTotal": jobmanager.slot_pool.total_slots,
         "taskSlotsAvailable": jobmanager.slot_pool.free_slots,
         "numRunningJobs": running,
+        # Not one of Flink's JobManager metrics (its dashboard reads the JVM's); ours, in ms.
+        "uptime": (time.time() - jobmanager.started_at) * 1000,
     }
 
 

@@ -27,7 +27,7 @@ from flink_runtime.rest.job_routes import job_routes
 from flink_runtime.rest.log_routes import log_routes
 from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
-from flink_runtime.web.routes import web_routes
+from flink_runtime.rest.web_routes import web_routes
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager

@@ -19,6 +19,9 @@ TaskManager is refused by name rather than misunderstood.
 | TM -> JM     | DisconnectTaskManager      | Acknowledge                                  |
 | JM -> TM     | ReleasePartitions          |                                              |
 | JM -> TM     | TriggerCheckpoint          | (TM -> JM) AcknowledgeCheckpoint / DeclineCheckpoint |
+| JM -> TM     | RequestLogFiles            | LogFiles                                     |
+| JM -> TM     | RequestLogFile             | LogFileChunk / LogFileRefused                |
+| JM -> TM     | RequestTaskLog             | TaskLogLines                                 |
 | JM -> subscribers | JobStatusChanged      |                                              |
 """
 
@@ -284,39 +287,7 @@ class ReleasePartitions(Message):
     data_namespace: str = ""
 
 
-WireMessage = (
-    RegisterTaskManager
-    | AcknowledgeRegistration
-    | AlreadyRegistered
-    | RefuseRegistration
-    | DisconnectTaskManager
-    | Heartbeat
-    | HeartbeatResponse
-    | Acknowledge
-    | RpcError
-    | SubmitJob
-    | Success
-    | JobSubmissionFailure
-    | CancelJob
-    | CancellationSuccess
-    | CancellationFailure
-    | JobStatusChanged
-    | SubmitTask
-    | CancelTask
-    | TaskOperationResult
-    | UpdateTaskExecutionState
-    | RequestNextInputSplit
-    | NextInputSplit
-    | ScheduleOrUpdateConsumers
-    | ReleasePartitions
-    | TriggerCheckpoint
-    | AcknowledgeCheckpoint
-    | DeclineCheckpoint
-)
-
-
 # -- logs (flink_runtime/logs/; the TaskManager's side is taskmanager/log_service.py) --------
-# Appended after WireMessage and added to it here, so the sections above stay as they are.
 
 
 class LogFileInfo(Message):
@@ -383,7 +354,33 @@ class TaskLogLines(Message):
 
 
 WireMessage = (
-    WireMessage  # the union above
+    RegisterTaskManager
+    | AcknowledgeRegistration
+    | AlreadyRegistered
+    | RefuseRegistration
+    | DisconnectTaskManager
+    | Heartbeat
+    | HeartbeatResponse
+    | Acknowledge
+    | RpcError
+    | SubmitJob
+    | Success
+    | JobSubmissionFailure
+    | CancelJob
+    | CancellationSuccess
+    | CancellationFailure
+    | JobStatusChanged
+    | SubmitTask
+    | CancelTask
+    | TaskOperationResult
+    | UpdateTaskExecutionState
+    | RequestNextInputSplit
+    | NextInputSplit
+    | ScheduleOrUpdateConsumers
+    | ReleasePartitions
+    | TriggerCheckpoint
+    | AcknowledgeCheckpoint
+    | DeclineCheckpoint
     | RequestLogFiles
     | LogFiles
     | RequestLogFile

@@ -42,7 +42,8 @@ def values(rest: httpx.Client, path: str, get: str) -> dict[str, str]:
 def test_jobmanager_metrics(rest: httpx.Client) -> None:
     names = {item["id"] for item in rest.get("/v1/jobmanager/metrics").json()}
     assert {"numRegisteredTaskManagers", "taskSlotsTotal", "taskSlotsAvailable", "numRunningJobs"} <= names
-    got = values(rest, "/jobmanager/metrics", "numRegisteredTaskManagers,taskSlotsTotal")
+    got = values(rest, "/jobmanager/metrics", "numRegisteredTaskManagers,taskSlotsTotal,uptime")
+    assert float(got.pop("uptime")) > 0
     assert got == {"numRegisteredTaskManagers": "2", "taskSlotsTotal": "4"}
 
 

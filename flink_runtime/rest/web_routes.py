@@ -1,4 +1,5 @@
-"""The web dashboard's files: the page at `/` and its scripts and styles under `/web/`.
+"""REST: the web dashboard's files (flink_runtime/web/static): the page at `/` and its
+scripts and styles under `/web/`.
 
 They are static and hold no cluster data: the page reads everything through the REST
 API with fetch(), sending the bearer token itself. That is why the guard
@@ -8,15 +9,11 @@ browser cannot add an Authorization header to a page load.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
 from flink_runtime.rest.errors import RestError
-from flink_runtime.web import ASSET_PREFIX
-
-STATIC_DIR = Path(__file__).parent / "static"
+from flink_runtime.web import ASSET_PREFIX, STATIC_DIR
 
 # The page loads only its own files and talks only to its own server; nothing may frame
 # it. Data URLs: the empty favicon. No inline scripts or styles, no eval.
