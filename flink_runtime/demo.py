@@ -46,10 +46,10 @@ def generate_corpus(directory: Path, files: int = 40, lines_per_file: int = 2_00
         (directory / f"part-{index:03d}.txt").write_text("\n".join(lines) + "\n")
 
 
-def word_count(input_dir: Path, output_dir: Path) -> Pipeline:
-    pipeline = Pipeline("demo word count", parallelism=2)
+def word_count(input_dir: Path, output_dir: Path, split_size: str = "256k", name: str = "demo word count") -> Pipeline:
+    pipeline = Pipeline(name, parallelism=2)
     (
-        pipeline.read_text(str(input_dir / "*.txt"), split_size="256k")
+        pipeline.read_text(str(input_dir / "*.txt"), split_size=split_size)
         .select("explode(split(lower(value), '\\\\s+')) AS word")
         .filter("word != ''")
         .key_by("word")

@@ -27,26 +27,11 @@ from selenium.webdriver.common.by import By
 
 from flink_runtime.client import JobClient
 from flink_runtime.configuration import Configuration
-from flink_runtime.demo import generate_corpus
+from flink_runtime.demo import generate_corpus, word_count
 from flink_runtime.minicluster import MiniCluster
-from flink_runtime.pipeline import Pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 1360
-
-
-def word_count(input_dir: Path, output_dir: Path) -> Pipeline:
-    """The demo's word count with small splits, so it runs long enough to be seen running."""
-    pipeline = Pipeline("word count", parallelism=2)
-    (
-        pipeline.read_text(str(input_dir / "*.txt"), split_size="32k")
-        .select("explode(split(lower(value), '\\\\s+')) AS word")
-        .filter("word != ''")
-        .key_by("word")
-        .agg("count(*) AS count")
-        .write_parquet(str(output_dir), mode="overwrite")
-    )
-    return pipeline
 
 
 def chrome() -> webdriver.Chrome:
@@ -105,7 +90,9 @@ def main() -> int:
         ):
             driver = chrome()
             try:
-                job_id = client.submit(word_count(work / "in", work / "out").job_graph())
+                job_id = client.submit(
+                    word_count(work / "in", work / "out", split_size="32k", name="word count").job_graph()
+                )
                 driver.get(f"{cluster.rest_url}/#/overview")
                 wait_for(
                     "the job's tasks in their slots", lambda: text(driver, "#card-slots .card-value")[:1] not in "0"
