@@ -57,10 +57,20 @@ class FlinkRuntimeJobFailed(FlinkRuntimeException):
 
     ``root_exception`` is the JobManager's full root exception (message and
     traceback), None if the job has none; the message keeps its first paragraph.
+    ``log_lines`` are the last task-log lines of the subtask that raised it, if the
+    cluster keeps logs.
     """
 
-    def __init__(self, job_id: str, state: str, message: str, root_exception: str | None = None) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        state: str,
+        message: str,
+        root_exception: str | None = None,
+        log_lines: list[str] | None = None,
+    ) -> None:
         self.job_id = job_id
         self.state = state
         self.root_exception = root_exception
+        self.log_lines = list(log_lines or [])
         super().__init__(message)

@@ -264,6 +264,10 @@ class JobClient:
         """GET /jobs/:id/exceptions - `root-exception` and the exception history."""
         return self._get_json(f"/jobs/{_quote(job_id)}/exceptions")
 
+    def accumulators(self, job_id: str) -> dict[str, Any]:
+        """GET /jobs/:id/accumulators: records, bytes and (sources) input splits per vertex."""
+        return self._get_json(f"/jobs/{_quote(job_id)}/accumulators")
+
     def list_jobs(self) -> list[dict[str, Any]]:
         """GET /jobs/overview - one overview per job the JobManager knows."""
         return list(self._get_json("/jobs/overview").get("jobs", []))

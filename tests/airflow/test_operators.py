@@ -29,6 +29,7 @@ from flink_runtime.airflow.operators.flink_runtime import (
     TriggerSavepointOperator,
     deterministic_job_id,
 )
+from flink_runtime.airflow.progress import ProgressLog
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.pipeline import Pipeline
@@ -100,7 +101,8 @@ def test_waits_for_the_job_and_returns_its_id(task_context: Callable[..., Contex
     op = operator(from_savepoint="/sp/savepoint-1", poll_timeout=7, timeout=100)
     assert op.execute(context) == job_id_of(1)
     op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path="/sp/savepoint-1")
-    op.hook.wait_for_job.assert_called_once_with(job_id_of(1), ["FINISHED"], 100, 7)
+    op.hook.wait_for_job.assert_called_once_with(job_id_of(1), ["FINISHED"], 100, 7, progress=mock.ANY)
+    assert isinstance(op.hook.wait_for_job.call_args.kwargs["progress"], ProgressLog)  # logs while waiting
 
 
 def test_a_failed_job_fails_the_task_with_its_root_exception(task_context: Callable[..., Context]) -> None:

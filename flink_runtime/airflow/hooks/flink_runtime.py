@@ -44,6 +44,7 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
+from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
 from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
@@ -284,20 +285,37 @@ class FlinkRuntimeHook(BaseHook):
             self.get_conn().cancel(job_id)
 
     def job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
-        """The exception for a job that ended ``state``, with its root exception if it has one.
+        """The exception for a job that ended ``state``, with its root exception if it has one
+        and the last log lines of the subtask that raised it.
 
-        The root exception is fetched on a best-effort basis: failing to get it must
-        not hide the failure it would explain.
+        Both are fetched on a best-effort basis: failing to get them must not hide the
+        failure they would explain.
         """
         root: str | None = None
+        log_lines: list[str] = []
         try:
-            root = self.get_exceptions(job_id).get("root-exception") or None
-        except FlinkRuntimeException as exc:
-            self.log.warning("Could not fetch the root exception of job %s: %s", job_id, exc)
+            exceptions = self.get_exceptions(job_id)
+            root = exceptions.get("root-exception") or None
+            failing = failing_subtask(exceptions, self.get_conn().details(job_id)) if root else None
+            if failing is not None:
+                lines = self.get_conn().job_log(job_id, vertex=failing[0], subtask=failing[1])["lines"]
+                log_lines = lines[-FAILURE_LOG_LINES:]
+        except (FlinkRuntimeException, RestClientError, ClusterUnreachable) as exc:
+            self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
         message = reason or f"Flink Runtime job {job_id} ended {state}"
         if root:
             message = f"{message}: {_first_paragraph(root)}"
-        return FlinkRuntimeJobFailed(job_id, state, message, root)
+        return FlinkRuntimeJobFailed(job_id, state, message, root, log_lines)
+
+    def job_progress(self, job_id: str) -> str:
+        """One line: the job's state and each vertex's subtasks, splits and records (airflow/progress.py)."""
+        with _translated():
+            client = self.get_conn()
+            return describe_progress(job_id, client.details(job_id), client.accumulators(job_id))
+
+    async def a_job_progress(self, job_id: str) -> str:
+        details = await self._a_get_json(f"/jobs/{_quote(job_id)}")
+        return describe_progress(job_id, details, await self._a_get_json(f"/jobs/{_quote(job_id)}/accumulators"))
 
     # -- savepoints ----------------------------------------------------------------------------------
 
@@ -337,13 +355,15 @@ class FlinkRuntimeHook(BaseHook):
         target_states: Collection[str],
         timeout: float | None = None,
         poll_timeout: float = 30.0,
+        progress: ProgressLog | None = None,
     ) -> str:
         """Block until the job reaches one of ``target_states`` or ends; returns that state.
 
         Follows the job's events with long polls (one request per state change, or per
         ``poll_timeout`` seconds of quiet). A globally terminal state ends the wait even
         if it is not a target: the caller tells success from failure. Raises
-        FlinkRuntimeTimeout after ``timeout`` seconds.
+        FlinkRuntimeTimeout after ``timeout`` seconds. With ``progress``, each state
+        change and, every ``progress.interval`` seconds, the job's progress are logged.
         """
         watched = set(target_states)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -358,6 +378,8 @@ class FlinkRuntimeHook(BaseHook):
                     f"its last state was {last_state}"
                 )
             wait = poll_timeout if remaining is None else min(poll_timeout, remaining)
+            if progress is not None:
+                wait = min(wait, progress.interval)
             try:
                 with _translated():
                     page = client.poll_events(job_id, since, wait)
@@ -370,6 +392,17 @@ class FlinkRuntimeHook(BaseHook):
             decided = decisive_state([event.new_state.value for event in page.events], last_state, watched)
             if decided is not None:
                 return decided
+            if progress is not None:
+                self._report_progress(job_id, page.events, progress)
+
+    def _report_progress(self, job_id: str, events: Sequence[Any], progress: ProgressLog) -> None:
+        for event in events:
+            progress.log.info("Job %s: %s -> %s", job_id, event.old_state.value, event.new_state.value)
+        if progress.due(time.monotonic()):
+            try:
+                progress.report(self.job_progress(job_id), time.monotonic())
+            except FlinkRuntimeException as exc:  # progress is news, never a reason to stop waiting
+                progress.log.debug("No progress of job %s: %s", job_id, exc)
 
     # -- async, for the trigger ----------------------------------------------------------------------
 

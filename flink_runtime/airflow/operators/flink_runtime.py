@@ -34,6 +34,7 @@ from flink_runtime.airflow.exceptions import (
 )
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
 from flink_runtime.airflow.links import JOB_ID_XCOM_KEY, FlinkRuntimeJobLink
+from flink_runtime.airflow.progress import ProgressLog
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
@@ -73,6 +74,8 @@ def raise_job_failure(
     failure = hook.job_failure(job_id, state, reason)
     if failure.root_exception:
         task.log.error("Root exception of job %s (%s):\n%s", job_id, state, failure.root_exception)
+    if failure.log_lines:
+        task.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
     raise failure
 
 
@@ -200,7 +203,9 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
                 )
         else:
             try:
-                state = self.hook.wait_for_job(job_id, [FINISHED], self.timeout, self.poll_timeout)
+                state = self.hook.wait_for_job(
+                    job_id, [FINISHED], self.timeout, self.poll_timeout, progress=ProgressLog(self.log)
+                )
             except FlinkRuntimeTimeout:
                 self._cancel(job_id, f"it did not finish within the operator's timeout of {self.timeout:g} s")
                 raise

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
@@ -9,6 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
+from flink_runtime.airflow.progress import ProgressLog
 
 __all__ = ["JobStatusTrigger"]
 
@@ -78,12 +81,14 @@ class JobStatusTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watched = {*self.target_statuses, *self.failure_statuses}
+        progress = ProgressLog(self.log)
         async with FlinkRuntimeHook(self.flink_runtime_conn_id) as hook:
             since = 0
             try:
                 while True:
                     try:
-                        page = await hook.a_poll_events(self.job_id, since, self.poll_timeout)
+                        wait = min(self.poll_timeout, progress.interval)
+                        page = await hook.a_poll_events(self.job_id, since, wait)
                     except FlinkRuntimeJobNotFound:
                         # Only live jobs have events; an archived one (ended) still answers GET /jobs/:id.
                         state = await hook.a_get_job_status(self.job_id)
@@ -97,6 +102,9 @@ class JobStatusTrigger(BaseTrigger):
                     if decided is not None:
                         yield self._event(decided)
                         return
+                    if progress.due(time.monotonic()):
+                        with contextlib.suppress(FlinkRuntimeException):  # news only, never a reason to stop
+                            progress.report(await hook.a_job_progress(self.job_id), time.monotonic())
             except FlinkRuntimeException as exc:
                 yield self._event(None, f"could not follow job {self.job_id}: {exc}")
 
