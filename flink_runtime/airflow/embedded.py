@@ -8,7 +8,8 @@ runs in another task, maybe another process. So the cluster is a process of its 
 again through a small JSON state file::
 
     <state_dir>/minicluster.json   {"pid", "rest_url", "started_at", "create_time", ...}
-    <state_dir>/minicluster.log    the cluster's stdout and stderr
+    <state_dir>/minicluster.log    the cluster's stdout and stderr, appended across starts
+    <state_dir>/log/               its log files (env.log.dir): the tasks' tagged lines
     <state_dir>/minicluster.lock   held while a caller checks or starts the cluster
 
 The state directory defaults to ``$AIRFLOW_HOME/flink-runtime`` (else
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import signal
@@ -40,6 +42,8 @@ __all__ = ["EmbeddedClusterError", "default_state_dir", "ensure_embedded_cluster
 STATE_FILE = "minicluster.json"
 LOG_FILE = "minicluster.log"
 LOCK_FILE = "minicluster.lock"
+
+log = logging.getLogger(__name__)
 
 _READY_LINE = re.compile(r"MiniCluster ready rest=(\S+)")
 # A cluster that answers slower than this is treated as hung, not as busy: the
@@ -103,6 +107,8 @@ def stop_embedded_cluster(state_dir: str | os.PathLike[str] | None = None, timeo
 
 def _start(directory: Path, taskmanagers: int, slots: int, timeout: float, config: dict[str, Any]) -> str:
     config.setdefault("state.savepoints.dir", str(directory / "savepoints"))
+    # Log files, so a failed task's log can show the failing subtask's lines.
+    config.setdefault("env.log.dir", str(directory / "log"))
     # Port 0 lets the OS pick free ports at bind time; the ready line says which.
     # Choosing a free port here and passing it on would race with other processes.
     config.setdefault("rest.port", 0)
@@ -112,7 +118,17 @@ def _start(directory: Path, taskmanagers: int, slots: int, timeout: float, confi
     for key, value in config.items():
         command += ["-D", f"{key}={value}"]
     log_path = directory / LOG_FILE
-    with open(log_path, "wb") as log_file:
+    log.info(
+        "Starting the embedded flink-runtime cluster (%d TaskManagers x %d slots; its output: %s). "
+        "The first job waits for Spark to start (about 10 s).",
+        taskmanagers,
+        slots,
+        log_path,
+    )
+    started = time.monotonic()
+    # Appended: an earlier start's output (why it stopped) stays readable.
+    start_offset = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
@@ -127,7 +143,7 @@ def _start(directory: Path, taskmanagers: int, slots: int, timeout: float, confi
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        rest_url = _await_ready(process, log_path, timeout)
+        rest_url = _await_ready(process, log_path, start_offset, timeout)
     except BaseException:
         _kill_group(process.pid, signal.SIGKILL)
         process.wait(10)
@@ -142,13 +158,17 @@ def _start(directory: Path, taskmanagers: int, slots: int, timeout: float, confi
         "log": str(log_path),
     }
     _write_state(directory, state)
+    log.info("The embedded cluster is ready at %s (%.1f s).", rest_url, time.monotonic() - started)
     return rest_url
 
 
-def _await_ready(process: subprocess.Popen[bytes], log_path: Path, timeout: float) -> str:
+def _await_ready(process: subprocess.Popen[bytes], log_path: Path, start_offset: int, timeout: float) -> str:
+    """The REST URL from this start's ready line (after `start_offset` in the log)."""
     deadline = time.monotonic() + timeout
     while True:
-        match = _READY_LINE.search(log_path.read_text(errors="replace"))
+        with open(log_path, "rb") as output:
+            output.seek(start_offset)
+            match = _READY_LINE.search(output.read().decode(errors="replace"))
         if match:
             return match.group(1)
         if process.poll() is not None:

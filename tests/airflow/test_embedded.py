@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -124,6 +125,24 @@ def test_stop_ends_the_process_and_a_second_stop_finds_nothing(state_dir: Path) 
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{rest_url}/overview", timeout=2)
     assert stop_embedded_cluster(state_dir) is False
+
+
+def test_a_restart_appends_to_the_log_and_takes_its_own_ready_line(
+    state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 13: a restart overwrote the log (why the last one stopped was gone)."""
+    with caplog.at_level(logging.INFO, "flink_runtime.airflow.embedded"):
+        first = ensure_embedded_cluster(taskmanagers=1, slots=1, state_dir=state_dir)
+        assert stop_embedded_cluster(state_dir) is True
+        second = ensure_embedded_cluster(taskmanagers=1, slots=1, state_dir=state_dir)
+    output = (state_dir / LOG_FILE).read_text()
+    assert output.count("MiniCluster ready rest=") == 2 and first in output and second in output
+    assert httpx.get(f"{second}/overview").status_code == 200  # the new start's address, not the old one's
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("Starting the embedded flink-runtime cluster" in m for m in messages) == 2
+    assert any(m.startswith(f"The embedded cluster is ready at {second}") for m in messages)
+    assert any(p.suffix == ".log" for p in (state_dir / "log").iterdir())  # its log files (env.log.dir)
+    stop_embedded_cluster(state_dir)
 
 
 def test_a_cluster_that_cannot_start_reports_its_log(state_dir: Path) -> None:
