@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -169,6 +169,27 @@ def test_a_json_file_is_rendered_with_jinja(tmp_path: Path) -> None:
         op.render_template_fields(context)
     assert json.loads(relative_op.job_graph)["name"] == "count monday"
     assert json.loads(absolute_op.job_graph)["name"] == "abs monday"
+
+
+def test_a_json_file_names_the_runs_day_for_manual_runs_too(tmp_path: Path) -> None:
+    """Issue 13: `{{ ds }}` is undefined in a manual run (no logical date in Airflow 3);
+    the README's form, `{{ dag_run.run_after | ds }}`, works for every run."""
+    import jinja2
+    from airflow.sdk import DAG
+
+    (tmp_path / "job.json").write_text('{"name": "count {{ dag_run.run_after | ds }}", "vertices": []}')
+    (tmp_path / "ds.json").write_text('{"name": "count {{ ds }}", "vertices": []}')
+    with DAG("manual", schedule=None, template_searchpath=[str(tmp_path)]):
+        documented = SubmitJobOperator(task_id="documented", job_graph="job.json")
+        bare_ds = SubmitJobOperator(task_id="bare_ds", job_graph="ds.json")
+    run = mock.Mock(run_after=datetime(2026, 11, 23, 9, 30, tzinfo=UTC))
+    manual_context = {"dag_run": run}  # what a manual run's context lacks: ds, logical_date
+    documented.resolve_template_files()
+    documented.render_template_fields(manual_context)
+    assert json.loads(documented.job_graph)["name"] == "count 2026-11-23"
+    bare_ds.resolve_template_files()
+    with pytest.raises(jinja2.UndefinedError, match="'ds' is undefined"):
+        bare_ds.render_template_fields(manual_context)
 
 
 # -- retries ------------------------------------------------------------------------------------------
