@@ -44,6 +44,9 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": _INTEGRATION, "python-modules": ["flink_runtime.airflow.triggers.flink_runtime"]}
         ],
+        "task-decorators": [
+            {"name": "flink_runtime", "class-name": "flink_runtime.airflow.decorators.flink_runtime.flink_runtime_task"}
+        ],
         "connection-types": [
             {
                 "hook-class-name": "flink_runtime.airflow.hooks.flink_runtime.FlinkRuntimeHook",

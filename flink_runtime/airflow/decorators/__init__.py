@@ -1,0 +1,1 @@
+"""Part of the flink-runtime Airflow provider; see flink_runtime.airflow."""

@@ -1,0 +1,73 @@
+"""``@task.flink_runtime``: a function that builds a Pipeline or JobGraph, submitted and
+awaited like SubmitJobOperator, as ``@task.pyspark`` is for plain Spark.
+
+    @task.flink_runtime(flink_runtime_conn_id="flink_runtime_default", deferrable=True)
+    def word_count(day: str, ds=None) -> Pipeline:
+        pipeline = Pipeline(f"word count {day}", parallelism=2)
+        ...
+        return pipeline
+
+The function runs on the worker when the task runs (its arguments rendered as a
+TaskFlow task's, context keys such as ``ds`` or ``ti`` passed by name); what it returns
+is submitted with every option of SubmitJobOperator (``deferrable``, ``timeout``,
+``from_savepoint``, ``wait_for_completion``, ...), and a retry re-attaches to its
+running job instead of calling the function and submitting again. The task's XCom is
+the job id, as SubmitJobOperator's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
+
+from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
+
+__all__ = ["flink_runtime_task"]
+
+
+class _FlinkRuntimeDecoratedOperator(DecoratedOperator, SubmitJobOperator):
+    custom_operator_name = "@task.flink_runtime"
+    # The function's arguments are rendered; the job graph is whatever it returns.
+    template_fields: Sequence[str] = (*DecoratedOperator.template_fields, "from_savepoint")
+    template_fields_renderers = DecoratedOperator.template_fields_renderers
+
+    def __init__(
+        self,
+        *,
+        python_callable: Callable[..., Any],
+        op_args: Collection[Any] | None = None,
+        op_kwargs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            python_callable=python_callable,
+            op_args=op_args,
+            op_kwargs=op_kwargs,
+            # SubmitJobOperator calls a callable job graph with the context when it submits.
+            kwargs_to_upstream={"job_graph": self._build_job_graph},
+            **kwargs,
+        )
+
+    def _build_job_graph(self, context: Any, jinja_env: Any = None) -> Any:
+        kwargs = self.determine_kwargs({**context, **self.op_kwargs})
+        graph = self.python_callable(*self.op_args, **kwargs)
+        if graph is None:
+            raise TypeError(
+                f"@task.flink_runtime function {self.python_callable.__name__} returned None: "
+                "return the Pipeline or JobGraph to submit."
+            )
+        return graph
+
+
+def flink_runtime_task(
+    python_callable: Callable[..., Any] | None = None, multiple_outputs: bool | None = None, **kwargs: Any
+) -> TaskDecorator:
+    """``@task.flink_runtime``: submit what the decorated function returns (see the module)."""
+    return task_decorator_factory(
+        python_callable=python_callable,
+        multiple_outputs=multiple_outputs,
+        decorated_operator_class=_FlinkRuntimeDecoratedOperator,
+        **kwargs,
+    )
