@@ -10,6 +10,7 @@ again through a small JSON state file::
     <state_dir>/minicluster.json   {"pid", "rest_url", "started_at", "create_time", ...}
     <state_dir>/minicluster.log    the cluster's stdout and stderr, appended across starts
     <state_dir>/log/               its log files (env.log.dir): the tasks' tagged lines
+    <state_dir>/jobstore.db        its job store (jobstore.url): the history outlives restarts
     <state_dir>/minicluster.lock   held while a caller checks or starts the cluster
 
 The state directory defaults to ``$AIRFLOW_HOME/flink-runtime`` (else
@@ -109,6 +110,8 @@ def _start(directory: Path, taskmanagers: int, slots: int, timeout: float, confi
     config.setdefault("state.savepoints.dir", str(directory / "savepoints"))
     # Log files, so a failed task's log can show the failing subtask's lines.
     config.setdefault("env.log.dir", str(directory / "log"))
+    # A job store, so the job history (and the extra links to it) survive a restart.
+    config.setdefault("jobstore.url", f"sqlite:///{directory / 'jobstore.db'}")
     # Port 0 lets the OS pick free ports at bind time; the ready line says which.
     # Choosing a free port here and passing it on would race with other processes.
     config.setdefault("rest.port", 0)

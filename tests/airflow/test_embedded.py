@@ -23,6 +23,8 @@ from flink_runtime.airflow.embedded import (
     ensure_embedded_cluster,
     stop_embedded_cluster,
 )
+from flink_runtime.client import JobClient
+from flink_runtime.jobgraph import JobGraph, JobVertex
 
 pytestmark = pytest.mark.integration
 
@@ -142,6 +144,21 @@ def test_a_restart_appends_to_the_log_and_takes_its_own_ready_line(
     assert sum("Starting the embedded flink-runtime cluster" in m for m in messages) == 2
     assert any(m.startswith(f"The embedded cluster is ready at {second}") for m in messages)
     assert any(p.suffix == ".log" for p in (state_dir / "log").iterdir())  # its log files (env.log.dir)
+    stop_embedded_cluster(state_dir)
+
+
+def test_the_job_history_survives_a_restart(state_dir: Path) -> None:
+    """Issue 13: a restarted embedded cluster had forgotten every job (dead extra links)."""
+    first = ensure_embedded_cluster(taskmanagers=1, slots=1, state_dir=state_dir)
+    with JobClient(first) as client:
+        job_id = client.submit(JobGraph(name="kept", vertices=[JobVertex(id="v", name="V", invokable="noop")]))
+        assert client.wait(job_id, timeout=60).value == "FINISHED"
+    stop_embedded_cluster(state_dir)
+    second = ensure_embedded_cluster(taskmanagers=1, slots=1, state_dir=state_dir)
+    with JobClient(second) as client:
+        assert client.status(job_id).value == "FINISHED"
+        assert job_id in {job["jid"] for job in client.list_jobs()}
+    assert (state_dir / "jobstore.db").is_file()
     stop_embedded_cluster(state_dir)
 
 
