@@ -8,16 +8,11 @@ if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&
 fi
 
 echo "chromium or chromedriver not found; installing Debian's chromium and chromium-driver..." >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "error: the browser tests need chromium and chromedriver and this user cannot install packages; install chromium and chromium-driver and retry." >&2
-    exit 1
-  fi
-fi
+# shellcheck source=scripts/as-root.sh
+. "$(dirname "$0")/as-root.sh"
 if command -v apt-get >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 else
   echo "error: no apt-get found; install Chromium and a matching chromedriver and retry." >&2
   exit 1

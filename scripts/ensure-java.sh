@@ -11,18 +11,13 @@ if command -v java >/dev/null 2>&1 && [ "$(java_major)" -ge 17 ] 2>/dev/null; th
 fi
 
 echo "Java 17+ not found; installing a headless JRE..." >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "error: Java 17+ is required and this user cannot install packages; install openjdk-17-jre-headless (or newer) and retry." >&2
-    exit 1
-  fi
-fi
+# shellcheck source=scripts/as-root.sh
+. "$(dirname "$0")/as-root.sh"
 if command -v apt-get >/dev/null 2>&1; then
-  $SUDO apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 elif command -v dnf >/dev/null 2>&1; then
-  $SUDO dnf install -y -q java-17-openjdk-headless
+  as_root dnf install -y -q java-17-openjdk-headless
 elif command -v brew >/dev/null 2>&1; then
   brew install openjdk@17
 else
