@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from flink_runtime import __version__
@@ -23,24 +24,23 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(minimum: int, expected: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= `minimum`, else "expected <expected>, got ..."."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+        return value
+
+    return parse
 
 
-def _subtask_index(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a subtask index (0, 1, ...), got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a subtask index (0, 1, ...), got {value}")
-    return value
+_positive_int = _int_at_least(1, "a positive integer")
+_subtask_index = _int_at_least(0, "a subtask index (0, 1, ...)")
 
 
 def _positive_float(text: str) -> float:
