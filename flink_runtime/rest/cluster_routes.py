@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from flink_runtime import __version__
-from flink_runtime.jobmanager import snapshots
+from flink_runtime.jobmanager import taskmanager_snapshots
 from flink_runtime.rest.errors import RestError
 from flink_runtime.security import masked_config
 
@@ -44,7 +44,7 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
     async def taskmanagers() -> dict[str, Any]:
         return {
             "taskmanagers": [
-                snapshots.taskmanager_info(jobmanager, registration)
+                taskmanager_snapshots.taskmanager_info(jobmanager, registration)
                 for registration in jobmanager.task_managers.values()
             ]
         }
@@ -54,6 +54,6 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
         registration = jobmanager.task_managers.get(taskmanager_id)
         if registration is None:
             raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return snapshots.taskmanager_details(jobmanager, registration)
+        return taskmanager_snapshots.taskmanager_details(jobmanager, registration)
 
     return router

@@ -1,0 +1,128 @@
+"""Snapshots of the registered TaskManagers as JSON, with Flink REST API v1 field names
+(GET /taskmanagers, /taskmanagers/:id): what each reported when it registered (slots,
+cores, memory of the machine, of its process and of its Spark JVM), the slots and tasks
+it holds now, and the JVM metrics its heartbeats carry (taskmanager/system_metrics.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
+
+
+def _resource(cpu: float, heap_mb: float) -> dict[str, Any]:
+    """Flink's ResourceProfileInfo: memory in MiB; the kinds Flink splits memory into
+    that a TaskManager here does not have are 0."""
+    return {
+        "cpuCores": cpu,
+        "taskHeapMemory": int(heap_mb),
+        "taskOffHeapMemory": 0,
+        "managedMemory": 0,
+        "networkMemory": 0,
+        "extendedResources": {},
+    }
+
+
+def _memory_configuration(resources: dict[str, float]) -> dict[str, int]:
+    """Flink's TaskExecutorMemoryConfiguration in bytes: the Python process is the
+    framework's heap, its Spark JVM's heap the tasks' heap."""
+    framework = int(resources.get("process_mb", 0) * 2**20)
+    task_heap = int(resources.get("spark_heap_mb", 0) * 2**20)
+    return {
+        "frameworkHeap": framework,
+        "taskHeap": task_heap,
+        "frameworkOffHeap": 0,
+        "taskOffHeap": 0,
+        "networkMemory": 0,
+        "managedMemory": 0,
+        "jvmMetaspace": 0,
+        "jvmOverhead": 0,
+        "totalFlinkMemory": framework + task_heap,
+        "totalProcessMemory": framework + task_heap,
+    }
+
+
+def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+    """GET /taskmanagers (each) with Flink's TaskManagerInfo fields: what a TaskManager
+    reports when it registers (slots, cores, memory of the machine, of its process and of
+    its Spark JVM), the slots in use and the tasks it runs."""
+    tm_id = registration.task_manager_id
+    pool = jobmanager.slot_pool
+    free = pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0
+    resources = registration.resources
+    cpu = float(resources.get("cpu_cores", registration.slots))
+    heap_mb = float(resources.get("spark_heap_mb", 0))
+    slots = max(1, registration.slots)
+    return {
+        "id": tm_id,
+        "path": registration.address,
+        "host": registration.host,
+        "dataPort": -1,
+        "jmxPort": -1,
+        "timeSinceLastHeartbeat": int((time.time() - (time.monotonic() - registration.last_heartbeat)) * 1000),
+        "slotsNumber": registration.slots,
+        "freeSlots": free,
+        "assignedTasks": sum(len(job.executions_on(tm_id)) for job in jobmanager.jobs.values()),
+        "totalResource": _resource(cpu, heap_mb),
+        "freeResource": _resource(cpu * free / slots, heap_mb * free / slots),
+        "hardware": {
+            "cpuCores": int(cpu),
+            "physicalMemory": int(resources.get("memory_mb", 0) * 2**20),
+            "freeMemory": -1,
+            "managedMemory": 0,
+        },
+        "memoryConfiguration": _memory_configuration(resources),
+    }
+
+
+def taskmanager_details(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+    """GET /taskmanagers/:id: the TaskManagerInfo, the slots its jobs hold, and Flink's
+    JVM metrics from what its heartbeats reported."""
+    tm_id = registration.task_manager_id
+    resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
+    allocated = [
+        {"resource": resource, "jobId": job.job_id}
+        for job in jobmanager.jobs.values()
+        for _ in job.executions_on(tm_id)
+    ]
+    return taskmanager_info(jobmanager, registration) | {
+        "allocatedSlots": allocated,
+        "metrics": taskmanager_jvm_metrics(registration.metrics),
+    }
+
+
+def taskmanager_jvm_metrics(reported: dict[str, float]) -> dict[str, Any]:
+    """Flink's TaskManagerMetricsInfo from what the TaskManager's heartbeats reported of
+    its Spark JVM (0 for what it did not report: no session started yet, Spark Connect,
+    or Flink's network memory, which Spark has no counterpart of)."""
+    values: dict[str, Any] = dict.fromkeys(_JVM_METRICS, 0)
+    for field, name in _JVM_METRIC_NAMES.items():
+        values[field] = int(reported.get(name, 0))
+    collectors: dict[str, dict[str, Any]] = {}
+    for name, value in reported.items():
+        prefix, _, kind = name.rpartition(".")
+        if prefix.startswith(_GC_PREFIX) and kind in ("Count", "Time"):
+            collector = collectors.setdefault(prefix[len(_GC_PREFIX) :], {"count": 0, "time": 0})
+            collector[kind.lower()] = int(value)
+    values["garbageCollectors"] = [{"name": name, **figures} for name, figures in sorted(collectors.items())]
+    return values
+
+
+_GC_PREFIX = "Status.JVM.GarbageCollector."
+_JVM_METRIC_NAMES = {
+    "heapUsed": "Status.JVM.Memory.Heap.Used",
+    "heapCommitted": "Status.JVM.Memory.Heap.Committed",
+    "heapMax": "Status.JVM.Memory.Heap.Max",
+    "nonHeapUsed": "Status.JVM.Memory.NonHeap.Used",
+    "nonHeapCommitted": "Status.JVM.Memory.NonHeap.Committed",
+    "nonHeapMax": "Status.JVM.Memory.NonHeap.Max",
+}
+_JVM_METRICS = (
+    "heapUsed heapCommitted heapMax nonHeapUsed nonHeapCommitted nonHeapMax directCount directUsed directMax "
+    "mappedCount mappedUsed mappedMax nettyShuffleMemorySegmentsAvailable nettyShuffleMemorySegmentsUsed "
+    "nettyShuffleMemorySegmentsTotal nettyShuffleMemoryAvailable nettyShuffleMemoryUsed nettyShuffleMemoryTotal"
+).split()
