@@ -19,7 +19,7 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
-from flink_runtime.airflow.hooks import flink_runtime as hook_module
+from flink_runtime.airflow.hooks import connection as connection_module
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
 from flink_runtime.jobgraph import JobGraph, JobVertex
 
@@ -118,7 +118,7 @@ def test_an_embedded_connection_starts_the_shared_cluster(
         calls.append(kwargs)
         return "http://127.0.0.1:40404"
 
-    monkeypatch.setattr(hook_module, "ensure_embedded_cluster", ensure)
+    monkeypatch.setattr(connection_module, "ensure_embedded_cluster", ensure)
     assert FlinkRuntimeHook(connection(**fields)).rest_url == "http://127.0.0.1:40404"
     expected = {"taskmanagers": 2, "slots": 2, "state_dir": None}
     if "extra" in fields:

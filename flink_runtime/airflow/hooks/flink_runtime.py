@@ -26,14 +26,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 from airflow.sdk import BaseHook
 
-from flink_runtime.airflow.embedded import EmbeddedClusterError, ensure_embedded_cluster
 from flink_runtime.airflow.exceptions import (
     FlinkRuntimeApiError,
     FlinkRuntimeClusterUnreachable,
@@ -44,6 +42,7 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
+from flink_runtime.airflow.hooks.connection import ClusterSettings, cluster_settings
 from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
@@ -52,14 +51,10 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
 if TYPE_CHECKING:
-    from airflow.sdk import Connection
-
     from flink_runtime.pipeline import Pipeline
 
 __all__ = ["FlinkRuntimeHook", "decisive_state", "is_globally_terminal"]
 
-DEFAULT_REST_PORT = 8081
-DEFAULT_TIMEOUT = 30.0
 # The longest pause between two retries, whatever retry_delay and retry_limit say.
 MAX_RETRY_BACKOFF = 30.0
 
@@ -90,14 +85,6 @@ def decisive_state(new_states: Sequence[str], current: str, watched: Collection[
     if not new_states and (current in watched or is_globally_terminal(current)):
         return current
     return None
-
-
-@dataclass(frozen=True)
-class _Settings:
-    rest_url: str
-    token: str | None
-    verify: bool
-    timeout: float
 
 
 class FlinkRuntimeHook(BaseHook):
@@ -140,54 +127,22 @@ class FlinkRuntimeHook(BaseHook):
         self.timeout = timeout
         self._transport = transport
         self._async_transport = async_transport
-        self._settings: _Settings | None = None
+        self._settings: ClusterSettings | None = None
         self._client: JobClient | None = None
         self._async_client: httpx.AsyncClient | None = None
 
     # -- the connection ------------------------------------------------------------------------------
 
-    def _resolve(self, conn: Connection) -> _Settings:
-        extra = conn.extra_dejson
-
-        def option(name: str, default: Any) -> Any:
-            # The UI may store a form field under its prefixed name, and an empty one as "".
-            value = extra.get(name, extra.get(f"extra__{self.conn_type}__{name}"))
-            return default if value is None or value == "" else value
-
-        host = (conn.host or "").strip()
-        if host.lower() == "embedded" or _as_bool(option("embedded", False)):
-            try:
-                rest_url = ensure_embedded_cluster(
-                    taskmanagers=int(option("taskmanagers", 2)),
-                    slots=int(option("slots", 2)),
-                    state_dir=option("state_dir", None),
-                )
-            except EmbeddedClusterError as exc:
-                raise FlinkRuntimeClusterUnreachable(str(exc)) from exc
-        elif not host:
-            raise FlinkRuntimeException(
-                f"connection {self.flink_runtime_conn_id!r} has no host: set the host and port of the "
-                "JobManager's REST API, or host 'embedded' for a MiniCluster shared by all tasks"
-            )
-        else:
-            rest_url = _rest_url(host, conn.port, conn.schema, _as_bool(option("https", False)))
-        return _Settings(
-            rest_url=rest_url,
-            token=conn.password or None,
-            verify=_as_bool(option("verify_tls", True)),
-            timeout=self.timeout if self.timeout is not None else float(option("timeout", DEFAULT_TIMEOUT)),
-        )
-
-    def _get_settings(self) -> _Settings:
+    def _get_settings(self) -> ClusterSettings:
         if self._settings is None:
-            self._settings = self._resolve(self.get_connection(self.flink_runtime_conn_id))
+            self._settings = cluster_settings(self.get_connection(self.flink_runtime_conn_id), self.timeout)
         return self._settings
 
-    async def _a_get_settings(self) -> _Settings:
+    async def _a_get_settings(self) -> ClusterSettings:
         if self._settings is None:
             conn = await self.aget_connection(self.flink_runtime_conn_id)
             # May start the embedded cluster: seconds of blocking the triggerer must not see.
-            self._settings = await asyncio.to_thread(self._resolve, conn)
+            self._settings = await asyncio.to_thread(cluster_settings, conn, self.timeout)
         return self._settings
 
     @property
@@ -482,25 +437,6 @@ def _translated() -> Iterator[None]:
         raise FlinkRuntimeTimeout(str(exc)) from exc
     except ValueError as exc:
         raise FlinkRuntimeInvalidInput(str(exc)) from exc
-
-
-def _rest_url(host: str, port: int | None, schema: str | None, https: bool) -> str:
-    if "://" in host:
-        url = httpx.URL(host)
-        if port:
-            url = url.copy_with(port=port)
-        return str(url).rstrip("/")
-    scheme = (schema or "").strip().lower()
-    if scheme not in ("http", "https"):
-        scheme = "https" if https else "http"
-    return f"{scheme}://{host}:{port or DEFAULT_REST_PORT}"
-
-
-def _as_bool(value: Any) -> bool:
-    # Extras typed into the UI arrive as strings.
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
 
 
 def _quote(job_id: str) -> str:
