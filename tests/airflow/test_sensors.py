@@ -95,8 +95,21 @@ def test_deferrable_looks_once_then_defers(task_context: Callable[..., Context])
     assert trigger.failure_statuses == ["FAILED"]
     assert trigger.poll_timeout == 9.0
     assert trigger.cancel_on_kill is False  # a sensor only watches the job
+    assert trigger.end_from_trigger is True  # nothing left for a worker to do
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=300)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "ends_from_trigger"), [({"end_from_trigger": False}, False), ({"soft_fail": True}, False)]
+)
+def test_a_sensor_resumes_on_a_worker_when_asked_or_when_a_failure_must_become_a_skip(
+    task_context: Callable[..., Context], kwargs: dict[str, Any], ends_from_trigger: bool
+) -> None:
+    op = sensor("RUNNING", deferrable=True, **kwargs)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(task_context())
+    assert deferred.value.trigger.end_from_trigger is ends_from_trigger
 
 
 def test_deferrable_does_not_defer_when_the_job_is_already_there(task_context: Callable[..., Context]) -> None:

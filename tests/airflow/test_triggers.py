@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from airflow.triggers.base import TriggerEvent
+from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.progress import PROGRESS_INTERVAL
@@ -36,6 +36,7 @@ def rebuild(trigger: JobStatusTrigger) -> JobStatusTrigger:
             "failure_statuses": ["FAILED"],
             "poll_timeout": 5,
             "cancel_on_kill": True,
+            "end_from_trigger": True,
         },
     ],
 )
@@ -50,6 +51,7 @@ def test_serialize_round_trip_is_exact(kwargs: dict[str, Any]) -> None:
         "failure_statuses",
         "poll_timeout",
         "cancel_on_kill",
+        "end_from_trigger",
     }
     assert rebuild(trigger).serialize() == (path, serialized)
     assert rebuild(rebuild(trigger)).serialize() == (path, serialized)
@@ -102,6 +104,44 @@ async def test_a_failed_job_fires_one_error_event(submit: Any, minicluster_conn_
     assert [event.payload for event in events] == [
         {"status": "error", "job_id": job_id, "state": "FAILED", "message": f"job {job_id} is FAILED"}
     ]
+
+
+@pytest.mark.integration
+async def test_ending_from_the_trigger_succeeds_the_task_with_the_state_as_xcom(
+    submit: Any, minicluster_conn_id: str
+) -> None:
+    job_id = submit("sleep", seconds=0.3)
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    assert len(events) == 1
+    assert isinstance(events[0], TaskSuccessEvent)
+    assert events[0].xcoms == {"return_value": "FINISHED"}
+
+
+@pytest.mark.integration
+async def test_ending_from_the_trigger_fails_the_task_with_the_root_exception_in_its_log(
+    submit: Any, minicluster_conn_id: str, capfd: pytest.CaptureFixture
+) -> None:
+    job_id = submit("fail", message="kaboom from the task", after_seconds=0.2)
+    capfd.readouterr()
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    assert len(events) == 1
+    assert isinstance(events[0], TaskFailedEvent)
+    logged = capfd.readouterr()  # a trigger logs through Airflow's structlog, to the console here
+    errors = [line for line in (logged.out + logged.err).splitlines() if "[error" in line]
+    assert any(f"Root exception of job {job_id} (FAILED)" in line for line in errors), errors
+    assert any(f"The task fails: job {job_id} is FAILED: RuntimeError: kaboom from the task" in line for line in errors)
+
+
+async def test_ending_from_the_trigger_fails_the_task_when_the_job_cannot_be_followed(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_NOWHERE", '{"conn_type": "flink_runtime", "host": "127.0.0.1", "port": 9}')
+    monkeypatch.setattr(FlinkRuntimeHook, "__init__", _fast_retries(FlinkRuntimeHook.__init__))
+    events = await events_of(JobStatusTrigger(JOB_ID, "nowhere", end_from_trigger=True), timeout=30)
+    assert len(events) == 1
+    assert isinstance(events[0], TaskFailedEvent)
+    logged = capfd.readouterr()
+    assert f"The task fails: could not follow job {JOB_ID}" in logged.out + logged.err
 
 
 @pytest.mark.integration

@@ -257,10 +257,24 @@ class FlinkRuntimeHook(BaseHook):
                 log_lines = lines[-FAILURE_LOG_LINES:]
         except (FlinkRuntimeException, RestClientError, ClusterUnreachable) as exc:
             self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
-        message = reason or f"Flink Runtime job {job_id} ended {state}"
-        if root:
-            message = f"{message}: {_first_paragraph(root)}"
-        return FlinkRuntimeJobFailed(job_id, state, message, root, log_lines)
+        return _job_failed(job_id, state, reason, root, log_lines)
+
+    async def a_job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
+        """``job_failure`` for the trigger: the same answer, fetched without blocking."""
+        root: str | None = None
+        log_lines: list[str] = []
+        try:
+            exceptions = await self._a_get_json(f"/jobs/{_quote(job_id)}/exceptions")
+            root = exceptions.get("root-exception") or None
+            details = await self._a_get_json(f"/jobs/{_quote(job_id)}") if root else {}
+            failing = failing_subtask(exceptions, details) if root else None
+            if failing is not None:
+                params = {"vertex": failing[0], "subtask": failing[1]}
+                lines = (await self._a_get_json(f"/jobs/{_quote(job_id)}/log", params=params))["lines"]
+                log_lines = lines[-FAILURE_LOG_LINES:]
+        except FlinkRuntimeException as exc:
+            self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
+        return _job_failed(job_id, state, reason, root, log_lines)
 
     def job_progress(self, job_id: str) -> str:
         """One line: the job's state and each vertex's subtasks, splits and records (airflow/progress.py)."""
@@ -416,6 +430,15 @@ class FlinkRuntimeHook(BaseHook):
         with _translated():
             response = await a_send(self._async_client, policy, method, path, params=params, timeout=timeout)
             return json_object(response)
+
+
+def _job_failed(
+    job_id: str, state: str, reason: str | None, root: str | None, log_lines: list[str]
+) -> FlinkRuntimeJobFailed:
+    message = reason or f"Flink Runtime job {job_id} ended {state}"
+    if root:
+        message = f"{message}: {_first_paragraph(root)}"
+    return FlinkRuntimeJobFailed(job_id, state, message, root, log_lines)
 
 
 @contextlib.contextmanager

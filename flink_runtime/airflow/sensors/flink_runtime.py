@@ -30,7 +30,10 @@ class JobStatusSensor(BaseSensorOperator):
     FAILED or CANCELED (unless that is a target) or ends in any state that is not a
     target: nothing can follow a terminal state, so waiting on would only wait for
     the timeout. Works in poke and reschedule mode, and deferrable (JobStatusTrigger,
-    which follows the job's events instead of poking).
+    which follows the job's events instead of poking). Deferred, the sensor by default
+    ends from the triggerer: the trigger marks the task success (the state as XCom) or
+    failed (root exception and the failing subtask's log lines in the task log) without
+    handing it back to a worker, which saves a worker start per sensor.
 
     :param job_id: the job (templated).
     :param target_status: a state or a list of states, e.g. "RUNNING" or
@@ -38,6 +41,9 @@ class JobStatusSensor(BaseSensorOperator):
     :param flink_runtime_conn_id: the connection to the cluster.
     :param deferrable: wait in the triggerer instead of poking.
     :param poll_timeout: deferrable only: seconds one long poll may wait.
+    :param end_from_trigger: deferrable only: let the triggerer end the task (default);
+        False resumes it on a worker (``execute_complete``). A ``soft_fail`` sensor always
+        resumes, since only the worker turns a failure into a skip.
     """
 
     template_fields: Sequence[str] = ("job_id", "target_status")
@@ -52,6 +58,7 @@ class JobStatusSensor(BaseSensorOperator):
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_timeout: float = 30.0,
+        end_from_trigger: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -60,6 +67,7 @@ class JobStatusSensor(BaseSensorOperator):
         self.flink_runtime_conn_id = flink_runtime_conn_id
         self.deferrable = deferrable
         self.poll_timeout = poll_timeout
+        self.end_from_trigger = end_from_trigger
 
     @cached_property
     def hook(self) -> FlinkRuntimeHook:
@@ -86,6 +94,7 @@ class JobStatusSensor(BaseSensorOperator):
                 target_statuses=self.target_statuses,
                 failure_statuses=[state for state in _FAILURES if state not in self.target_statuses],
                 poll_timeout=self.poll_timeout,
+                end_from_trigger=self.end_from_trigger and not self.soft_fail,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
@@ -39,12 +39,20 @@ class JobStatusTrigger(BaseTrigger):
     clear) reaches ``on_kill``, which cancels the job when ``cancel_on_kill`` is set:
     the SubmitJobOperator's trigger owns its job, a sensor's only watches one.
 
+    With ``end_from_trigger`` the trigger ends the task itself instead of handing
+    the event back to a worker (Airflow's TaskSuccessEvent/TaskFailedEvent): a target
+    state makes the task succeed with the state as its XCom ``return_value``; any
+    other outcome fails it (retries apply), after the root exception and the failing
+    subtask's last log lines went to the task log. No worker slot, no second start of
+    the task: for a sensor, which has nothing left to do, that is most of the latency.
+
     :param job_id: the job to follow.
     :param flink_runtime_conn_id: the connection to the cluster.
     :param target_statuses: states that end the wait successfully.
     :param failure_statuses: states that end it with an error.
     :param poll_timeout: seconds one long poll may wait for an event (at most 60).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
+    :param end_from_trigger: end the task from the triggerer (see above).
     """
 
     def __init__(
@@ -55,6 +63,7 @@ class JobStatusTrigger(BaseTrigger):
         failure_statuses: Iterable[str] = ("FAILED", "CANCELED"),
         poll_timeout: float = 30.0,
         cancel_on_kill: bool = False,
+        end_from_trigger: bool = False,
     ) -> None:
         super().__init__()
         self.job_id = job_id
@@ -65,6 +74,7 @@ class JobStatusTrigger(BaseTrigger):
         self.failure_statuses = [str(state) for state in failure_statuses]
         self.poll_timeout = float(poll_timeout)
         self.cancel_on_kill = bool(cancel_on_kill)
+        self.end_from_trigger = bool(end_from_trigger)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -76,6 +86,7 @@ class JobStatusTrigger(BaseTrigger):
                 "failure_statuses": self.failure_statuses,
                 "poll_timeout": self.poll_timeout,
                 "cancel_on_kill": self.cancel_on_kill,
+                "end_from_trigger": self.end_from_trigger,
             },
         )
 
@@ -100,13 +111,13 @@ class JobStatusTrigger(BaseTrigger):
                         new_states = [str(event["new-state"]) for event in page["events"]]
                         decided = decisive_state(new_states, str(page["state"]), watched)
                     if decided is not None:
-                        yield self._event(decided)
+                        yield await self._ending(hook, decided)
                         return
                     if progress.due(time.monotonic()):
                         with contextlib.suppress(FlinkRuntimeException):  # news only, never a reason to stop
                             progress.report(await hook.a_job_progress(self.job_id), time.monotonic())
             except FlinkRuntimeException as exc:
-                yield self._event(None, f"could not follow job {self.job_id}: {exc}")
+                yield await self._ending(hook, None, f"could not follow job {self.job_id}: {exc}")
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: cancel its job (Airflow bounds the time this
@@ -122,6 +133,27 @@ class JobStatusTrigger(BaseTrigger):
                 self.log.info("Job %s had ended already; nothing to cancel: %s", self.job_id, exc)
                 return
         self.log.info("The task was killed: cancelled job %s.", self.job_id)
+
+    async def _ending(self, hook: FlinkRuntimeHook, state: str | None, message: str | None = None) -> TriggerEvent:
+        """The one event this trigger yields: for the task to resume with, or, with
+        ``end_from_trigger``, one that ends the task."""
+        event = self._event(state, message)
+        if not self.end_from_trigger:
+            return event
+        if event.payload["status"] == "success":
+            self.log.info("Job %s is %s; the task succeeds (ended by the triggerer).", self.job_id, state)
+            return TaskSuccessEvent(xcoms={"return_value": state})
+        if state is None:
+            self.log.error("The task fails: %s", event.payload["message"])
+            return TaskFailedEvent()
+        # What raise_job_failure writes on a worker, written here: the task never resumes.
+        failure = await hook.a_job_failure(self.job_id, state, event.payload["message"])
+        self.log.error("The task fails: %s", failure)
+        if failure.root_exception:
+            self.log.error("Root exception of job %s (%s):\n%s", self.job_id, state, failure.root_exception)
+        if failure.log_lines:
+            self.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
+        return TaskFailedEvent()
 
     def _event(self, state: str | None, message: str | None = None) -> TriggerEvent:
         if state in self.target_statuses:
