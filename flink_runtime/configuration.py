@@ -242,6 +242,12 @@ LOG_MAX_FILE_SIZE = _option(
 
 # -- MiniCluster ---------------------------------------------------------------------------
 MINICLUSTER_TASKMANAGERS = _option("minicluster.number-of-taskmanagers", 1, "TaskManagers a MiniCluster starts.", "int")
+MINICLUSTER_IDLE_TIMEOUT = _option(
+    "minicluster.idle-timeout",
+    "0 s",
+    "A MiniCluster stops itself after this long with no job running and no REST request (0: never).",
+    "duration",
+)
 
 _DURATION_UNITS = {
     "": 1.0, "ms": 1.0, "milli": 1.0, "millis": 1.0, "millisecond": 1.0, "milliseconds": 1.0,

@@ -30,7 +30,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def run_until_signal(start: Callable[[], Awaitable[None]], stop: Callable[[], Awaitable[None]]) -> None:
+def run_until_signal(
+    start: Callable[[], Awaitable[None]],
+    stop: Callable[[], Awaitable[None]],
+    until: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Run until SIGINT or SIGTERM, or until ``until()`` returns (a process that stops itself)."""
+
     async def main() -> None:
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -38,7 +44,12 @@ def run_until_signal(start: Callable[[], Awaitable[None]], stop: Callable[[], Aw
             loop.add_signal_handler(signum, stopping.set)
         try:
             await start()
-            await stopping.wait()
+            waits = [asyncio.ensure_future(stopping.wait())]
+            if until is not None:
+                waits.append(asyncio.ensure_future(until()))
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for wait in waits:
+                wait.cancel()
         finally:
             await stop()
 
@@ -100,11 +111,19 @@ def _run_taskmanager(taskmanager: TaskExecutor) -> None:
     run_until_signal(start, taskmanager.stop)
 
 
-def run_minicluster(config: Configuration, num_taskmanagers: int | None = None) -> None:
+def run_minicluster(
+    config: Configuration,
+    num_taskmanagers: int | None = None,
+    may_stop_idle: Callable[[Callable[[], bool]], bool] | None = None,
+) -> None:
+    """Serve a MiniCluster until a signal, or until minicluster.idle-timeout stops it
+    (``may_stop_idle`` may refuse that, see MiniCluster.may_stop_idle)."""
     from flink_runtime.minicluster import MiniCluster
 
     with _log_files(config, "minicluster", logs.process_id_for(config)):
-        _run_minicluster(MiniCluster(config, num_taskmanagers=num_taskmanagers))
+        cluster = MiniCluster(config, num_taskmanagers=num_taskmanagers)
+        cluster.may_stop_idle = may_stop_idle
+        _run_minicluster(cluster)
 
 
 def _run_minicluster(cluster: MiniCluster) -> None:
@@ -112,7 +131,7 @@ def _run_minicluster(cluster: MiniCluster) -> None:
         await cluster.start_async()
         print(f"MiniCluster ready rest={cluster.rest_url} taskmanagers={len(cluster.taskmanagers)}", flush=True)
 
-    run_until_signal(start, cluster.stop_async)
+    run_until_signal(start, cluster.stop_async, cluster.until_stopped_itself)
 
 
 @contextlib.contextmanager

@@ -18,12 +18,14 @@ import contextlib
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from flink_runtime import configuration as cfg
 from flink_runtime import logs
 from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.jobmanager import JobManager
+from flink_runtime.minicluster_idle import stop_when_idle
 from flink_runtime.rest.server import RestServer
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
@@ -62,6 +64,10 @@ class MiniCluster:
         self._thread: threading.Thread | None = None
         self._stopped: asyncio.Event | None = None
         self._logs: logs.ProcessLogs | None = None
+        # minicluster.idle-timeout: asked before the cluster stops itself, may refuse
+        # (see minicluster_idle.stop_when_idle); the embedded cluster's lock goes here.
+        self.may_stop_idle: Callable[[Callable[[], bool]], bool] | None = None
+        self._idle_watch: asyncio.Task[None] | None = None
 
     @property
     def rest_url(self) -> str:
@@ -88,8 +94,28 @@ class MiniCluster:
             self.taskmanagers.append(taskmanager)
         await asyncio.gather(*(tm.registered.wait() for tm in self.taskmanagers))
         log.info("MiniCluster ready: REST %s, %d TaskManagers", self.rest.url, len(self.taskmanagers))
+        idle_timeout = self.config.get_seconds(cfg.MINICLUSTER_IDLE_TIMEOUT)
+        if idle_timeout > 0:
+            stopped = self._stopped = self._stopped or asyncio.Event()
+            watch = stop_when_idle(idle_timeout, self._activity, stopped.set, self.may_stop_idle)
+            self._idle_watch = asyncio.create_task(watch, name="minicluster-idle-timeout")
+
+    def _activity(self) -> tuple[int, bool]:
+        received, answering = self.rest.request_counts() if self.rest is not None else (0, 0)
+        jobs = self.jobmanager.jobs.values() if self.jobmanager is not None else ()
+        return received, answering > 0 or any(not job.status.is_globally_terminal for job in jobs)
+
+    async def until_stopped_itself(self) -> None:
+        """Returns when the cluster decided to stop (minicluster.idle-timeout); never otherwise."""
+        if self._idle_watch is None:
+            await asyncio.Event().wait()
+        assert self._stopped is not None
+        await self._stopped.wait()
 
     async def stop_async(self) -> None:
+        if self._idle_watch is not None:
+            self._idle_watch.cancel()
+            self._idle_watch = None
         for taskmanager in self.taskmanagers:
             await taskmanager.stop()
         self.taskmanagers.clear()

@@ -16,6 +16,10 @@ Jobs (`-m host:port` is the REST address, as in Flink; default rest.address:rest
     flink-runtime savepoint [-m ADDR] JOB_ID [TARGET_DIRECTORY]
     flink-runtime stop [-m ADDR] [-p DIR] [-d] JOB_ID
 
+The embedded cluster (client/cli_embedded.py)::
+
+    flink-runtime embedded status|stop [--state-dir DIR]
+
 Exit codes: 0 success; 1 the job failed or was cancelled, or the cluster answered an
 error or could not be reached; 2 bad usage (arguments, configuration, input file);
 130 interrupted (Ctrl-C; an attached `run` detaches and the job keeps running).
@@ -47,6 +51,7 @@ from rich.text import Text
 
 from flink_runtime import configuration as cfg
 from flink_runtime.client.cli_arguments import EXIT_USAGE, build_parser
+from flink_runtime.client.cli_embedded import cmd_embedded
 from flink_runtime.client.cli_logs import print_job_log
 from flink_runtime.client.cli_output import format_bytes, format_duration, format_time, new_console, styled_state
 from flink_runtime.client.job_client import (
@@ -469,6 +474,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "cancel": _cmd_cancel,
     "savepoint": _cmd_savepoint,
     "stop": _cmd_stop,
+    "embedded": cmd_embedded,
 }
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from flink_runtime import __version__
+from flink_runtime.client.cli_embedded import add_embedded_parser
 
 EXIT_USAGE = 2
 
@@ -173,4 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stop.add_argument("job_id", metavar="JOB_ID")
     stop.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
+
+    add_embedded_parser(add)
     return parser

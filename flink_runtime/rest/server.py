@@ -53,6 +53,13 @@ class RestServer:
         host = self.config.get(cfg.REST_ADDRESS) or self.config.get(cfg.REST_BIND_ADDRESS)
         return f"{self.scheme}://{host}:{self.port}"
 
+    def request_counts(self) -> tuple[int, int]:
+        """(requests received so far, requests being answered now), for an idle timeout."""
+        if self._server is None:
+            return 0, 0
+        state = self._server.server_state
+        return state.total_requests, len(state.tasks)
+
     async def start(self) -> None:
         bind_address = self.config.get(cfg.REST_BIND_ADDRESS)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import datetime
 import json
+import socket
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +94,12 @@ class Env:
         return json.loads((self.state_dir / "minicluster.json").read_text())["rest_url"]
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def env(airflow_db: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     from flink_runtime.airflow.embedded import stop_embedded_cluster
@@ -101,6 +108,8 @@ def env(airflow_db: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E
     data = tmp_path_factory.mktemp("dag-data")
     connection = {
         "conn_type": "flink_runtime",
+        # A free port, not the embedded default 18081: another test run on this host may hold that.
+        "port": free_port(),
         "extra": {"embedded": True, "state_dir": str(state_dir), "taskmanagers": 2, "slots": 2},
     }
     # dag.test() writes the DAG to the metadata DB from its bundle: ours is dags/.

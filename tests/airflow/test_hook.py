@@ -107,7 +107,20 @@ def test_a_connection_without_host_says_what_to_set(connection: Callable[..., st
 
 
 @pytest.mark.parametrize(
-    "fields", [{"host": "embedded"}, {"extra": {"embedded": True, "taskmanagers": 3, "slots": 4, "state_dir": "/s"}}]
+    "fields",
+    [
+        {"host": "embedded"},
+        {
+            "port": 18555,
+            "extra": {
+                "embedded": True,
+                "taskmanagers": 3,
+                "slots": 4,
+                "state_dir": "/s",
+                "embedded_idle_timeout": "90",
+            },
+        },
+    ],
 )
 def test_an_embedded_connection_starts_the_shared_cluster(
     connection: Callable[..., str], monkeypatch: pytest.MonkeyPatch, fields: dict[str, Any]
@@ -120,10 +133,23 @@ def test_an_embedded_connection_starts_the_shared_cluster(
 
     monkeypatch.setattr(connection_module, "ensure_embedded_cluster", ensure)
     assert FlinkRuntimeHook(connection(**fields)).rest_url == "http://127.0.0.1:40404"
-    expected = {"taskmanagers": 2, "slots": 2, "state_dir": None}
+    expected = {"taskmanagers": 2, "slots": 2, "state_dir": None, "port": None, "idle_timeout": None}
     if "extra" in fields:
-        expected = {"taskmanagers": 3, "slots": 4, "state_dir": "/s"}
+        expected = {"taskmanagers": 3, "slots": 4, "state_dir": "/s", "port": 18555, "idle_timeout": 90.0}
     assert calls == [expected]
+
+
+@pytest.mark.parametrize("value", ["soon", -1, "nan"])
+def test_a_malformed_embedded_idle_timeout_is_named(connection: Callable[..., str], value: Any) -> None:
+    conn_id = connection(host="embedded", extra={"embedded_idle_timeout": value})
+    with pytest.raises(FlinkRuntimeException, match=r"embedded_idle_timeout must be a number of seconds .*got"):
+        _ = FlinkRuntimeHook(conn_id).rest_url
+
+
+def test_an_embedded_port_out_of_range_is_named(connection: Callable[..., str], tmp_path: Path) -> None:
+    conn_id = connection(host="embedded", port=70000, extra={"state_dir": str(tmp_path)})
+    with pytest.raises(FlinkRuntimeException, match=r"embedded cluster.*port must be 1..65535, got 70000"):
+        _ = FlinkRuntimeHook(conn_id).rest_url
 
 
 def import_string(path: str) -> Any:

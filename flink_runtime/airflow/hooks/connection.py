@@ -4,7 +4,9 @@ verification and request timeout (``ClusterSettings``).
 Host and port (or a URL in Host), the scheme from Schema or the ``https`` extra, the
 token as password, extras ``verify_tls`` and ``timeout``. Host ``embedded`` (or the
 extra ``"embedded": true``) asks for the embedded cluster (airflow/embedded.py), started
-here if none runs, sized by the extras ``taskmanagers`` and ``slots``.
+here if none runs, sized by the extras ``taskmanagers`` and ``slots``, on the REST port
+Port (default 18081), stopping itself after the extra ``embedded_idle_timeout`` seconds
+unused (default 3600, 0: never).
 """
 
 from __future__ import annotations
@@ -50,9 +52,13 @@ def cluster_settings(conn: Connection, timeout: float | None = None) -> ClusterS
                 taskmanagers=int(option("taskmanagers", 2)),
                 slots=int(option("slots", 2)),
                 state_dir=option("state_dir", None),
+                port=conn.port or None,
+                idle_timeout=_idle_timeout(conn.conn_id, option("embedded_idle_timeout", None)),
             )
         except EmbeddedClusterError as exc:
             raise FlinkRuntimeClusterUnreachable(str(exc)) from exc
+        except ValueError as exc:  # a size, port or timeout out of range
+            raise FlinkRuntimeException(f"connection {conn.conn_id!r} (embedded cluster): {exc}") from None
     elif not host:
         raise FlinkRuntimeException(
             f"connection {conn.conn_id!r} has no host: set the host and port of the "
@@ -66,6 +72,21 @@ def cluster_settings(conn: Connection, timeout: float | None = None) -> ClusterS
         verify=_as_bool(option("verify_tls", True)),
         timeout=timeout if timeout is not None else float(option("timeout", DEFAULT_TIMEOUT)),
     )
+
+
+def _idle_timeout(conn_id: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise FlinkRuntimeException(
+            f"connection {conn_id!r}: extra embedded_idle_timeout must be a number of seconds "
+            f"(0: the embedded cluster never stops itself), got {value!r}"
+        )
+    return seconds
 
 
 def _rest_url(host: str, port: int | None, schema: str | None, https: bool) -> str:

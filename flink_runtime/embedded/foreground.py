@@ -1,0 +1,82 @@
+"""The embedded cluster's own process: a MiniCluster in the foreground that knows its state dir.
+
+``ensure`` (launcher.py) starts it detached as::
+
+    python -m flink_runtime.embedded.foreground --state-dir DIR -n 2 -s 2 --port 18081 \\
+        --idle-timeout 3600 [-D key=value ...]
+
+It differs from ``flink-runtime minicluster`` in what it takes from the state dir
+(log files, job store, savepoints) and in how it stops for being idle: under the
+state dir's lock, removing its state file first (state.release_for_idle_stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from flink_runtime import configuration as cfg
+from flink_runtime import entrypoints
+from flink_runtime.configuration import Configuration, ConfigurationError
+from flink_runtime.embedded.state import release_for_idle_stop
+
+
+def embedded_defaults(directory: Path, port: int, idle_timeout: float) -> dict[str, Any]:
+    """What the embedded cluster's configuration holds unless told otherwise."""
+    return {
+        # A fixed port: a restarted cluster answers at the same URL (ports.py says why this one).
+        cfg.REST_PORT.key: port,
+        # Internal (TaskManagers in the same process dial it): any free port will do.
+        cfg.JOBMANAGER_RPC_PORT.key: 0,
+        cfg.MINICLUSTER_IDLE_TIMEOUT.key: f"{idle_timeout:g} s",
+        # Savepoints without a target directory work.
+        "state.savepoints.dir": str(directory / "savepoints"),
+        # Log files, so a failed task's log can show the failing subtask's lines.
+        cfg.LOG_DIR.key: str(directory / "log"),
+        # A job store, so the job history (and the extra links to it) survive a restart.
+        "jobstore.url": f"sqlite:///{directory / 'jobstore.db'}",
+    }
+
+
+def run(directory: Path, taskmanagers: int, slots: int, port: int, idle_timeout: float, config: Configuration) -> None:
+    """Serve the embedded cluster of ``directory`` until a signal or its idle timeout."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for key, value in embedded_defaults(directory, port, idle_timeout).items():
+        if key not in config:
+            config.set(key, value)
+    config.set(cfg.TASKMANAGER_SLOTS.key, slots)
+    entrypoints.run_minicluster(
+        config,
+        num_taskmanagers=taskmanagers,
+        may_stop_idle=lambda still_idle: release_for_idle_stop(directory, still_idle),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flink_runtime.embedded.foreground")
+    parser.add_argument("--state-dir", required=True, type=Path)
+    parser.add_argument("-n", "--taskmanagers", type=int, default=2)
+    parser.add_argument("-s", "--slots", type=int, default=2)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--idle-timeout", type=float, default=0.0, help="seconds; 0: never")
+    parser.add_argument("-D", dest="properties", action="append", default=[], metavar="key=value")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    )
+    try:
+        config = Configuration.load(None, args.properties)
+        run(args.state_dir, args.taskmanagers, args.slots, args.port, args.idle_timeout, config)
+    except (ConfigurationError, OSError) as exc:
+        # One line the launcher quotes from the log (a taken port among them).
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
