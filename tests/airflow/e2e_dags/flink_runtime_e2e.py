@@ -1,0 +1,79 @@
+"""DAGs that tests/airflow/test_real_airflow.py runs under a real Airflow deployment.
+
+Each run's job is named after the run (``e2e <dag> <run id>``), so a test can count
+the jobs a run submitted. A run's conf picks the job: ``{"invokable": "fail"}`` makes
+it fail, ``{"seconds": n}`` sets how long it sleeps.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, task
+
+from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
+from flink_runtime.airflow.sensors.flink_runtime import JobStatusSensor
+
+CONN_ID = "flink_runtime_e2e"
+START = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+
+
+def job_of_the_run(context: Any, jinja_env: Any = None) -> dict[str, Any]:
+    """A templated field's callable: Airflow calls it with the context when it renders."""
+    conf = context["dag_run"].conf or {}
+    invokable = conf.get("invokable", "sleep")
+    config = {"seconds": float(conf.get("seconds", 2))} if invokable == "sleep" else {"message": "e2e failure"}
+    name = f"e2e {context['dag'].dag_id} {context['run_id']}"
+    return {
+        "name": name,
+        "vertices": [{"id": "v", "name": invokable.title(), "invokable": invokable, "config": config}],
+    }
+
+
+class PidRecordingSubmitJobOperator(SubmitJobOperator):
+    """Writes the task process's pid (per try) where the test can find it and kill -9 it."""
+
+    def execute(self, context: Any) -> Any:
+        ti = context["ti"]
+        pid_file = Path(os.environ["FLINK_RUNTIME_E2E_DIR"]) / f"{ti.dag_id}.{ti.task_id}.{ti.try_number}.pid"
+        pid_file.write_text(str(os.getpid()))
+        return super().execute(context)
+
+
+with DAG("e2e_sensor", schedule=None, start_date=START, catchup=False):
+    submit = SubmitJobOperator(
+        task_id="submit", job_graph=job_of_the_run, wait_for_completion=False, flink_runtime_conn_id=CONN_ID
+    )
+    wait = JobStatusSensor(task_id="wait", job_id=submit.output, deferrable=True, flink_runtime_conn_id=CONN_ID)
+
+    @task
+    def downstream(state: Any) -> str:
+        """What a downstream task gets from the sensor's XCom, as the test can read it."""
+        return repr(state)
+
+    downstream(wait.output)
+
+with DAG("e2e_sensor_on_worker", schedule=None, start_date=START, catchup=False):
+    # The same wait, handed back to a worker after the trigger fired (the old way).
+    submit = SubmitJobOperator(
+        task_id="submit", job_graph=job_of_the_run, wait_for_completion=False, flink_runtime_conn_id=CONN_ID
+    )
+    JobStatusSensor(
+        task_id="wait", job_id=submit.output, deferrable=True, end_from_trigger=False, flink_runtime_conn_id=CONN_ID
+    )
+
+with DAG("e2e_retry", schedule=None, start_date=START, catchup=False):
+    PidRecordingSubmitJobOperator(
+        task_id="submit",
+        job_graph=job_of_the_run,
+        flink_runtime_conn_id=CONN_ID,
+        poll_timeout=1,
+        retries=1,
+        retry_delay=datetime.timedelta(seconds=1),
+    )
+
+with DAG("e2e_deferred_submit", schedule=None, start_date=START, catchup=False):
+    SubmitJobOperator(task_id="submit", job_graph=job_of_the_run, deferrable=True, flink_runtime_conn_id=CONN_ID)

@@ -1,0 +1,145 @@
+"""The provider under a real Airflow: scheduler, triggerer, dag-processor and api-server
+as separate processes (LocalExecutor, SQLite), driven through Airflow's REST API.
+
+The DAGs are tests/airflow/e2e_dags/flink_runtime_e2e.py; their jobs run on the
+session's MiniCluster, reached over REST from Airflow's task and trigger processes.
+Most runs are triggered at once when the deployment is up (a run takes seconds, the
+deployment's start half a minute), and each test then follows its own run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flink_runtime.minicluster import MiniCluster
+from tests.helpers.airflow_deployment import AirflowDeployment
+
+pytestmark = pytest.mark.integration
+
+E2E_DAGS = Path(__file__).parent / "e2e_dags"
+CONN_ID = "flink_runtime_e2e"
+
+
+class Runs(dict[str, str]):
+    """The run id of each scenario, triggered together."""
+
+
+@pytest.fixture(scope="module")
+def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("real-airflow")
+
+
+@pytest.fixture(scope="module")
+def airflow(minicluster: MiniCluster, work_dir: Path) -> Iterator[AirflowDeployment]:
+    host, port = minicluster.rest_url.removeprefix("http://").rsplit(":", 1)
+    connection = {"conn_type": "flink_runtime", "host": host, "port": int(port)}
+    with AirflowDeployment(
+        work_dir / "home", E2E_DAGS, {CONN_ID: connection}, env={"FLINK_RUNTIME_E2E_DIR": str(work_dir)}
+    ) as deployment:
+        for dag_id in ("e2e_sensor", "e2e_retry", "e2e_deferred_submit"):
+            deployment.wait_for_dag(dag_id)
+        yield deployment
+
+
+@pytest.fixture(scope="module")
+def runs(airflow: AirflowDeployment) -> Runs:
+    return Runs(
+        sensor_success=airflow.trigger("e2e_sensor", {"seconds": 10}),
+        sensor_failure=airflow.trigger("e2e_sensor", {"invokable": "fail"}),
+        marked_failed=airflow.trigger("e2e_deferred_submit", {"seconds": 120}),
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster(minicluster: MiniCluster) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=minicluster.rest_url, timeout=30) as client:
+        yield client
+
+
+def jobs_named(cluster: httpx.Client, name: str) -> list[dict]:
+    return [job for job in cluster.get("/jobs/overview").json()["jobs"] if job["name"] == name]
+
+
+def wait_until(condition: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(0.2)
+
+
+def _utc_seconds(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(
+    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client
+) -> None:
+    run_id = runs["sensor_success"]
+    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["success"], timeout=120)
+    # The state the triggerer pushed, as a downstream task pulls it.
+    airflow.wait_for_task("e2e_sensor", run_id, "downstream", ["success"], timeout=60)
+    assert airflow.xcom("e2e_sensor", run_id, "downstream") == repr("FINISHED")
+    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
+    assert "the task succeeds (ended by the triggerer)" in log
+    # Deferred once and never handed back: a worker started the task exactly once.
+    assert log.count("Worker startup parse complete") == 1, log
+    job_id = airflow.xcom("e2e_sensor", run_id, "submit", key="job_id")
+    job = cluster.get(f"/jobs/{job_id}").json()
+    assert job["state"] == "FINISHED"
+    latency = _utc_seconds(ti["end_date"]) - job["end-time"] / 1000
+    print(f"job FINISHED -> sensor task success: {latency:.3f} s")
+    assert latency >= -0.05  # the task cannot end before the job did (clocks are the same host's)
+
+
+def test_a_failed_job_fails_the_deferred_sensor_from_the_triggerer_with_the_root_exception(
+    airflow: AirflowDeployment, runs: Runs
+) -> None:
+    run_id = runs["sensor_failure"]
+    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["failed"], timeout=120)
+    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
+    assert "Root exception of job" in log
+    assert "RuntimeError: e2e failure" in log
+    assert log.count("Worker startup parse complete") == 1, log
+
+
+def test_a_task_killed_with_sigkill_is_retried_onto_the_same_job(
+    airflow: AirflowDeployment, cluster: httpx.Client, work_dir: Path
+) -> None:
+    # Triggered here, not with the others: the kill must come while try 1 still waits.
+    run_id = airflow.trigger("e2e_retry", {"seconds": 15})
+    name = f"e2e e2e_retry {run_id}"
+    pid_file = work_dir / "e2e_retry.submit.1.pid"
+    wait_until(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+    ti = airflow.wait_for_task("e2e_retry", run_id, "submit", ["success"], timeout=120)
+    assert ti["try_number"] == 2
+    jobs = jobs_named(cluster, name)
+    assert len(jobs) == 1, jobs  # the retry re-attached instead of submitting again
+    assert jobs[0]["state"] == "FINISHED"
+    assert airflow.xcom("e2e_retry", run_id, "submit", key="job_id") == jobs[0]["jid"]
+
+
+def test_marking_a_deferred_submit_failed_cancels_its_job_within_seconds(
+    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client
+) -> None:
+    run_id = runs["marked_failed"]
+    airflow.wait_for_task("e2e_deferred_submit", run_id, "submit", ["deferred"], timeout=120)
+    [job] = jobs_named(cluster, f"e2e e2e_deferred_submit {run_id}")
+    assert job["state"] == "RUNNING"
+
+    marked = time.monotonic()
+    airflow.mark_task("e2e_deferred_submit", run_id, "submit", "failed")
+    wait_until(lambda: cluster.get(f"/jobs/{job['jid']}").json()["state"] == "CANCELED", 30, "the job to be CANCELED")
+    elapsed = time.monotonic() - marked
+    print(f"task marked failed -> job CANCELED: {elapsed:.2f} s")
+    assert elapsed < 15
+    assert airflow.task_instance("e2e_deferred_submit", run_id, "submit")["state"] == "failed"
