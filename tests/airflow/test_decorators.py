@@ -57,14 +57,31 @@ def test_it_calls_the_function_with_its_arguments_and_context_then_runs_the_job(
 
         operator = count_words(str(tmp_path)).operator
     context = task_context(run_id="decorated-1")
-    job_id = operator.execute(context)
+    result = operator.execute(context)
 
     assert calls == [(str(tmp_path), "decorated-1")]  # the argument, and run_id from the context
     ti = context["ti"]
+    job_id = result["job_id"]
     assert job_id == deterministic_job_id(ti.dag_id, ti.task_id, "decorated-1", -1, 1)
+    assert result["state"] == "FINISHED"
+    # Two distinct words: two records, in the folder the function chose.
+    assert [(o["path"], o["format"], o["records"]) for o in result["outputs"]] == [(f"{tmp_path}/out", "parquet", 2)]
     with FlinkRuntimeHook(minicluster_conn_id) as hook:
         assert hook.get_job_status(job_id) == "FINISHED"
     assert any((tmp_path / "out").glob("*.parquet"))
+
+
+def test_the_xcom_is_not_split_whatever_the_function_is_annotated_to_return() -> None:
+    """A function returning a JSON-like graph is annotated ``-> dict``; Airflow would infer
+    multiple_outputs from that, but the XCom is the job's result, one value."""
+    with DAG("decorated", schedule=None):
+
+        @task.flink_runtime(flink_runtime_conn_id="cluster")
+        def as_dict() -> dict[str, Any]:
+            return {"name": "g", "vertices": [{"id": "n", "name": "N", "invokable": "noop"}]}
+
+        operator = as_dict().operator
+    assert operator.multiple_outputs is False
 
 
 def test_a_function_that_returns_nothing_fails_saying_what_to_return(task_context: Callable[..., Any]) -> None:

@@ -86,7 +86,13 @@ def test_submit_pushes_the_job_and_its_link_right_away(task_context: Callable[..
     context = task_context()
     op = operator(wait_for_completion=False)
 
-    assert op.execute(context) == job_id_of(1)
+    # Not awaited: the state as of submit, no records (the noop graph has no sink anyway).
+    assert op.execute(context) == {
+        "job_id": job_id_of(1),
+        "state": "RUNNING",
+        "job_url": f"{REST_URL}/jobs/{job_id_of(1)}",
+        "outputs": [],
+    }
 
     expected_url = f"{REST_URL}/jobs/{job_id_of(1)}"
     assert context["ti"].xcoms == {"job_id": job_id_of(1), "job_url": expected_url, LINK_KEY: expected_url}
@@ -99,7 +105,7 @@ def test_submit_pushes_the_job_and_its_link_right_away(task_context: Callable[..
 def test_waits_for_the_job_and_returns_its_id(task_context: Callable[..., Context]) -> None:
     context = task_context()
     op = operator(from_savepoint="/sp/savepoint-1", poll_timeout=7, timeout=100)
-    assert op.execute(context) == job_id_of(1)
+    assert op.execute(context)["job_id"] == job_id_of(1)
     op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path="/sp/savepoint-1")
     op.hook.wait_for_job.assert_called_once_with(job_id_of(1), ["FINISHED"], 100, 7, progress=mock.ANY)
     assert isinstance(op.hook.wait_for_job.call_args.kwargs["progress"], ProgressLog)  # logs while waiting
@@ -200,7 +206,7 @@ def test_a_retry_re_attaches_to_the_stored_running_job(task_context: Callable[..
     task_context.store.set(STORE_KEY, job_id_of(1))
     context = task_context(try_number=2)
 
-    assert operator(hook).execute(context) == job_id_of(1)
+    assert operator(hook).execute(context)["job_id"] == job_id_of(1)
 
     hook.submit_job.assert_not_called()
     hook.wait_for_job.assert_called_once()
@@ -212,7 +218,7 @@ def test_a_retry_after_the_job_finished_only_reports_it(task_context: Callable[.
     task_context.store.set(STORE_KEY, job_id_of(1))
     context = task_context(try_number=2)
 
-    assert operator(hook).execute(context) == job_id_of(1)
+    assert operator(hook).execute(context)["job_id"] == job_id_of(1)
 
     hook.submit_job.assert_not_called()
     hook.wait_for_job.assert_not_called()
@@ -225,7 +231,7 @@ def test_a_retry_after_the_job_failed_submits_a_fresh_one(task_context: Callable
     hook = fake_hook({job_id_of(1): state})
     task_context.store.set(STORE_KEY, job_id_of(1))
 
-    assert operator(hook).execute(task_context(try_number=2)) == job_id_of(2)
+    assert operator(hook).execute(task_context(try_number=2))["job_id"] == job_id_of(2)
 
     assert hook.submit_job.call_args.kwargs["job_id"] == job_id_of(2)
 
@@ -234,7 +240,7 @@ def test_a_stored_job_the_cluster_forgot_is_submitted_again(task_context: Callab
     hook = fake_hook()
     hook.get_job_status.side_effect = FlinkRuntimeJobNotFound(404, ["not found"])
     task_context.store.set(STORE_KEY, job_id_of(1))
-    assert operator(hook, wait_for_completion=False).execute(task_context(try_number=2)) == job_id_of(2)
+    assert operator(hook, wait_for_completion=False).execute(task_context(try_number=2))["job_id"] == job_id_of(2)
 
 
 def test_without_a_stored_id_a_running_job_of_an_earlier_try_is_found_by_its_id(
@@ -242,20 +248,20 @@ def test_without_a_stored_id_a_running_job_of_an_earlier_try_is_found_by_its_id(
 ) -> None:
     # The worker died between submitting and storing the id (or there is no store).
     hook = fake_hook({job_id_of(1): "RUNNING"})
-    assert operator(hook).execute(task_context(try_number=3, with_store=False)) == job_id_of(1)
+    assert operator(hook).execute(task_context(try_number=3, with_store=False))["job_id"] == job_id_of(1)
     hook.submit_job.assert_not_called()
 
 
 def test_a_finished_job_found_only_by_its_id_is_run_again(task_context: Callable[..., Context]) -> None:
     # That is what clearing a successful task asks for (its stored id was removed on success).
     hook = fake_hook({job_id_of(1): "FINISHED"})
-    assert operator(hook).execute(task_context(try_number=2)) == job_id_of(2)
+    assert operator(hook).execute(task_context(try_number=2))["job_id"] == job_id_of(2)
     hook.submit_job.assert_called_once()
 
 
 def test_the_same_try_run_twice_attaches_to_its_own_job(task_context: Callable[..., Context]) -> None:
     hook = fake_hook({job_id_of(2): "FINISHED"})
-    assert operator(hook).execute(task_context(try_number=2)) == job_id_of(2)
+    assert operator(hook).execute(task_context(try_number=2))["job_id"] == job_id_of(2)
     assert hook.submit_job.call_count == 1  # the 409 said: already there
 
 
@@ -288,6 +294,7 @@ def test_deferrable_defers_to_the_job_status_trigger(task_context: Callable[...,
         "failure_statuses": ["FAILED", "CANCELED"],
         "poll_timeout": 12.0,
         "cancel_on_kill": True,  # the operator owns its job: a user's kill cancels it
+        "end_from_trigger": False,  # the operator resumes on a worker: the XCom and asset events are its own
     }
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=600)
@@ -298,7 +305,8 @@ def test_deferrable_defers_to_the_job_status_trigger(task_context: Callable[...,
 
 def test_deferrable_does_not_defer_for_a_job_that_already_ended(task_context: Callable[..., Context]) -> None:
     hook = fake_hook({job_id_of(1): "FINISHED"})
-    assert operator(hook, deferrable=True).execute(task_context(try_number=1, with_store=False)) == job_id_of(1)
+    result = operator(hook, deferrable=True).execute(task_context(try_number=1, with_store=False))
+    assert (result["job_id"], result["state"]) == (job_id_of(1), "FINISHED")
 
 
 def test_execute_complete(task_context: Callable[..., Context]) -> None:
@@ -306,7 +314,7 @@ def test_execute_complete(task_context: Callable[..., Context]) -> None:
     context["task_state_store"].set(STORE_KEY, job_id_of(1))
     op = operator()
     success = {"status": "success", "job_id": job_id_of(1), "state": "FINISHED", "message": "reached FINISHED"}
-    assert op.execute_complete(context, success) == job_id_of(1)
+    assert op.execute_complete(context, success)["job_id"] == job_id_of(1)
     assert context["task_state_store"].values == {}
 
     failure = {"status": "error", "job_id": job_id_of(1), "state": "FAILED", "message": "job is FAILED"}
@@ -414,7 +422,7 @@ def test_submit_job_operator_runs_a_real_job(task_context: Callable[..., Context
     context = task_context(run_id="real-run-1")
     op = SubmitJobOperator(task_id="task", job_graph=GRAPH, flink_runtime_conn_id=minicluster_conn_id)
 
-    job_id = op.execute(context)
+    job_id = op.execute(context)["job_id"]
 
     assert job_id == deterministic_job_id("dag", "task", "real-run-1", -1, 1)
     with FlinkRuntimeHook(minicluster_conn_id) as hook:
@@ -437,7 +445,7 @@ def test_submit_job_operator_fails_with_the_real_root_exception(
 
     # The retry submits a fresh job (the first one FAILED), under the next try's id.
     fixed = SubmitJobOperator(task_id="task", job_graph=GRAPH, flink_runtime_conn_id=minicluster_conn_id)
-    assert fixed.execute(task_context(try_number=2, run_id="real-run-2")) == deterministic_job_id(
+    assert fixed.execute(task_context(try_number=2, run_id="real-run-2"))["job_id"] == deterministic_job_id(
         "dag", "task", "real-run-2", -1, 2
     )
 
@@ -455,13 +463,100 @@ def test_a_retry_after_a_worker_crash_attaches_to_the_running_job(
     crashed = SubmitJobOperator(
         task_id="task", job_graph=slow, wait_for_completion=False, flink_runtime_conn_id=minicluster_conn_id
     )
-    first = crashed.execute(task_context(run_id="crash-run", with_store=False))
+    first = crashed.execute(task_context(run_id="crash-run", with_store=False))["job_id"]
 
     retry = SubmitJobOperator(task_id="task", job_graph=slow, flink_runtime_conn_id=minicluster_conn_id)
-    second = retry.execute(task_context(try_number=2, run_id="crash-run", with_store=False))
+    second = retry.execute(task_context(try_number=2, run_id="crash-run", with_store=False))["job_id"]
 
     assert second == first
     with FlinkRuntimeHook(minicluster_conn_id) as hook:
         assert hook.get_job_status(first) == "FINISHED"
         names = [job["name"] for job in httpx.get(f"{hook.rest_url}/jobs/overview").json()["jobs"]]
     assert names.count("crash-then-retry") == 1
+
+
+# -- job ids given as SubmitJobOperator's XCom --------------------------------------------------------
+
+
+SUBMIT_XCOM = {"job_id": "j1", "state": "FINISHED", "job_url": f"{REST_URL}/jobs/j1", "outputs": []}
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "j1",
+        " j1\n",
+        SUBMIT_XCOM,
+        str(SUBMIT_XCOM),  # the dict rendered into a string template: its repr
+        json.dumps(SUBMIT_XCOM),
+    ],
+)
+def test_operators_taking_a_job_id_accept_the_submit_xcom(task_context: Callable[..., Context], given: Any) -> None:
+    hook = fake_hook({"j1": "RUNNING"})
+    hook.wait_for_job.return_value = "CANCELED"
+    hook.stop_job.return_value = "/sp/savepoint-abc"
+    hook.trigger_savepoint.return_value = "req-1"
+    hook.wait_for_savepoint.return_value = "/sp/savepoint-abc"
+    with_hook(CancelJobOperator(task_id="c", job_id=given), hook).execute(task_context())
+    with_hook(StopJobOperator(task_id="s", job_id=given), hook).execute(task_context())
+    with_hook(TriggerSavepointOperator(task_id="t", job_id=given), hook).execute(task_context())
+    hook.cancel_job.assert_called_once_with("j1")
+    hook.stop_job.assert_called_once_with("j1", None, False, None)
+    hook.trigger_savepoint.assert_called_once_with("j1", None, False)
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (None, "got NoneType None"),
+        ("", "got str ''"),
+        ({"state": "FINISHED"}, "a dict without a 'job_id'"),
+        ("{'job_id': ", "neither JSON nor a Python literal"),
+    ],
+)
+def test_a_job_id_that_is_none_fails_saying_what_to_pass(
+    task_context: Callable[..., Context], given: Any, message: str
+) -> None:
+    hook = fake_hook()
+    with pytest.raises(FlinkRuntimeException, match=message) as failure:
+        with_hook(CancelJobOperator(task_id="c", job_id=given), hook).execute(task_context())
+    assert "xcom_pull('submit')['job_id']" in str(failure.value)
+    hook.cancel_job.assert_not_called()
+
+
+SINK_GRAPH = {
+    "name": "copy",
+    "vertices": [
+        {
+            "id": "copy",
+            "name": "Copy",
+            "invokable": "spark",
+            "config": {
+                "source": {"format": "csv", "paths": ["/in/*.csv"], "schema": "id BIGINT"},
+                "operators": [],
+                "sink": {"format": "parquet", "path": "s3a://bucket/out/day=1", "mode": "overwrite"},
+            },
+        }
+    ],
+}
+
+
+def test_the_result_names_each_output_with_its_records_once_finished(task_context: Callable[..., Context]) -> None:
+    hook = fake_hook()
+    metrics = {"write-records": 42, "write-bytes": 1234}
+    hook.get_job.side_effect = lambda job_id: {
+        "jid": job_id,
+        "state": "FINISHED",
+        "vertices": [{"id": "copy", "metrics": metrics}],
+    }
+    result = operator(hook, job_graph=SINK_GRAPH).execute(task_context())
+    assert result["outputs"] == [
+        {
+            "path": "s3a://bucket/out/day=1",
+            "format": "parquet",
+            "uri": "s3://bucket/out/day=1",
+            "records": 42,
+            "bytes": 1234,
+        }
+    ]
+    assert hook.get_job.call_count == 2  # one look for an earlier try's job, one for the result: not one per call

@@ -11,8 +11,10 @@ The function runs on the worker when the task runs (its arguments rendered as a
 TaskFlow task's, context keys such as ``ds`` or ``ti`` passed by name); what it returns
 is submitted with every option of SubmitJobOperator (``deferrable``, ``timeout``,
 ``from_savepoint``, ``wait_for_completion``, ...), and a retry re-attaches to its
-running job instead of calling the function and submitting again. The task's XCom is
-the job id, as SubmitJobOperator's.
+running job instead of calling the function and submitting again (it calls the
+function only to learn the job's outputs). The task's XCom is SubmitJobOperator's:
+``{"job_id", "state", "job_url", "outputs": [...]}``, and so are its lineage
+(OpenLineage inputs and outputs) and asset events (``outlets=[AssetAlias(...)]``).
 """
 
 from __future__ import annotations
@@ -67,7 +69,9 @@ def flink_runtime_task(
     """``@task.flink_runtime``: submit what the decorated function returns (see the module)."""
     return task_decorator_factory(
         python_callable=python_callable,
-        multiple_outputs=multiple_outputs,
+        # Not inferred from the function's return annotation: that is the job graph (a
+        # dict graph would split the XCom), while the XCom is the job's result.
+        multiple_outputs=bool(multiple_outputs),
         decorated_operator_class=_FlinkRuntimeDecoratedOperator,
         **kwargs,
     )

@@ -16,7 +16,6 @@ a running job of an earlier try by its id even if the id never got stored.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseOperator, ResumableJobMixin, conf
 from airflow.sdk.exceptions import TaskDeferralTimeout
 
+from flink_runtime.airflow import lineage
 from flink_runtime.airflow.exceptions import (
     FlinkRuntimeApiError,
     FlinkRuntimeException,
@@ -33,6 +33,7 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeTimeout,
 )
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.job_ids import deterministic_job_id, job_id_from
 from flink_runtime.airflow.links import JOB_ID_XCOM_KEY, FlinkRuntimeJobLink
 from flink_runtime.airflow.progress import ProgressLog
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
@@ -40,6 +41,7 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Context
 
     from flink_runtime.pipeline import Pipeline
@@ -52,19 +54,11 @@ __all__ = [
     "SubmitJobOperator",
     "TriggerSavepointOperator",
     "deterministic_job_id",
+    "job_id_from",
     "raise_job_failure",
 ]
 
 FINISHED = JobStatus.FINISHED.value
-# The namespace of the job ids derived from task instances (any fixed UUID would do;
-# changing it would make retries of running tasks miss their jobs).
-_JOB_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "flink-runtime:airflow:job-id")
-
-
-def deterministic_job_id(dag_id: str, task_id: str, run_id: str, map_index: int | None, try_number: int) -> str:
-    """The job id a task instance's try submits: 32 hex digits, the same on every call."""
-    key = f"{dag_id}\n{task_id}\n{run_id}\n{-1 if map_index is None else map_index}\n{try_number}"
-    return uuid.uuid5(_JOB_ID_NAMESPACE, key).hex
 
 
 def raise_job_failure(
@@ -105,7 +99,17 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
     """Submit a JobGraph to a flink-runtime cluster and, by default, wait for the job to end.
 
     Pushes XCom ``job_id`` and ``job_url`` as soon as the job is accepted (the
-    "Flink Runtime Job" link works while it runs) and returns the job id.
+    "Flink Runtime Job" link works while it runs) and returns ``{"job_id", "state",
+    "job_url", "outputs": [{"path", "format", "uri", "records", "bytes"}]}``: one
+    output per sink, records and bytes once the job FINISHED (None when not awaited).
+    Operators and sensors taking a ``job_id`` accept that dict (``job_id_from``).
+
+    Lineage: the job's sources and sinks (from the JobGraph) are reported to
+    OpenLineage (``get_openlineage_facets_on_*``, see ``flink_runtime.airflow.lineage``),
+    with each output's rows and bytes on completion. Data-aware scheduling: every
+    ``AssetAlias`` among ``outlets`` receives one Asset event per sink once the job
+    FINISHED (``file:///...``, ``s3://...``; extra: job id, records, bytes, format), and
+    an ``Asset`` outlet that is one of the sinks gets that extra.
 
     :param job_graph: a JobGraph, a ``flink_runtime.pipeline.Pipeline``, a JSON-like
         dict, JSON text, the path of a .json file (relative to the DAG folder or
@@ -149,6 +153,8 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         self.poll_timeout = poll_timeout
         self.timeout = timeout
         self._job_id: str | None = None
+        self._graph: Any = None  # the JobGraph submitted (lineage.job_graph_of), once known
+        self._result: dict[str, Any] | None = None
 
     def resolve_template_files(self) -> None:
         # Jinja's loader finds only paths relative to its search path: read an
@@ -160,7 +166,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
                 self.job_graph = Path(graph).read_text()
         super().resolve_template_files()
 
-    def execute(self, context: Context) -> str:
+    def execute(self, context: Context) -> dict[str, Any]:
         return self.execute_resumable(context)
 
     # -- ResumableJobMixin ---------------------------------------------------------------------------
@@ -186,7 +192,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
     def is_job_succeeded(self, status: str) -> bool:
         return status == FINISHED
 
-    def poll_until_complete(self, external_id: Any, context: Context) -> str:
+    def poll_until_complete(self, external_id: Any, context: Context) -> dict[str, Any]:
         job_id = str(external_id)
         self._attach(context, job_id)
         if not self.wait_for_completion:
@@ -211,14 +217,14 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
                 raise
         return self._finish(context, job_id, state)
 
-    def get_job_result(self, external_id: Any, context: Context) -> str:
+    def get_job_result(self, external_id: Any, context: Context) -> dict[str, Any]:
         job_id = str(external_id)
         self._attach(context, job_id)
-        return self._succeeded(context, job_id)
+        return self._succeeded(context, job_id, FINISHED)
 
     # -- deferral ------------------------------------------------------------------------------------
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         job_id = str(event["job_id"])
         self._job_id = job_id
         if event["state"] is None:
@@ -264,6 +270,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         graph = self.job_graph
         if callable(graph):
             graph = graph(context)
+        self._graph = graph
         try:
             job_id = self.hook.submit_job(graph, job_id=job_id, savepoint_path=self.from_savepoint or None)
         except FlinkRuntimeApiError as exc:
@@ -286,19 +293,74 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         self._publish_link(context, job_id)
         self.log.info("Job %s: %s", job_id, self.hook.job_url(job_id))
 
-    def _finish(self, context: Context, job_id: str, state: str, reason: str | None = None) -> str:
+    def _finish(self, context: Context, job_id: str, state: str, reason: str | None = None) -> dict[str, Any]:
         if state == FINISHED:
             self.log.info("Job %s FINISHED", job_id)
-            return self._succeeded(context, job_id)
+            return self._succeeded(context, job_id, FINISHED)
         raise_job_failure(self, self.hook, job_id, state, reason)
 
-    def _succeeded(self, context: Context, job_id: str) -> str:
+    def _succeeded(self, context: Context, job_id: str, state: str | None = None) -> dict[str, Any]:
         # A successful task has nothing left to resume: with the id gone, clearing the
         # task runs the job again instead of returning the old result.
         store = context.get("task_state_store")
         if store is not None and self.durable:
             store.delete(self.external_id_key)
-        return job_id
+        # The mixin asks for the result after polling, which already built it: once per job,
+        # so asset events are not added twice.
+        if self._result is None or self._result["job_id"] != job_id:
+            try:
+                details = self.hook.get_job(job_id) or {}
+            except FlinkRuntimeException as exc:  # the job did its work: counts are news, not a reason to fail
+                self.log.warning("Could not read what job %s wrote: %s", job_id, exc)
+                details = {}
+            state = str(details.get("state") or state or "UNKNOWN")
+            self._result = lineage.job_result(job_id, state, self.hook.job_url(job_id), self._sinks(context), details)
+            lineage.log_outputs(self._result, self.log)
+            lineage.record_asset_events(self.outlets, context.get("outlet_events"), self._result, self.log)
+        return self._result
+
+    def _sinks(self, context: Context | None) -> list[lineage.DataLocation]:
+        graph = self._job_graph(context)
+        return lineage.sinks_of(graph) if graph is not None else []
+
+    def _job_graph(self, context: Context | None) -> Any:
+        """The JobGraph submitted, for lineage and the XCom; None if unknown.
+
+        A callable is called here only if this try did not submit (it re-attached, or
+        resumed from the triggerer) and a context is at hand. A graph that cannot be
+        read is logged, never fatal: the job itself is what the task is for.
+        """
+        if self._graph is None and callable(self.job_graph) and context is None:
+            return None
+        try:
+            if self._graph is None:
+                self._graph = self.job_graph(context) if callable(self.job_graph) else self.job_graph
+            self._graph = lineage.job_graph_of(self._graph)
+            return self._graph
+        except Exception as exc:
+            self.log.warning("No lineage for this task: cannot read its job graph (%s)", exc)
+            return None
+
+    # -- OpenLineage (called by the openlineage provider's listener) --------------------------------------
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage | None:
+        return self._lineage(None)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage | None:
+        return self._lineage(self._result)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage | None:
+        submitted = {"job_id": self._job_id, "job_url": self.hook.job_url(self._job_id)} if self._job_id else None
+        return self._lineage(submitted)
+
+    def _lineage(self, result: dict[str, Any] | None) -> OperatorLineage | None:
+        graph = self._job_graph(None)
+        if graph is None:
+            return None
+        try:
+            return lineage.operator_lineage(lineage.sources_of(graph), lineage.sinks_of(graph), result)
+        except ImportError:  # the openlineage provider is what calls this: only half installed
+            return None
 
     def _cancel(self, job_id: str, why: str) -> None:
         self.log.warning("Cancelling job %s: %s", job_id, why)
@@ -316,7 +378,7 @@ class _SavepointOperator(_FlinkRuntimeOperator):
     def __init__(
         self,
         *,
-        job_id: str,
+        job_id: str | dict[str, Any],
         target_directory: str | None = None,
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         timeout: float | None = None,
@@ -331,7 +393,8 @@ class _SavepointOperator(_FlinkRuntimeOperator):
 class TriggerSavepointOperator(_SavepointOperator):
     """Take a savepoint of a running job and return its location (XCom ``return_value``).
 
-    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``).
+    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``), or
+        SubmitJobOperator's XCom dict (``submit.output``).
     :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
     :param cancel_job: cancel the job once the savepoint is written.
     :param timeout: seconds to wait for the savepoint; it may still complete after them.
@@ -342,10 +405,11 @@ class TriggerSavepointOperator(_SavepointOperator):
         self.cancel_job = cancel_job
 
     def execute(self, context: Context) -> str:
-        self._publish_link(context, self.job_id)
-        request_id = self.hook.trigger_savepoint(self.job_id, self.target_directory, self.cancel_job)
-        self.log.info("Savepoint of job %s triggered (request %s)", self.job_id, request_id)
-        location = self.hook.wait_for_savepoint(self.job_id, request_id, self.timeout)
+        job_id = job_id_from(self.job_id)
+        self._publish_link(context, job_id)
+        request_id = self.hook.trigger_savepoint(job_id, self.target_directory, self.cancel_job)
+        self.log.info("Savepoint of job %s triggered (request %s)", job_id, request_id)
+        location = self.hook.wait_for_savepoint(job_id, request_id, self.timeout)
         self.log.info("Savepoint completed: %s", location)
         return location
 
@@ -369,9 +433,10 @@ class StopJobOperator(_SavepointOperator):
         self.drain = drain
 
     def execute(self, context: Context) -> str:
-        self._publish_link(context, self.job_id)
-        location = self.hook.stop_job(self.job_id, self.target_directory, self.drain, self.timeout)
-        self.log.info("Job %s stopped with savepoint %s", self.job_id, location)
+        job_id = job_id_from(self.job_id)
+        self._publish_link(context, job_id)
+        location = self.hook.stop_job(job_id, self.target_directory, self.drain, self.timeout)
+        self.log.info("Job %s stopped with savepoint %s", job_id, location)
         return location
 
 
@@ -391,7 +456,7 @@ class CancelJobOperator(_FlinkRuntimeOperator):
     def __init__(
         self,
         *,
-        job_id: str,
+        job_id: str | dict[str, Any],
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         wait_for_completion: bool = True,
         timeout: float | None = None,
@@ -403,17 +468,18 @@ class CancelJobOperator(_FlinkRuntimeOperator):
         self.timeout = timeout
 
     def execute(self, context: Context) -> str:
-        self._publish_link(context, self.job_id)
+        job_id = job_id_from(self.job_id)
+        self._publish_link(context, job_id)
         try:
-            self.hook.cancel_job(self.job_id)
+            self.hook.cancel_job(job_id)
         except FlinkRuntimeApiError as exc:
-            state = self.hook.get_job_status(self.job_id) if exc.status_code == 409 else None
+            state = self.hook.get_job_status(job_id) if exc.status_code == 409 else None
             if state is None or not is_globally_terminal(state):
                 raise
-            self.log.warning("Job %s had already ended %s; nothing to cancel", self.job_id, state)
+            self.log.warning("Job %s had already ended %s; nothing to cancel", job_id, state)
             return state
         if not self.wait_for_completion:
             return JobStatus.CANCELLING.value
-        state = self.hook.wait_for_job(self.job_id, (JobStatus.CANCELED.value,), timeout=self.timeout)
-        self.log.info("Job %s ended %s", self.job_id, state)
+        state = self.hook.wait_for_job(job_id, (JobStatus.CANCELED.value,), timeout=self.timeout)
+        self.log.info("Job %s ended %s", job_id, state)
         return state
