@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,12 @@ from flink_runtime import configuration as cfg
 from flink_runtime import entrypoints
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.embedded.state import release_for_idle_stop
+
+log = logging.getLogger(__name__)
+
+# How long an idle stop may take. Callers wait on the lock it holds until the process
+# is gone; a shutdown that hangs (a Spark stop, say) must not hang every Airflow task.
+SHUTDOWN_GRACE_SECONDS = 60.0
 
 
 def embedded_defaults(directory: Path, port: int, idle_timeout: float) -> dict[str, Any]:
@@ -49,11 +58,24 @@ def run(directory: Path, taskmanagers: int, slots: int, port: int, idle_timeout:
         if key not in config:
             config.set(key, value)
     config.set(cfg.TASKMANAGER_SLOTS.key, slots)
-    entrypoints.run_minicluster(
-        config,
-        num_taskmanagers=taskmanagers,
-        may_stop_idle=lambda still_idle: release_for_idle_stop(directory, still_idle),
-    )
+
+    def may_stop_idle(still_idle: Callable[[], bool]) -> bool:
+        if not release_for_idle_stop(directory, still_idle):
+            return False
+        watchdog = threading.Timer(SHUTDOWN_GRACE_SECONDS, _exit_now)
+        watchdog.daemon = True
+        watchdog.start()
+        return True
+
+    entrypoints.run_minicluster(config, num_taskmanagers=taskmanagers, may_stop_idle=may_stop_idle)
+
+
+def _exit_now() -> None:
+    log.error("The idle stop took over %g s; killing the process (and its Spark JVM)", SHUTDOWN_GRACE_SECONDS)
+    logging.shutdown()
+    if os.getpgid(0) == os.getpid():  # started by the launcher: its own group, children included
+        os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
