@@ -16,6 +16,13 @@ backfills are idempotent):
 - `word_count` builds the pipeline when the task runs (`job_graph` is a callable of
   the task context), so the paths are the run's own. The pipeline:
   read_text -> explode(split(lower)) -> filter -> key_by(word).agg(count) -> write_parquet.
+- `word_count` emits an Airflow Asset event for its output (`file://<base>/output/<day>`)
+  through the AssetAlias `daily_word_counts`, with the job id and the records written as
+  the event's extra: a DAG with `schedule=[AssetAlias("daily_word_counts")]` (or one
+  day's `Asset`) runs when a day's counts are written. Its XCom is
+  `{"job_id", "state", "job_url", "outputs": [{"path", "format", "uri", "records", "bytes"}]}`,
+  and with the openlineage provider configured the task's lineage events name the
+  day's input folder and output.
 - The day is the run's `ds`: the day the run's data interval covers (the schedule
   starts it once that day is over). A run triggered by hand has no logical date in
   Airflow 3, so `{{ ds }}` is undefined there; `run_day` falls back to the data
@@ -35,7 +42,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, CronDataIntervalTimetable, Variable, get_current_context, task
+from airflow.sdk import DAG, AssetAlias, CronDataIntervalTimetable, Variable, get_current_context, task
 
 from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
 
@@ -132,5 +139,7 @@ with DAG(
         flink_runtime_conn_id=CONN_ID,
         wait_for_completion=True,
         timeout=3600,
+        # The output's path is the run's own: an alias gets one Asset event per output.
+        outlets=[AssetAlias("daily_word_counts")],
     )
     paths >> count >> report_top_words(paths)

@@ -1,7 +1,8 @@
 """Submit a long job and wait for it in the triggerer, not in a worker slot.
 
 `SubmitJobOperator(wait_for_completion=False)` returns as soon as the JobManager has
-accepted the job (its id goes to XCom), and `JobStatusSensor(deferrable=True)` hands
+accepted the job (its id goes to XCom key `job_id`, which `submit.output["job_id"]`
+reads; the return value is a dict with the job's state and outputs), and `JobStatusSensor(deferrable=True)` hands
 the wait to Airflow's triggerer: no worker slot is held for the hours a big job may
 run, the trigger follows the job's JobStatusChanged events (a long poll, so the
 sensor completes within about a second of the job ending, where a poking sensor
@@ -113,7 +114,7 @@ with DAG(
     )
     wait = JobStatusSensor(
         task_id="wait_for_job",
-        job_id=submit.output,
+        job_id=submit.output["job_id"],
         target_status="FINISHED",
         flink_runtime_conn_id=CONN_ID,
         deferrable=True,

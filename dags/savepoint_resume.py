@@ -178,19 +178,21 @@ with DAG(
         from_savepoint=last_savepoint(),
         wait_for_completion=False,
     )
+    # XCom key job_id: the job's id (the return value is a dict with its state and outputs).
+    job_id = job.output["job_id"]
     caught_up = CaughtUpSensor(
-        task_id="wait_until_caught_up", job_id=job.output, poke_interval=1, timeout=1800, mode="poke"
+        task_id="wait_until_caught_up", job_id=job_id, poke_interval=1, timeout=1800, mode="poke"
     )
     stop = StopJobOperator(
         task_id="stop_with_savepoint",
-        job_id=job.output,
+        job_id=job_id,
         target_directory="{{ ti.xcom_pull(task_ids='prepare_input')['savepoints'] }}",
         flink_runtime_conn_id=CONN_ID,
         drain=False,
     )
     cancel = CancelJobOperator(
         task_id="cancel_on_failure",
-        job_id=job.output,
+        job_id=job_id,
         flink_runtime_conn_id=CONN_ID,
         trigger_rule="one_failed",
     )

@@ -161,6 +161,24 @@ def xcom(dag_run: Any, task_id: str, key: str = "return_value") -> Any:
         return XComModel.deserialize_value(row)
 
 
+def asset_events(dag_run: Any) -> dict[str, tuple[str, int, list[str]]]:
+    """uri -> (job id, records, source aliases) of the asset events a run recorded."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(
+            select(AssetModel.uri, AssetEvent)
+            .join(AssetEvent, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetEvent.source_run_id == dag_run.run_id)
+        ).all()
+        return {
+            uri: (event.extra["job_id"], event.extra["records"], [a.name for a in event.source_aliases])
+            for uri, event in rows
+        }
+
+
 def rendered_field(dag_run: Any, task_id: str, field: str) -> Any:
     from airflow.models.renderedtifields import RenderedTaskInstanceFields
     from airflow.utils.session import create_session
@@ -214,6 +232,10 @@ def test_daily_word_count_scheduled_and_manual_runs(env: Env, dag_bag: Any) -> N
     top = xcom(dag_run, "report_top_words")
     assert [word for word, _ in top[:3]] == [word for word, _ in expected.most_common(3)]
     assert xcom(dag_run, "word_count", "job_url").startswith(env.rest_url)
+    # The XCom names the output and what was written; the alias recorded its Asset event.
+    result = xcom(dag_run, "word_count")
+    assert [(o["uri"], o["records"]) for o in result["outputs"]] == [(f"file://{output}", len(expected))]
+    assert asset_events(dag_run) == {f"file://{output}": (result["job_id"], len(expected), ["daily_word_counts"])}
 
     # A manual run has no logical date (so no {{ ds }}): the day it was queued for is used.
     queued = datetime.datetime(2024, 3, 9, 12, 30, tzinfo=datetime.UTC)
@@ -248,7 +270,8 @@ def test_long_job_waits_in_a_deferrable_sensor(env: Env, dag_bag: Any, monkeypat
         "wait_for_job": "success",
         "report": "success",
     }
-    job_id = xcom(dag_run, "submit_job")
+    job_id = xcom(dag_run, "submit_job")["job_id"]
+    assert xcom(dag_run, "submit_job", "job_id") == job_id  # what submit.output["job_id"] reads
     # The sensor deferred: its trigger ran and fired once, for this job.
     assert fired == [
         {"status": "success", "job_id": job_id, "state": "FINISHED", "message": f"job {job_id} reached FINISHED"}
@@ -284,7 +307,7 @@ def test_savepoint_resume_continues_from_the_previous_runs_savepoint(env: Env, d
     first_run, states = run(dag, logical_date=datetime.datetime(2024, 3, 5, 10, tzinfo=datetime.UTC))
     assert states == expected_states and str(first_run.state) == "success"
     assert rendered_field(first_run, "resume_job", "from_savepoint") in (None, "None")
-    first_job = xcom(first_run, "resume_job")
+    first_job = xcom(first_run, "resume_job")["job_id"]
     first_savepoint = xcom(first_run, "stop_with_savepoint")
     assert Path(first_savepoint, "_metadata").is_file()
     assert Variable.get(SAVEPOINT_VARIABLE) == first_savepoint
@@ -296,7 +319,7 @@ def test_savepoint_resume_continues_from_the_previous_runs_savepoint(env: Env, d
     assert states == expected_states and str(second_run.state) == "success"
     # Resumed from the first run's savepoint ...
     assert rendered_field(second_run, "resume_job", "from_savepoint") == first_savepoint
-    second_job = xcom(second_run, "resume_job")
+    second_job = xcom(second_run, "resume_job")["job_id"]
     assert second_job != first_job
     # ... it read only the file that arrived since, and its totals carry on from the state.
     assert source_splits(env.rest_url, second_job) == {"total": 1, "completed": 1}
