@@ -31,11 +31,14 @@ class ConfigOption:
     key: str
     default: Any
     description: str
-    kind: str = "str"  # str | int | float | bool | duration (ms) | size (bytes)
+    kind: str = "str"  # str | int | float | bool | duration (ms) | size (bytes) | enum (one of choices)
+    choices: tuple[str, ...] = ()
 
 
-def _option(key: str, default: Any, description: str, kind: str = "str") -> ConfigOption:
-    option = ConfigOption(key, default, description, kind)
+def _option(
+    key: str, default: Any, description: str, kind: str = "str", choices: tuple[str, ...] = ()
+) -> ConfigOption:
+    option = ConfigOption(key, default, description, kind, choices)
     OPTIONS[key] = option
     return option
 
@@ -225,6 +228,16 @@ SAVEPOINT_IGNORE_UNCLAIMED_STATE = _option(
     "Start from a savepoint even if some of its state belongs to no vertex of the job.",
     "bool",
 )
+CHECKPOINT_RETENTION = _option(
+    "execution.checkpointing.externalized-checkpoint-retention",
+    "NO_EXTERNALIZED_CHECKPOINTS",
+    "What happens to a job's retained checkpoints when it ends (Flink's values): "
+    "NO_EXTERNALIZED_CHECKPOINTS deletes them whatever the end; DELETE_ON_CANCELLATION keeps them "
+    "when the job FAILED; RETAIN_ON_CANCELLATION keeps them when it FAILED or was CANCELED. "
+    "A FINISHED job's checkpoints are always deleted; savepoints never are.",
+    "enum",
+    ("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
+)
 
 # -- Logs (flink_runtime/logs/) --------------------------------------------------------------
 LOG_DIR = _option(
@@ -385,6 +398,8 @@ class Configuration:
                     return parse_duration_ms(value, key)
                 case "size":
                     return parse_size_bytes(value, key)
+                case "enum":
+                    return _parse_choice(value, option)
                 case _:
                     return "" if value is None else str(value)
         except (TypeError, ValueError) as exc:
@@ -395,6 +410,14 @@ class Configuration:
     def get_seconds(self, option: ConfigOption) -> float:
         """A duration option in seconds (asyncio's unit)."""
         return self.get(option) / 1000.0
+
+
+def _parse_choice(value: Any, option: ConfigOption) -> str:
+    """One of `option.choices`, case-insensitive as Flink reads enum options."""
+    text = str(value).strip().upper()
+    if text not in option.choices:
+        raise ConfigurationError(f"{option.key}: expected one of {', '.join(option.choices)}, got {value!r}")
+    return text
 
 
 def _parse_bool(value: Any) -> bool:

@@ -9,13 +9,13 @@ handles) and writes it in a worker thread: a checkpoint in place under
 `state.checkpoints.dir/<job>/chk-<id>/_metadata`, a savepoint as a self-contained
 copy `<dir>/savepoint-<short job id>-<id>/`. A checkpoint that is not acknowledged
 within `execution.checkpointing.timeout` fails; only `state.checkpoints.num-retained`
-completed checkpoints are kept.
+completed checkpoints are kept. What happens to them when the job ends is
+`execution.checkpointing.externalized-checkpoint-retention` (checkpoint/retention.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import os
 import secrets
@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, write_metadata
+from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, copy_into, write_metadata
 from flink_runtime.checkpoint.progress import STATE_BACKEND_KEY
+from flink_runtime.checkpoint.retention import retention_of
 from flink_runtime.checkpoint.statistics import (
     DEFAULT_HISTORY,
     HISTORY_KEY,
@@ -85,6 +86,7 @@ class CheckpointCoordinator:
             config.raw(CHECKPOINTS_DIR_KEY) or os.path.join(tempfile.gettempdir(), "flink-runtime-checkpoints")
         )
         self.savepoints_dir = config.raw(SAVEPOINTS_DIR_KEY)
+        self.retention = retention_of(config)  # ConfigurationError for a value Flink does not know
         self._next_id = first_checkpoint_id
         self.pending: dict[int, PendingCheckpoint] = {}
         self.stats = CheckpointStatsTracker(int(config.raw(HISTORY_KEY) or DEFAULT_HISTORY))
@@ -253,7 +255,7 @@ class CheckpointCoordinator:
             self._writing.add(staging)
         try:
             self.remove_stale_savepoints(target_directory)
-            progress = _copy_into(progress, staging)
+            progress = copy_into(progress, staging)
             write_metadata(staging, progress)
             directory = filesystem.join(target_directory, name)
             fs.rename(staging, directory)
@@ -280,6 +282,15 @@ class CheckpointCoordinator:
         self, pending: PendingCheckpoint, result: tuple[str, int] | None, error: BaseException | None
     ) -> None:
         if pending.checkpoint_id not in self.pending:
+            if result is not None and not pending.is_savepoint:
+                # Written after it was failed (the job ended meanwhile): nobody records or
+                # retains it, so its folder goes (the job's end cleanup did not see it).
+                log.info(
+                    "Discarding checkpoint %d of job %s, written after it failed.",
+                    pending.checkpoint_id,
+                    self.job.job_id,
+                )
+                self.job.gateway.run_async(asyncio.to_thread(filesystem.filesystem_for(result[0]).delete, result[0]))
             return
         if error is not None or result is None:
             self._fail(pending, error or CheckpointFailure("writing the checkpoint failed"))
@@ -352,43 +363,19 @@ class CheckpointCoordinator:
             except OSError:  # an unreachable savepoint folder must not stop a recovery
                 log.warning("Could not clean %s of half-written savepoints", self.savepoints_dir, exc_info=True)
 
+    @property
+    def retained_checkpoints(self) -> list[str]:
+        """Locations of the completed checkpoints retained now (state.checkpoints.num-retained),
+        oldest first: what the job's end keeps or discards."""
+        return list(self._completed_locations)
+
     def statistics(self) -> dict[str, Any]:
         """GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics)."""
         return self.stats.snapshot()
 
     def configuration(self) -> dict[str, Any]:
         """GET /jobs/:id/checkpoints/config (Flink's CheckpointConfigInfo)."""
-        return checkpoint_config(self.interval, self.timeout, self.job.config.raw(STATE_BACKEND_KEY))
-
-
-def _copy_into(live: JobProgress, directory: str) -> JobProgress:
-    """Copy everything a savepoint refers to into its directory; the returned progress
-    names the copies by relative paths. `live` is left as it is: it still describes the
-    running job, whose next checkpoint or savepoint copies from the same places."""
-    progress = copy.deepcopy(live)
-    fs = filesystem.filesystem_for(directory)
-    fs.makedirs(directory)
-
-    def copy_tree(source: str, relative: str) -> str:
-        fs.copy_tree(source, filesystem.join(directory, relative))
-        return relative
-
-    def name(path: str) -> str:
-        return path.rstrip("/").rsplit("/", 1)[-1]
-
-    for vertex_id, vertex in progress.vertices.items():
-        vertex.partition_chunks = {
-            result: {
-                partition: [copy_tree(chunk, f"data/{result}/{partition}/{name(chunk)}") for chunk in chunks]
-                for partition, chunks in partitions.items()
-            }
-            for result, partitions in vertex.partition_chunks.items()
-        }
-        vertex.sink_chunks = [copy_tree(chunk, f"sinks/{vertex_id}/{name(chunk)}") for chunk in vertex.sink_chunks]
-        for subtask, handle in vertex.operator_state.items():
-            if "path" in handle:
-                handle["path"] = copy_tree(handle["path"], f"state/{vertex_id}/{subtask}")
-    return progress
+        return checkpoint_config(self.interval, self.timeout, self.job.config.raw(STATE_BACKEND_KEY), self.retention)
 
 
 def _check_writable(target: str, what: str) -> None:

@@ -18,6 +18,7 @@ files are released and can be moved.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import msgspec
@@ -101,6 +102,40 @@ def _absolute(progress: JobProgress, base: str) -> JobProgress:
         for handle in vertex.operator_state.values():
             if "path" in handle:
                 handle["path"] = resolve(handle["path"])
+    return progress
+
+
+def copy_into(live: JobProgress, directory: str) -> JobProgress:
+    """Copy everything a savepoint (or an externalized checkpoint) refers to into its
+    directory; the returned progress names the copies by relative paths. `live` is left as
+    it is: it still describes the running job, whose next checkpoint or savepoint copies
+    from the same places. What is inside `directory` already is not copied again."""
+    progress = copy.deepcopy(live)
+    fs = filesystem.filesystem_for(directory)
+    fs.makedirs(directory)
+    inside = directory.rstrip("/") + "/"
+
+    def copy_tree(source: str, relative: str) -> str:
+        if source.startswith(inside):
+            return source[len(inside) :]
+        fs.copy_tree(source, filesystem.join(directory, relative))
+        return relative
+
+    def name(path: str) -> str:
+        return path.rstrip("/").rsplit("/", 1)[-1]
+
+    for vertex_id, vertex in progress.vertices.items():
+        vertex.partition_chunks = {
+            result: {
+                partition: [copy_tree(chunk, f"data/{result}/{partition}/{name(chunk)}") for chunk in chunks]
+                for partition, chunks in partitions.items()
+            }
+            for result, partitions in vertex.partition_chunks.items()
+        }
+        vertex.sink_chunks = [copy_tree(chunk, f"sinks/{vertex_id}/{name(chunk)}") for chunk in vertex.sink_chunks]
+        for subtask, handle in vertex.operator_state.items():
+            if "path" in handle:
+                handle["path"] = copy_tree(handle["path"], f"state/{vertex_id}/{subtask}")
     return progress
 
 

@@ -12,6 +12,7 @@ and keyed state is restored into the aggregations that own it.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import time
@@ -25,6 +26,8 @@ from flink_runtime.io import filesystem
 if TYPE_CHECKING:
     from flink_runtime.checkpoint.job import CheckpointedJob
     from flink_runtime.executiongraph import ExecutionVertex
+
+log = logging.getLogger(__name__)
 
 SAVEPOINT_PATH_KEY = cfg.SAVEPOINT_PATH.key
 IGNORE_UNCLAIMED_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
@@ -90,7 +93,35 @@ class ProgressTracker:
             finished.extend(
                 ejv.task_vertices[subtask] for subtask in saved.finished_subtasks if subtask < ejv.parallelism
             )
+        log.info("%s", self.describe_restore(len(finished)))
         return finished
+
+    def describe_restore(self, finished_subtasks: int) -> str:
+        """One line on what a restored job reuses: "restored from checkpoint 7 of job X:
+        12 of 20 input files already read ..." (the JobManager's log)."""
+        restore = self.restore
+        assert restore is not None and self.job.graph is not None
+        kind = "savepoint" if restore.is_savepoint else "checkpoint"
+        read = sum(len(v.completed_files) for v in restore.vertices.values())
+        left = sum(
+            len(files)
+            for vertex_id, ejv in self.job.graph.vertices.items()
+            if not ejv.inputs
+            for files in self.job.prepared_split_files(vertex_id).values()
+        )
+        splits = sum(
+            len(self.job.prepared_split_files(vertex_id))
+            for vertex_id, ejv in self.job.graph.vertices.items()
+            if not ejv.inputs
+        )
+        chunks = sum(len(c) for partitions in self.restored_chunks.values() for c in partitions.values())
+        states = sum(len(v.operator_state) for v in restore.vertices.values())
+        return (
+            f"Job {self.job.name} ({self.job.job_id}) restored from {kind} {restore.checkpoint_id} of job "
+            f"{restore.job_id} at {self.restore_location}: {read} of {read + left} input files already read "
+            f"(not read again; {splits} splits left to read), {finished_subtasks} finished subtasks not run "
+            f"again, {chunks} committed chunks and {states} keyed-state snapshots reused."
+        )
 
     def restored_state(self, vertex_id: str, subtask: int) -> dict[str, Any] | None:
         if (vertex_id, subtask) in self.round_states:

@@ -264,18 +264,28 @@ NOT_PERIODIC = 2**63 - 1
 _STATE_BACKENDS = {"hashmap": "HashMapStateBackend", "rocksdb": "EmbeddedRocksDBStateBackend"}
 
 
-def checkpoint_config(interval: float | None, timeout: float, state_backend: str | None) -> dict[str, Any]:
+def checkpoint_config(
+    interval: float | None,
+    timeout: float,
+    state_backend: str | None,
+    retention: str = "NO_EXTERNALIZED_CHECKPOINTS",
+) -> dict[str, Any]:
     """Flink's CheckpointConfigInfo (`GET /jobs/:id/checkpoints/config`), from what the
     coordinator does: periodic checkpoints one at a time, no pause between them, each
-    exactly once; completed checkpoints stay in state.checkpoints.dir after the job
-    ended or was cancelled (only retention removes them)."""
+    exactly once. `externalization` is Flink's reading of
+    execution.checkpointing.externalized-checkpoint-retention (CheckpointConfigHandler):
+    enabled unless NO_EXTERNALIZED_CHECKPOINTS, delete_on_cancellation unless
+    RETAIN_ON_CANCELLATION."""
     return {
         "mode": "exactly_once",
         "interval": NOT_PERIODIC if interval is None else int(interval * 1000),
         "timeout": int(timeout * 1000),
         "min_pause": 0,
         "max_concurrent": 1,
-        "externalization": {"enabled": True, "delete_on_cancellation": False},
+        "externalization": {
+            "enabled": retention != "NO_EXTERNALIZED_CHECKPOINTS",
+            "delete_on_cancellation": retention != "RETAIN_ON_CANCELLATION",
+        },
         "state_backend": _STATE_BACKENDS.get((state_backend or "hashmap").lower(), str(state_backend)),
         "checkpoint_storage": "FileSystemCheckpointStorage",
         "unaligned_checkpoints": False,

@@ -11,6 +11,8 @@ that read best alone have modules of their own:
                        ones (a mixin of the JobManager)
   operations.py        savepoints, stops and checkpoints on request, checkpoint
                        statistics: what the REST API reaches (a mixin of the JobManager)
+  checkpoint_retention.py  the end of a job: checkpoints kept or discarded, keyed
+                       state, staged output and partitions removed (a component)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
+from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -132,6 +135,8 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
             tempfile.gettempdir(), "flink-runtime-blobs"
         )
         self.blob_store = BlobStore(self.blob_dir, config.get(cfg.BLOB_STORAGE_MAX_SIZE))
+        config.get(cfg.CHECKPOINT_RETENTION)  # a value Flink does not know stops the start, named
+        self.job_end_cleanup = JobEndCleanup(self)
 
     def spark(self) -> Any:
         """A SparkSession for plan checks and Hadoop paths; started on first use (any thread).
@@ -232,7 +237,8 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
             listener(event)
         self._record_status_change(job, event)
         if job.status.is_terminal:
-            self.release_partitions(job.job_id)
+            # Checkpoints as the retention says, then keyed state, staged output, partitions.
+            self.job_end_cleanup.job_ended(job)
 
     # -- jobs ------------------------------------------------------------------------------------------
 
@@ -272,7 +278,7 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
         if self.job_store is not None:
             self._store("add_job", job_id, job_graph.name, job_graph.to_json(), time.time())
-        job.start()
+        self.job_end_cleanup.start_when_settled(job)
         return job.wait_until_running()
 
     @handles(CancelJob)

@@ -274,8 +274,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
             self._cancel_all_executions()  # may end the job FAILED already (nothing ran)
             if self.status.is_terminal:
                 return
-            self._transition(JobStatus.FAILED)
-            self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, self.status))  # discard staged output
+            self._transition(JobStatus.FAILED)  # the JobManager's job-end cleanup discards staged output
         self._finish()
 
     def _handle_task_failure(self, execution: Execution) -> None:
@@ -364,8 +363,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
             return
         else:
             return
-        self._finish()
-        self.gateway.run_async(asyncio.to_thread(self._run_terminal_hooks, self.status))
+        self._finish()  # the JobManager's job-end cleanup discards staged output (checkpoint_retention.py)
 
     def _run_terminal_hooks(self, status: JobStatus) -> None:
         """Runs in a worker thread: each vertex publishes (FINISHED) or discards its
