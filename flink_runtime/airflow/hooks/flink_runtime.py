@@ -316,6 +316,21 @@ class FlinkRuntimeHook(BaseHook):
             request_id = client.stop_with_savepoint(job_id, target_directory, drain)
             return client.wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
 
+    def latest_checkpoint_path(self, job_id: str) -> str | None:
+        """The latest completed checkpoint of the job that still exists (GET
+        /jobs/:id/checkpoints, Flink's ``latest.completed.external_path``), to resubmit a
+        FAILED job from with ``savepoint_path`` (Flink's ``flink run -s <checkpoint>``).
+
+        None when the job completed no checkpoint, or its end deleted it (a FINISHED job,
+        or execution.checkpointing.externalized-checkpoint-retention did not keep it:
+        the statistics then say ``discarded``). FlinkRuntimeJobNotFound for an unknown job.
+        """
+        with _translated():
+            latest = (self.get_conn().checkpoints(job_id).get("latest") or {}).get("completed")
+        if not latest or latest.get("discarded") or not latest.get("external_path"):
+            return None
+        return str(latest["external_path"])
+
     # -- waiting -------------------------------------------------------------------------------------
 
     def wait_for_job(
