@@ -23,8 +23,10 @@ The embedded cluster (client/cli_embedded.py)::
 Exit codes: 0 success; 1 the job failed or was cancelled, or the cluster answered an
 error or could not be reached; 2 bad usage (arguments, configuration, input file);
 130 interrupted (Ctrl-C; an attached `run` detaches and the job keeps running).
-Every failure is one "error: ..." line on stderr, never a traceback (unless
---log-level DEBUG asks for one).
+Every failure is one "error: ..." line on stderr (and at most a one-line hint), never
+a traceback: neither the CLI's own (unless --log-level DEBUG asks for one) nor the
+server's that a JobManager sends with an error (FLINK_RUNTIME_CLI_VERBOSE=1 or
+--log-level DEBUG shows it; cli_output.py).
 """
 
 from __future__ import annotations
@@ -53,7 +55,16 @@ from flink_runtime import configuration as cfg
 from flink_runtime.client.cli_arguments import EXIT_USAGE, build_parser
 from flink_runtime.client.cli_embedded import cmd_embedded
 from flink_runtime.client.cli_logs import print_job_log
-from flink_runtime.client.cli_output import format_bytes, format_duration, format_time, new_console, styled_state
+from flink_runtime.client.cli_output import (
+    format_bytes,
+    format_duration,
+    format_time,
+    new_console,
+    print_failure,
+    server_details,
+    styled_state,
+    verbose_requested,
+)
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
     JobClient,
@@ -103,13 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except CliError as exc:
-        return _fail(str(exc), exc.exit_code)
+        return _fail(str(exc), exc.exit_code, exc, args)
     except ConfigurationError as exc:
         return _fail(f"configuration: {exc}", EXIT_USAGE)
     except ClusterUnreachable as exc:
         return _fail(str(exc), EXIT_FAILURE)
     except RestClientError as exc:
-        return _fail(_describe_rest_error(exc), EXIT_FAILURE)
+        return _fail(_describe_rest_error(exc), EXIT_FAILURE, exc, args)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
     except Exception as exc:
@@ -118,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"unexpected {type(exc).__name__}: {exc} (--log-level DEBUG shows the traceback)", EXIT_FAILURE)
 
 
-def _fail(message: str, exit_code: int) -> int:
-    print(f"error: {message}", file=sys.stderr, flush=True)
+def _fail(message: str, exit_code: int, error: BaseException | None = None, args: Any = None) -> int:
+    print_failure(message, server_details(error), verbose_requested(getattr(args, "log_level", None)))
     return exit_code
 
 
@@ -448,7 +459,7 @@ def _await_savepoint(client: JobClient, job_id: str, request_id: str, timeout: f
     try:
         return client.wait_for_savepoint(job_id, request_id, timeout=timeout, poll_interval=_SAVEPOINT_POLL_SECONDS)
     except SavepointFailed as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(str(exc)) from exc  # its failure-cause: the server's traceback, shown on request
     except TimeoutError as exc:
         raise CliError(str(exc)) from None
     except KeyboardInterrupt:

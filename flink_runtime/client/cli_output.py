@@ -1,14 +1,26 @@
 """How the `flink-runtime` CLI writes for people: a rich console, job states in colour,
-times, durations and sizes."""
+times, durations and sizes, and failures as one `error: ...` line.
+
+A failure the JobManager explains with a stack trace (Flink's REST API sends one in its
+`errors` list; a failed savepoint's `failure-cause` carries the server's traceback) is
+still one line naming the problem, plus a one-line hint. The trace itself is printed only
+when asked for: `FLINK_RUNTIME_CLI_VERBOSE=1` in the environment, or `--log-level DEBUG`
+(which also shows the CLI's own traceback of an unexpected error).
+"""
 
 from __future__ import annotations
 
 import datetime
+import os
 import sys
 from typing import TextIO
 
 from rich.console import Console
 from rich.text import Text
+
+from flink_runtime.client.errors import RestClientError, SavepointFailed
+
+VERBOSE_ENV = "FLINK_RUNTIME_CLI_VERBOSE"
 
 STATE_STYLES = {
     "FINISHED": "green",
@@ -63,3 +75,37 @@ def format_bytes(size: float) -> str:
         if size < 1024 or unit == "GiB":
             break
     return f"{size:.1f} {unit}"
+
+
+def verbose_requested(log_level: str | None) -> bool:
+    """Server-side stack traces wanted: FLINK_RUNTIME_CLI_VERBOSE=1 (or true/yes), or --log-level DEBUG."""
+    flag = os.environ.get(VERBOSE_ENV, "").strip().lower() in ("1", "true", "yes")
+    return flag or (log_level or "").upper() == "DEBUG"
+
+
+def server_details(error: BaseException | None) -> list[str]:
+    """The stack traces the JobManager sent with `error` (or with what it was raised from)."""
+    while error is not None:
+        if isinstance(error, RestClientError):
+            return list(error.details)
+        if isinstance(error, SavepointFailed):
+            return [error.stack_trace] if error.stack_trace.strip() else []
+        error = error.__cause__
+    return []
+
+
+def print_failure(message: str, details: list[str], verbose: bool, file: TextIO | None = None) -> None:
+    """`error: message`; then the server's stack traces when verbose, else a hint that there are some."""
+    out = file or sys.stderr
+    print(f"error: {message}", file=out, flush=True)
+    if not details:
+        return
+    if verbose:
+        print("The JobManager's details:", file=out)
+        for detail in details:
+            print(detail.rstrip(), file=out)
+        out.flush()
+    else:
+        print(
+            f"(the JobManager sent a stack trace: {VERBOSE_ENV}=1 or --log-level DEBUG shows it)", file=out, flush=True
+        )

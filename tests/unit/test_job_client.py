@@ -469,7 +469,14 @@ def test_a_failed_savepoint_raises_savepoint_failed_with_the_cause() -> None:
         (
             "java.io.IOException",
             "java.io.IOException: boom\n\tat A.b(A.java:1)\n\tat C.d(C.java:2)",
-            "java.io.IOException: boom\n\tat A.b(A.java:1)\n\tat C.d(C.java:2)",
+            "java.io.IOException: boom",
+        ),
+        # The JobManager's own: "Class: message", then the Python traceback repeating it.
+        (
+            "CheckpointFailure",
+            'CheckpointFailure: no room\nTraceback (most recent call last):\n  File "c.py", line 3, in w\n'
+            "    write()\nCheckpointFailure: no room\n",
+            "CheckpointFailure: no room",
         ),
         # A bare Python traceback: the message is its last line.
         ("ValueError", 'Traceback (most recent call last):\n  File "x.py"\nValueError: bad\n', "ValueError: bad"),
