@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import importlib
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.sdk.bases.xcom import BaseXCom
 from airflow.triggers.base import TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
@@ -106,15 +108,43 @@ async def test_a_failed_job_fires_one_error_event(submit: Any, minicluster_conn_
     ]
 
 
+def in_a_triggerer(trigger: JobStatusTrigger) -> JobStatusTrigger:
+    """What the triggerer sets on a trigger it runs for a deferred task."""
+    trigger.task_instance = SimpleNamespace(dag_id="dag", task_id="wait", run_id="run", map_index=-1)
+    return trigger
+
+
 @pytest.mark.integration
 async def test_ending_from_the_trigger_succeeds_the_task_with_the_state_as_xcom(
-    submit: Any, minicluster_conn_id: str
+    submit: Any, minicluster_conn_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The Task SDK's channel to the execution API exists only in a triggerer: recorded
+    # here (tests/airflow/test_real_airflow.py checks the real one end to end).
+    pushed: list[tuple[str, Any, dict[str, Any]]] = []
+
+    async def aset(key: str, value: Any, **where: Any) -> None:
+        pushed.append((key, value, where))
+
+    async def aget_one(**where: Any) -> None:
+        return None
+
+    monkeypatch.setattr(BaseXCom, "aset", aset)
+    monkeypatch.setattr(BaseXCom, "aget_one", aget_one)
     job_id = submit("sleep", seconds=0.3)
-    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    events = await events_of(in_a_triggerer(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True)))
     assert len(events) == 1
     assert isinstance(events[0], TaskSuccessEvent)
-    assert events[0].xcoms == {"return_value": "FINISHED"}
+    assert pushed == [
+        ("return_value", "FINISHED", {"dag_id": "dag", "task_id": "wait", "run_id": "run", "map_index": -1})
+    ]
+
+
+@pytest.mark.integration
+async def test_without_a_task_instance_the_trigger_hands_the_task_back(submit: Any, minicluster_conn_id: str) -> None:
+    # dag.test() runs triggers inline and resumes the task with the event's payload.
+    job_id = submit("sleep", seconds=0.3)
+    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    assert [event.payload["status"] for event in events] == ["success"]
 
 
 @pytest.mark.integration
@@ -123,7 +153,8 @@ async def test_ending_from_the_trigger_fails_the_task_with_the_root_exception_in
 ) -> None:
     job_id = submit("fail", message="kaboom from the task", after_seconds=0.2)
     capfd.readouterr()
-    events = await events_of(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    trigger = in_a_triggerer(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True))
+    events = await events_of(trigger)
     assert len(events) == 1
     assert isinstance(events[0], TaskFailedEvent)
     logged = capfd.readouterr()  # a trigger logs through Airflow's structlog, to the console here
@@ -137,7 +168,8 @@ async def test_ending_from_the_trigger_fails_the_task_when_the_job_cannot_be_fol
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_NOWHERE", '{"conn_type": "flink_runtime", "host": "127.0.0.1", "port": 9}')
     monkeypatch.setattr(FlinkRuntimeHook, "__init__", _fast_retries(FlinkRuntimeHook.__init__))
-    events = await events_of(JobStatusTrigger(JOB_ID, "nowhere", end_from_trigger=True), timeout=30)
+    trigger = in_a_triggerer(JobStatusTrigger(JOB_ID, "nowhere", end_from_trigger=True))
+    events = await events_of(trigger, timeout=30)
     assert len(events) == 1
     assert isinstance(events[0], TaskFailedEvent)
     logged = capfd.readouterr()

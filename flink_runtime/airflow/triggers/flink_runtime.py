@@ -145,7 +145,9 @@ class JobStatusTrigger(BaseTrigger):
         """The one event this trigger yields: for the task to resume with, or, with
         ``end_from_trigger``, one that ends the task."""
         event = self._event(state, message)
-        if not self.end_from_trigger:
+        if not self.end_from_trigger or self.task_instance is None:
+            # Without a task instance (dag.test()'s inline run) nobody could end the
+            # task from here: it resumes and execute_complete decides, as without the flag.
             return event
         if event.payload["status"] == "success":
             self.log.info("Job %s is %s; the task succeeds (ended by the triggerer).", self.job_id, state)
@@ -168,11 +170,8 @@ class JobStatusTrigger(BaseTrigger):
         Pushed through the Task SDK (the triggerer's execution-API channel), as a task's
         own return value is: Airflow 3.3 stores an event's ``xcoms`` JSON-encoded a
         second time, so a downstream task would pull '"FINISHED"' instead of 'FINISHED'.
-        Only a trigger run outside a triggerer (no task instance) uses the event's field.
         """
         ti = self.task_instance
-        if ti is None:
-            return TaskSuccessEvent(xcoms={"return_value": state})
         from airflow.sdk.bases.xcom import BaseXCom
 
         if self._xcom_channel_ready is not None:
