@@ -157,3 +157,24 @@ def test_waits_for_a_real_job(task_context: Callable[..., Context], minicluster_
         while not (result := op.poke(task_context())).is_done:
             time.sleep(0.2)
         assert result.xcom_value == "FINISHED"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"job_id": JOB_ID, "state": "RUNNING", "outputs": []},  # submit.output, resolved
+        str({"job_id": JOB_ID, "state": "RUNNING", "outputs": []}),  # rendered into a string template
+    ],
+)
+def test_the_job_id_may_be_submit_job_operators_xcom(task_context: Callable[..., Context], given: Any) -> None:
+    op = sensor("FINISHED")
+    op.job_id = given
+    assert op.execute(task_context()) == "FINISHED"
+    op.hook.get_job_status.assert_called_once_with(JOB_ID)
+
+
+def test_a_job_id_that_is_no_job_id_fails_with_what_was_given(task_context: Callable[..., Context]) -> None:
+    op = sensor("FINISHED")
+    op.job_id = {"state": "RUNNING"}
+    with pytest.raises(ValueError, match="without a 'job_id'"):
+        op.execute(task_context())

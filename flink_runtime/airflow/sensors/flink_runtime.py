@@ -11,6 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeException
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.job_ids import job_id_from
 from flink_runtime.airflow.links import FlinkRuntimeJobLink
 from flink_runtime.airflow.operators.flink_runtime import raise_job_failure
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
@@ -35,7 +36,7 @@ class JobStatusSensor(BaseSensorOperator):
     failed (root exception and the failing subtask's log lines in the task log) without
     handing it back to a worker, which saves a worker start per sensor.
 
-    :param job_id: the job (templated).
+    :param job_id: the job (templated): its id or SubmitJobOperator's XCom (``submit.output``).
     :param target_status: a state or a list of states, e.g. "RUNNING" or
         ["FINISHED", "CANCELED"] (templated).
     :param flink_runtime_conn_id: the connection to the cluster.
@@ -80,6 +81,7 @@ class JobStatusSensor(BaseSensorOperator):
         return [str(state) for state in self.target_status]
 
     def execute(self, context: Context) -> Any:
+        self.job_id = job_id_from(self.job_id)
         FlinkRuntimeJobLink.persist(context, self.hook.job_url(self.job_id))
         if not self.deferrable:
             return super().execute(context)
@@ -111,6 +113,7 @@ class JobStatusSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=False)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        self.job_id = job_id_from(self.job_id)  # a fresh instance: execute() did not run in it
         if event["status"] == "success":
             self.log.info("Job %s is %s", self.job_id, event["state"])
             return str(event["state"])
