@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
@@ -54,6 +54,8 @@ _WILDCARDS = re.compile(r"[*?\[{]")
 # Schemes whose authority is a bucket or container: the object key has no leading slash.
 _BUCKET_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs"}
 _CONTAINER_SCHEMES = {"abfs", "abfss", "wasb", "wasbs"}
+# What a URI path may hold as it is (RFC 3986 pchar and "/"); the rest is percent-encoded.
+_URI_PATH_SAFE = "/=:@!$&'()*+,;~-._"
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,9 @@ def asset_uri(path: str) -> str:
     """The Airflow Asset URI of a file path or URI: ``file:///abs/path`` for a local path,
     ``s3://`` for s3a/s3n, ``gs://`` for gcs, others as OpenLineage names them."""
     namespace, name = dataset_name(path)
+    # A URI's path is percent-encoded: a space, '#' or '?' in a folder name would otherwise
+    # end the path (Airflow drops a URI's fragment) and the event would name another asset.
+    name = quote(name, safe=_URI_PATH_SAFE)
     if namespace == "file":
         return f"file://{name}"
     separator = "" if name.startswith("/") else "/"

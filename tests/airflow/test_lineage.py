@@ -68,8 +68,11 @@ def test_every_asset_uri_is_one_airflow_accepts_unchanged() -> None:
     outlet Asset would never match the sink it names."""
     from airflow.sdk import Asset
 
-    for path in ["/data/out/day=1", "s3a://b/k/x", "hdfs://nn:8020/p", "gs://b/k", "file://nas1/share/out"]:
+    paths = ["/data/out/day=1", "s3a://b/k/x", "hdfs://nn:8020/p", "gs://b/k", "file://nas1/share/out"]
+    for path in [*paths, "/data/my out/a#b?", "/data/é/x+y", "/data/100%"]:
         assert Asset(uri=asset_uri(path)).uri == asset_uri(path)
+    # Characters a URI path cannot hold are percent-encoded, not cut off.
+    assert asset_uri("/data/my out/a#b") == "file:///data/my%20out/a%23b"
 
 
 def test_relative_paths_are_made_absolute_against_the_working_directory(
