@@ -36,7 +36,13 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "hooks": [{"integration-name": _INTEGRATION, "python-modules": ["flink_runtime.airflow.hooks.flink_runtime"]}],
         "operators": [
-            {"integration-name": _INTEGRATION, "python-modules": ["flink_runtime.airflow.operators.flink_runtime"]}
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "flink_runtime.airflow.operators.flink_runtime",
+                    "flink_runtime.airflow.operators.job_control",
+                ],
+            }
         ],
         "sensors": [
             {"integration-name": _INTEGRATION, "python-modules": ["flink_runtime.airflow.sensors.flink_runtime"]}

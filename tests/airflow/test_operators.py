@@ -55,7 +55,9 @@ def fake_hook(jobs: dict[str, str] | None = None) -> mock.MagicMock:
     hook.get_job.side_effect = lambda job_id: {"jid": job_id, "state": jobs[job_id]} if job_id in jobs else None
     hook.get_job_status.side_effect = lambda job_id: jobs[job_id]
 
-    def submit_job(graph: Any, job_id: str | None = None, savepoint_path: str | None = None) -> str:
+    def submit_job(
+        graph: Any, job_id: str | None = None, savepoint_path: str | None = None, config_defaults: Any = None
+    ) -> str:
         if job_id in jobs:
             raise FlinkRuntimeApiError(409, [f"Job {job_id} was already submitted"], "POST", "/jobs")
         jobs[job_id] = "RUNNING"
@@ -96,7 +98,7 @@ def test_submit_pushes_the_job_and_its_link_right_away(task_context: Callable[..
 
     expected_url = f"{REST_URL}/jobs/{job_id_of(1)}"
     assert context["ti"].xcoms == {"job_id": job_id_of(1), "job_url": expected_url, LINK_KEY: expected_url}
-    op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path=None)
+    op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path=None, config_defaults=None)
     op.hook.wait_for_job.assert_not_called()
     # Success clears the stored id: clearing the task later runs the job again.
     assert context["task_state_store"].values == {}
@@ -106,7 +108,9 @@ def test_waits_for_the_job_and_returns_its_id(task_context: Callable[..., Contex
     context = task_context()
     op = operator(from_savepoint="/sp/savepoint-1", poll_timeout=7, timeout=100)
     assert op.execute(context)["job_id"] == job_id_of(1)
-    op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path="/sp/savepoint-1")
+    op.hook.submit_job.assert_called_once_with(
+        GRAPH, job_id=job_id_of(1), savepoint_path="/sp/savepoint-1", config_defaults=None
+    )
     op.hook.wait_for_job.assert_called_once_with(job_id_of(1), ["FINISHED"], 100, 7, progress=mock.ANY)
     assert isinstance(op.hook.wait_for_job.call_args.kwargs["progress"], ProgressLog)  # logs while waiting
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -47,6 +47,7 @@ from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, descr
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
 from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
+from flink_runtime.client.job_graph_source import load_job_graph_document
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
@@ -199,6 +200,7 @@ class FlinkRuntimeHook(BaseHook):
         job_graph: JobGraph | Pipeline | dict[str, Any] | bytes | str,
         job_id: str | None = None,
         savepoint_path: str | None = None,
+        config_defaults: Mapping[str, Any] | None = None,
     ) -> str:
         """Submit a JobGraph and return its job id once the JobManager accepted it.
 
@@ -206,13 +208,20 @@ class FlinkRuntimeHook(BaseHook):
         or the path of a .json file. Local library files it lists are uploaded first.
         ``job_id`` (32 hex digits) replaces the graph's; submitting an id the
         JobManager already knows raises FlinkRuntimeApiError with status 409.
-        ``savepoint_path`` resumes the job from that savepoint.
+        ``savepoint_path`` resumes the job from that savepoint. ``config_defaults``:
+        job configuration (Flink keys) for what the graph's own config does not set.
         """
         source: Any = job_graph
         if not isinstance(job_graph, JobGraph) and callable(getattr(job_graph, "job_graph", None)):
             source = job_graph.job_graph()  # a Pipeline
         elif isinstance(job_graph, str) and job_graph.lstrip().startswith("{"):
             source = job_graph.encode()  # JobClient reads a str as a path
+        if config_defaults:
+            try:
+                source = load_job_graph_document(source)
+            except ValueError as exc:
+                raise FlinkRuntimeInvalidInput(str(exc)) from exc
+            source["config"] = {**config_defaults, **(source.get("config") or {})}
         with _translated():
             return self.get_conn().submit(source, job_id=job_id, savepoint_path=savepoint_path)
 

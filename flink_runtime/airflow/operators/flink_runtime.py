@@ -1,4 +1,5 @@
-"""Operators that submit, savepoint, stop and cancel flink-runtime jobs.
+"""SubmitJobOperator: submit a JobGraph and wait for the job; the operators that take a
+savepoint of, stop or cancel a running job (operators/job_control.py) import from here too.
 
 They are thin: the hook does the talking to the cluster, the trigger does the
 waiting in deferrable mode; an operator adds what is Airflow's - templating, XCom,
@@ -18,11 +19,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from functools import cached_property
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ResumableJobMixin, conf
+from airflow.sdk import ResumableJobMixin, conf
 from airflow.sdk.exceptions import TaskDeferralTimeout
 
 from flink_runtime.airflow import lineage
@@ -34,8 +35,11 @@ from flink_runtime.airflow.exceptions import (
 )
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
 from flink_runtime.airflow.job_ids import deterministic_job_id, job_id_from
-from flink_runtime.airflow.links import JOB_ID_XCOM_KEY, FlinkRuntimeJobLink
+from flink_runtime.airflow.links import JOB_ID_XCOM_KEY
+from flink_runtime.airflow.operators.base import FlinkRuntimeBaseOperator, raise_job_failure
+from flink_runtime.airflow.operators.job_control import CancelJobOperator, StopJobOperator, TriggerSavepointOperator
 from flink_runtime.airflow.progress import ProgressLog
+from flink_runtime.airflow.repair import RESUMABLE_JOB_CONFIG, failed_job_to_resume
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
@@ -61,41 +65,11 @@ __all__ = [
 FINISHED = JobStatus.FINISHED.value
 
 
-def raise_job_failure(
-    task: BaseOperator, hook: FlinkRuntimeHook, job_id: str, state: str, reason: str | None = None
-) -> NoReturn:
-    """Fail the task for a job that ended ``state``: root exception to the task log, then raise."""
-    failure = hook.job_failure(job_id, state, reason)
-    if failure.root_exception:
-        task.log.error("Root exception of job %s (%s):\n%s", job_id, state, failure.root_exception)
-    if failure.log_lines:
-        task.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
-    raise failure
-
-
 def _job_id_of_try(ti: Any, try_number: int) -> str:
     return deterministic_job_id(ti.dag_id, ti.task_id, ti.run_id, ti.map_index, try_number)
 
 
-class _FlinkRuntimeOperator(BaseOperator):
-    """What every operator here shares: the connection, the hook, the job link."""
-
-    operator_extra_links = (FlinkRuntimeJobLink(),)
-    ui_color = "#e3eef9"
-
-    def __init__(self, *, flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.flink_runtime_conn_id = flink_runtime_conn_id
-
-    @cached_property
-    def hook(self) -> FlinkRuntimeHook:
-        return FlinkRuntimeHook(self.flink_runtime_conn_id)
-
-    def _publish_link(self, context: Context, job_id: str) -> None:
-        FlinkRuntimeJobLink.persist(context, self.hook.job_url(job_id))
-
-
-class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
+class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
     """Submit a JobGraph to a flink-runtime cluster and, by default, wait for the job to end.
 
     Pushes XCom ``job_id`` and ``job_url`` as soon as the job is accepted (the
@@ -126,6 +100,10 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         task fails. None waits as long as the job runs.
     :param durable: keep the job id in the task state store for retries (the
         ResumableJobMixin's switch; deterministic ids apply either way).
+    :param resume_failed: repair, not rerun: the job keeps its checkpoints when it fails
+        (and takes one every 10 s unless its config says otherwise), and a retry after a
+        FAILED job resumes it from its latest checkpoint instead of starting over
+        (``flink_runtime.airflow.repair``).
     """
 
     template_fields: Sequence[str] = ("job_graph", "from_savepoint")
@@ -143,9 +121,11 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_timeout: float = 30,
         timeout: float | None = None,
+        resume_failed: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        self.resume_failed = resume_failed
         self.job_graph = job_graph
         self.from_savepoint = from_savepoint
         self.wait_for_completion = wait_for_completion
@@ -271,8 +251,27 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
         if callable(graph):
             graph = graph(context)
         self._graph = graph
+        savepoint = self.from_savepoint or None
+        config = RESUMABLE_JOB_CONFIG if self.resume_failed else None
+        if self.resume_failed:
+            ti = context["ti"]
+            failed = failed_job_to_resume(self.hook, partial(_job_id_of_try, ti), int(ti.try_number), self.log)
+            if failed is not None:
+                savepoint = failed.checkpoint_path
+                self.log.info(
+                    "Resuming job %s (try %d, FAILED) from its checkpoint %s instead of starting over; it got "
+                    "as far as: %s",
+                    failed.job_id,
+                    failed.try_number,
+                    failed.checkpoint_path,
+                    failed.progress,
+                )
+
+        def submit(job_id: str) -> str:
+            return self.hook.submit_job(graph, job_id=job_id, savepoint_path=savepoint, config_defaults=config)
+
         try:
-            job_id = self.hook.submit_job(graph, job_id=job_id, savepoint_path=self.from_savepoint or None)
+            job_id = submit(job_id)
         except FlinkRuntimeApiError as exc:
             if exc.status_code != 409:
                 raise
@@ -281,7 +280,7 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
             if self.is_job_active(state) or state == FINISHED:
                 self.log.info("Job %s of this try already exists (%s); attaching to it", job_id, state)
                 return job_id
-            job_id = self.hook.submit_job(graph, job_id=new_job_id(), savepoint_path=self.from_savepoint or None)
+            job_id = submit(new_job_id())
         self.log.info("Submitted job %s to %s", job_id, self.hook.rest_url)
         return job_id
 
@@ -368,118 +367,3 @@ class SubmitJobOperator(ResumableJobMixin, _FlinkRuntimeOperator):
             self.hook.cancel_job(job_id)
         except FlinkRuntimeException as exc:
             self.log.warning("Could not cancel job %s: %s", job_id, exc)
-
-
-class _SavepointOperator(_FlinkRuntimeOperator):
-    """What taking a savepoint and stopping with one share: the job, where, how long."""
-
-    template_fields: Sequence[str] = ("job_id", "target_directory")
-
-    def __init__(
-        self,
-        *,
-        job_id: str | dict[str, Any],
-        target_directory: str | None = None,
-        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
-        self.job_id = job_id
-        self.target_directory = target_directory
-        self.timeout = timeout
-
-
-class TriggerSavepointOperator(_SavepointOperator):
-    """Take a savepoint of a running job and return its location (XCom ``return_value``).
-
-    :param job_id: the job (templated; e.g. ``{{ ti.xcom_pull('submit', key='job_id') }}``), or
-        SubmitJobOperator's XCom dict (``submit.output``).
-    :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
-    :param cancel_job: cancel the job once the savepoint is written.
-    :param timeout: seconds to wait for the savepoint; it may still complete after them.
-    """
-
-    def __init__(self, *, cancel_job: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cancel_job = cancel_job
-
-    def execute(self, context: Context) -> str:
-        job_id = job_id_from(self.job_id)
-        self._publish_link(context, job_id)
-        request_id = self.hook.trigger_savepoint(job_id, self.target_directory, self.cancel_job)
-        self.log.info("Savepoint of job %s triggered (request %s)", job_id, request_id)
-        location = self.hook.wait_for_savepoint(job_id, request_id, self.timeout)
-        self.log.info("Savepoint completed: %s", location)
-        return location
-
-
-class StopJobOperator(_SavepointOperator):
-    """Stop a job with a savepoint (it ends FINISHED) and return the savepoint's location.
-
-    The job hands out no more input splits, lets in-flight work finish, publishes its
-    output and writes the savepoint. Resume it later with
-    ``SubmitJobOperator(from_savepoint=...)``.
-
-    :param job_id: the job (templated).
-    :param target_directory: where to write the savepoint; None: state.savepoints.dir.
-    :param drain: Flink's flag, passed on; batch pipelines have no windows or timers to
-        flush, so it changes nothing there.
-    :param timeout: seconds to wait for the savepoint.
-    """
-
-    def __init__(self, *, drain: bool = False, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.drain = drain
-
-    def execute(self, context: Context) -> str:
-        job_id = job_id_from(self.job_id)
-        self._publish_link(context, job_id)
-        location = self.hook.stop_job(job_id, self.target_directory, self.drain, self.timeout)
-        self.log.info("Job %s stopped with savepoint %s", job_id, location)
-        return location
-
-
-class CancelJobOperator(_FlinkRuntimeOperator):
-    """Cancel a job and return the state it ended in.
-
-    A job that has already ended is left alone (logged, not an error): either way it
-    no longer runs, which is what the task is for.
-
-    :param job_id: the job (templated).
-    :param wait_for_completion: wait until the job has ended, not only begun cancelling.
-    :param timeout: seconds to wait for it.
-    """
-
-    template_fields: Sequence[str] = ("job_id",)
-
-    def __init__(
-        self,
-        *,
-        job_id: str | dict[str, Any],
-        flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
-        wait_for_completion: bool = True,
-        timeout: float | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
-        self.job_id = job_id
-        self.wait_for_completion = wait_for_completion
-        self.timeout = timeout
-
-    def execute(self, context: Context) -> str:
-        job_id = job_id_from(self.job_id)
-        self._publish_link(context, job_id)
-        try:
-            self.hook.cancel_job(job_id)
-        except FlinkRuntimeApiError as exc:
-            state = self.hook.get_job_status(job_id) if exc.status_code == 409 else None
-            if state is None or not is_globally_terminal(state):
-                raise
-            self.log.warning("Job %s had already ended %s; nothing to cancel", job_id, state)
-            return state
-        if not self.wait_for_completion:
-            return JobStatus.CANCELLING.value
-        state = self.hook.wait_for_job(job_id, (JobStatus.CANCELED.value,), timeout=self.timeout)
-        self.log.info("Job %s ended %s", job_id, state)
-        return state

@@ -13,7 +13,7 @@ from flink_runtime.airflow.exceptions import FlinkRuntimeException
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
 from flink_runtime.airflow.job_ids import job_id_from
 from flink_runtime.airflow.links import FlinkRuntimeJobLink
-from flink_runtime.airflow.operators.flink_runtime import raise_job_failure
+from flink_runtime.airflow.operators.base import raise_job_failure
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 
 if TYPE_CHECKING:
