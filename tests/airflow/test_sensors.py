@@ -101,7 +101,13 @@ def test_deferrable_looks_once_then_defers(task_context: Callable[..., Context])
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "ends_from_trigger"), [({"end_from_trigger": False}, False), ({"soft_fail": True}, False)]
+    ("kwargs", "ends_from_trigger"),
+    [
+        ({"end_from_trigger": False}, False),
+        ({"soft_fail": True}, False),
+        ({"end_from_trigger": True, "soft_fail": True}, False),
+        ({"end_from_trigger": True}, True),
+    ],
 )
 def test_a_sensor_resumes_on_a_worker_when_asked_or_when_a_failure_must_become_a_skip(
     task_context: Callable[..., Context], kwargs: dict[str, Any], ends_from_trigger: bool
@@ -110,6 +116,29 @@ def test_a_sensor_resumes_on_a_worker_when_asked_or_when_a_failure_must_become_a
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(task_context())
     assert deferred.value.trigger.end_from_trigger is ends_from_trigger
+
+
+class _Listener:
+    """A listener as a plugin registers one (the OpenLineage provider's, say)."""
+
+
+def test_by_default_a_sensor_resumes_on_a_worker_when_airflow_has_listeners(
+    task_context: Callable[..., Context],
+) -> None:
+    from airflow.sdk.listener import get_listener_manager
+
+    manager = get_listener_manager()
+    listener = _Listener()
+    manager.add_listener(listener)
+    try:
+        op = sensor("RUNNING", deferrable=True)
+        with pytest.raises(TaskDeferred) as deferred:
+            op.execute(task_context())
+    finally:
+        manager.pm.unregister(listener)
+    assert deferred.value.trigger.end_from_trigger is False
+    # ... and the DAG still loads: Airflow refuses end_from_trigger=True with listeners.
+    assert op.end_from_trigger is None
 
 
 def test_deferrable_does_not_defer_when_the_job_is_already_there(task_context: Callable[..., Context]) -> None:

@@ -42,9 +42,12 @@ class JobStatusSensor(BaseSensorOperator):
     :param flink_runtime_conn_id: the connection to the cluster.
     :param deferrable: wait in the triggerer instead of poking.
     :param poll_timeout: deferrable only: seconds one long poll may wait.
-    :param end_from_trigger: deferrable only: let the triggerer end the task (default);
-        False resumes it on a worker (``execute_complete``). A ``soft_fail`` sensor always
-        resumes, since only the worker turns a failure into a skip.
+    :param end_from_trigger: deferrable only: let the triggerer end the task. None (the
+        default) does so unless Airflow has listeners (the OpenLineage provider's, for
+        one), which need the task to end on a worker: Airflow refuses to load a DAG whose
+        task sets True while listeners are registered. False always resumes on a worker
+        (``execute_complete``), as does a ``soft_fail`` sensor, since only a worker turns
+        a failure into a skip.
     """
 
     template_fields: Sequence[str] = ("job_id", "target_status")
@@ -59,7 +62,7 @@ class JobStatusSensor(BaseSensorOperator):
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_timeout: float = 30.0,
-        end_from_trigger: bool = True,
+        end_from_trigger: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -96,11 +99,18 @@ class JobStatusSensor(BaseSensorOperator):
                 target_statuses=self.target_statuses,
                 failure_statuses=[state for state in _FAILURES if state not in self.target_statuses],
                 poll_timeout=self.poll_timeout,
-                end_from_trigger=self.end_from_trigger and not self.soft_fail,
+                end_from_trigger=self._ends_from_trigger(),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
         )
+
+    def _ends_from_trigger(self) -> bool:
+        if self.end_from_trigger is not None:
+            return self.end_from_trigger and not self.soft_fail
+        from airflow.sdk.listener import get_listener_manager
+
+        return not self.soft_fail and not get_listener_manager().has_listeners
 
     def poke(self, context: Context) -> PokeReturnValue:
         state = self.hook.get_job_status(self.job_id)
