@@ -9,6 +9,7 @@ deployment's start half a minute), and each test then follows its own run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -41,12 +42,19 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def airflow(minicluster: MiniCluster, work_dir: Path) -> Iterator[AirflowDeployment]:
     host, port = minicluster.rest_url.removeprefix("http://").rsplit(":", 1)
     connection = {"conn_type": "flink_runtime", "host": host, "port": int(port)}
-    with AirflowDeployment(
-        work_dir / "home", E2E_DAGS, {CONN_ID: connection}, env={"FLINK_RUNTIME_E2E_DIR": str(work_dir)}
-    ) as deployment:
-        for dag_id in ("e2e_sensor", "e2e_retry", "e2e_deferred_submit"):
+    env = {"FLINK_RUNTIME_E2E_DIR": str(work_dir)}
+    with AirflowDeployment(work_dir / "home", E2E_DAGS, {CONN_ID: connection}, env=env) as deployment:
+        for dag_id in ("e2e_sensor", "e2e_retry", "e2e_deferred_submit", "e2e_lineage"):
             deployment.wait_for_dag(dag_id)
         yield deployment
+
+
+@pytest.fixture(scope="module")
+def orders(work_dir: Path) -> Path:
+    data = work_dir / "orders"
+    (data / "in").mkdir(parents=True)
+    (data / "in" / "orders.csv").write_text("region,amount\neu,10\nus,5\neu,-1\neu,2.5\n")
+    return data
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +151,43 @@ def test_marking_a_deferred_submit_failed_cancels_its_job_within_seconds(
     print(f"task marked failed -> job CANCELED: {elapsed:.2f} s")
     assert elapsed < 15
     assert airflow.task_instance("e2e_deferred_submit", run_id, "submit")["state"] == "failed"
+
+
+def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
+    airflow: AirflowDeployment, orders: Path, work_dir: Path
+) -> None:
+    # The OpenLineage provider turned on as a deployment would: its transport configured
+    # and the components that run tasks and parse DAGs restarted (its listener then
+    # writes every task's events to a file). With a listener, sensors resume on workers.
+    transport = {"type": "file", "log_file_path": str(work_dir / "openlineage.jsonl"), "append": True}
+    openlineage = {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "flink-runtime-e2e",
+    }
+    airflow.restart(["scheduler", "dag-processor"], env=openlineage)
+    run_id = airflow.trigger("e2e_lineage", {"data": str(orders)})
+    airflow.wait_for_task("e2e_lineage", run_id, "submit", ["success"], timeout=180)
+    result = airflow.xcom("e2e_lineage", run_id, "submit")
+    result = json.loads(result) if isinstance(result, str) else result
+    assert result["state"] == "FINISHED"
+    assert [(o["uri"], o["format"], o["records"]) for o in result["outputs"]] == [
+        (f"file://{orders}/out", "json", 3)  # the negative amount is filtered out
+    ]
+
+    # OpenLineage: START and COMPLETE of the task, with what the job read and wrote.
+    events_file = work_dir / "openlineage.jsonl"
+    wait_until(lambda: events_file.exists() and '"COMPLETE"' in events_file.read_text(), 30, "the COMPLETE event")
+    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
+    ours = [e for e in events if e["job"]["name"] == "e2e_lineage.submit" and e["eventType"] in ("START", "COMPLETE")]
+    assert sorted(e["eventType"] for e in ours) == ["COMPLETE", "START"]
+    complete = next(e for e in ours if e["eventType"] == "COMPLETE")
+    assert [(d["namespace"], d["name"]) for d in complete["inputs"]] == [("file", f"{orders}/in")]
+    [output] = complete["outputs"]
+    assert (output["namespace"], output["name"]) == ("file", f"{orders}/out")
+    assert output["outputFacets"]["outputStatistics"]["rowCount"] == 3
+
+    # Data-aware scheduling: the alias received the sink's Asset event.
+    response = airflow.client.get("/assets/events", params={"source_dag_id": "e2e_lineage", "source_run_id": run_id})
+    assert response.status_code == 200, response.text
+    uris = [event["uri"] for event in response.json()["asset_events"]]
+    assert uris == [f"file://{orders}/out"]

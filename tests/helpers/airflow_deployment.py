@@ -139,6 +139,22 @@ class AirflowDeployment:
                 start_new_session=True,  # so stop() can end each component with its children
             )
 
+    def restart(self, components: Iterable[str], env: Mapping[str, str] = {}) -> None:
+        """Stop ``components`` (SIGTERM, as a deployment's rolling restart would) and start
+        them again with ``env`` added to their environment."""
+        self.env.update(env)
+        for component in components:
+            process = self.processes[component]
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+            self.start_component(component)
+
     def stop(self) -> None:
         self.client.close()
         for process in self.processes.values():

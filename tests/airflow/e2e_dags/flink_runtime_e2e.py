@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, AssetAlias, task
 
 from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
 from flink_runtime.airflow.sensors.flink_runtime import JobStatusSensor
+from flink_runtime.pipeline import Pipeline
 
 CONN_ID = "flink_runtime_e2e"
 START = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
@@ -77,3 +78,21 @@ with DAG("e2e_retry", schedule=None, start_date=START, catchup=False):
 
 with DAG("e2e_deferred_submit", schedule=None, start_date=START, catchup=False):
     SubmitJobOperator(task_id="submit", job_graph=job_of_the_run, deferrable=True, flink_runtime_conn_id=CONN_ID)
+
+
+def orders_to_json(context: Any, jinja_env: Any = None) -> Pipeline:
+    """Copy the CSV orders under the run's conf["data"]/in to JSON under .../out (Spark)."""
+    data = context["dag_run"].conf["data"]
+    pipeline = Pipeline(f"e2e lineage {context['run_id']}", parallelism=1)
+    orders = pipeline.read_csv(f"{data}/in/*.csv", schema="region STRING, amount DOUBLE")
+    orders.filter("amount > 0").write_json(f"{data}/out", mode="overwrite")
+    return pipeline
+
+
+with DAG("e2e_lineage", schedule=None, start_date=START, catchup=False):
+    SubmitJobOperator(
+        task_id="submit",
+        job_graph=orders_to_json,
+        flink_runtime_conn_id=CONN_ID,
+        outlets=[AssetAlias("e2e-outputs")],
+    )
