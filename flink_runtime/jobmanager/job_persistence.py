@@ -86,8 +86,10 @@ class JobPersistence:
                 reason = (
                     f"The job was recovered {attempts - 1} times and never reached RUNNING (the JobManager "
                     f"stopped while recovering it each time); it is not recovered again "
-                    f"(jobmanager.recovery.max-attempts: {max_attempts}). Resubmit it, from its latest "
-                    "checkpoint with execution.savepoint.path if it had one, once the cause is fixed."
+                    f"(jobmanager.recovery.max-attempts: {max_attempts}). Resubmit it once the cause is "
+                    "fixed: from its latest checkpoint (execution.savepoint.path) if its "
+                    "execution.checkpointing.externalized-checkpoint-retention kept one (the JobManager "
+                    "logs what it kept; the default, NO_EXTERNALIZED_CHECKPOINTS, keeps none)."
                 )
                 log.error("Giving up job %s (%s): %s", record.name, record.job_id, reason)
                 job.give_up_recovery(reason)
