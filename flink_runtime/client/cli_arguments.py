@@ -175,5 +175,5 @@ def build_parser() -> argparse.ArgumentParser:
     stop.add_argument("job_id", metavar="JOB_ID")
     stop.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help=wait_help)
 
-    add_embedded_parser(add)
+    add_embedded_parser(add, _positive_float)
     return parser

@@ -28,18 +28,9 @@ EXIT_NOT_ANSWERING = 1
 EXIT_NOT_RUNNING = 3
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
-
-
-def add_embedded_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
-    """Register `embedded status|stop` (``add`` is cli_arguments.build_parser's helper)."""
+def add_embedded_parser(add: Callable[..., argparse.ArgumentParser], positive_seconds: Callable[[str], float]) -> None:
+    """Register `embedded status|stop` (``add`` is cli_arguments.build_parser's helper,
+    ``positive_seconds`` its argument type for timeouts)."""
     parser = add("embedded", "Look at or stop the embedded cluster that Airflow starts for 'embedded' connections.")
     actions = parser.add_subparsers(dest="embedded_action", metavar="ACTION", required=True, parser_class=type(parser))
     state_dir_help = (
@@ -62,7 +53,7 @@ def add_embedded_parser(add: Callable[..., argparse.ArgumentParser]) -> None:
     )
     stop.add_argument("--state-dir", type=Path, metavar="DIR", help=state_dir_help)
     stop.add_argument(
-        "--timeout", type=_positive_seconds, default=30.0, metavar="SECONDS", help="wait before SIGKILL (default: 30)"
+        "--timeout", type=positive_seconds, default=30.0, metavar="SECONDS", help="wait before SIGKILL (default: 30)"
     )
 
 
