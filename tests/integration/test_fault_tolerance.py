@@ -1,10 +1,12 @@
 """TaskManagers killed with SIGKILL mid-job: the job still finishes with exact output.
 
 Real processes: a JobManager and three TaskManagers started through the CLI, each
-TaskManager with its own SparkSession. TaskManagers are killed at random moments of
-a two-stage word count; replacements join. The output must equal a plain Python
-count (nothing lost, nothing twice), and completed input splits must never be handed
-out again (each kill may lose at most the split in flight in the killed slot).
+TaskManager with its own SparkSession. TaskManagers are killed while a two-stage word
+count processes its splits (each kill waits for the job's progress, not for a fixed
+time, so it lands mid-job however long Spark takes to start); replacements join. The
+output must equal a plain Python count (nothing lost, nothing twice), and completed
+input splits must never be handed out again (each kill may lose at most the split in
+flight in the killed slot).
 """
 
 from __future__ import annotations
@@ -46,10 +48,10 @@ def write_corpus(directory: Path, files: int = 24) -> collections.Counter[str]:
     return counts
 
 
-def word_count(input_dir: Path, output: Path, parallelism: int, files: str = "*.txt") -> Pipeline:
+def word_count(input_dir: Path, output: Path, parallelism: int) -> Pipeline:
     pipeline = Pipeline("fault tolerant word count", parallelism=parallelism, config=RESTARTS)
     (
-        pipeline.read_text(str(input_dir / files), split_size=1)  # one file per split
+        pipeline.read_text(str(input_dir / "*.txt"), split_size=1)  # one file per split
         .transform("tests.helpers.transforms:slow")
         .select("explode(split(value, ' ')) AS word")
         .key_by("word")
@@ -59,21 +61,31 @@ def word_count(input_dir: Path, output: Path, parallelism: int, files: str = "*.
     return pipeline
 
 
+def input_splits(rest_url: str, job_id: str) -> dict[str, int]:
+    """The source's split counts ({} while the job is still being planned)."""
+    details = httpx.get(f"{rest_url}/jobs/{job_id}", timeout=10).json()
+    source = next((v for v in details["vertices"] if v["name"].startswith("Read text")), None)
+    if source is None:
+        return {}
+    return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{source['id']}", timeout=10).json().get("input-splits", {})
+
+
 def test_killing_taskmanagers_mid_job_changes_nothing_in_the_output(tmp_path: Path) -> None:
     expected = write_corpus(tmp_path / "in")
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
         cluster.start(taskmanagers=3, slots=1)
         with JobClient(cluster.rest_url, timeout=60) as client:
-            # Warm every TaskManager's SparkSession (and the JobManager's) first: three
-            # files, one subtask of each vertex per one-slot TaskManager.
-            warm = word_count(tmp_path / "in", tmp_path / "warm", parallelism=3, files="0[0-2].txt")
-            assert client.wait(client.submit(warm.job_graph()), timeout=180).value == "FINISHED"
-
             job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out", parallelism=3).job_graph())
             rng = random.Random(1)
             kills = 0
-            for delay in (1.5, 2.5):
-                time.sleep(delay + rng.random())
+            # Kill after 3 completed splits (Spark has started) and again after 4 more:
+            # completed splits exist that must not be handed out again.
+            for completed in (3, 7):
+                deadline = time.monotonic() + 180  # four JVMs start first on two cores
+                while input_splits(cluster.rest_url, job_id).get("completed", 0) < completed:
+                    assert time.monotonic() < deadline, f"the job did not complete {completed} splits"
+                    assert client.status(job_id).value in ("INITIALIZING", "CREATED", "RUNNING", "RESTARTING")
+                    time.sleep(0.5)  # a split takes longer; polling costs the 2 cores CPU
                 if client.status(job_id).value != "RUNNING":
                     break
                 victim = rng.choice([tm for tm in cluster.taskmanagers if tm.process.poll() is None])
@@ -82,8 +94,7 @@ def test_killing_taskmanagers_mid_job_changes_nothing_in_the_output(tmp_path: Pa
                 cluster.start_taskmanager(f"replacement-{kills}", wait=False)
             status = client.wait(job_id, timeout=240)
             assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
-            source = next(v for v in client.details(job_id)["vertices"] if v["name"].startswith("Read text"))
-            splits = httpx.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{source['id']}").json()["input-splits"]
+            splits = input_splits(cluster.rest_url, job_id)
 
     assert kills >= 1
     table = pq.read_table(tmp_path / "out")
