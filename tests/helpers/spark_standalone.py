@@ -18,18 +18,36 @@ from flink_runtime.client.local_cluster import free_port
 
 
 class SparkStandalone:
-    def __init__(self, master_url: str, web_url: str) -> None:
+    def __init__(self, master_url: str, web_url: str, work: Path, processes: list[subprocess.Popen[bytes]]) -> None:
         self.master_url = master_url
         self.web_url = web_url
+        self._work = work
+        self._processes = processes
 
     def state(self) -> dict[str, Any]:
         """The master's JSON status: workers, active applications and their cores."""
         return httpx.get(f"{self.web_url}/json/", timeout=10).json()
 
+    def wait_until_ready(self, timeout: float = 60.0) -> None:
+        """Until the worker has registered with the master."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.state().get("aliveworkers") == 1:
+                    return
+            except (httpx.HTTPError, ValueError):
+                pass  # not listening yet, or its web UI answers 404 HTML until /json/ is mounted
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self._processes):
+                logs = "\n".join((self._work / f"{n}.log").read_text()[-2000:] for n in ("master", "worker"))
+                raise RuntimeError(f"the Spark standalone master and worker did not start:\n{logs}")
+            time.sleep(0.5)
+
 
 @contextmanager
-def spark_standalone(work: Path, cores: int, memory: str) -> Iterator[SparkStandalone]:
-    """Start a master and a worker with `cores` and `memory`; stop both at exit."""
+def spark_standalone(work: Path, cores: int, memory: str, wait: bool = True) -> Iterator[SparkStandalone]:
+    """Start a master and a worker with `cores` and `memory`; stop both at exit.
+    wait=False: yield at once (the master URL is known before they run), so a test can
+    start other processes meanwhile and call `wait_until_ready` when it needs Spark."""
     home = _find_spark_home()
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
     port, web, worker_web = free_port(), free_port(), free_port()
@@ -47,18 +65,9 @@ def spark_standalone(work: Path, cores: int, memory: str) -> Iterator[SparkStand
         for name, command in commands.items():
             with open(work / f"{name}.log", "wb") as log:
                 processes.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
-        cluster = SparkStandalone(master_url, web_url)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if cluster.state().get("aliveworkers") == 1:
-                    break
-            except (httpx.HTTPError, ValueError):
-                pass  # not listening yet, or its web UI answers 404 HTML until /json/ is mounted
-            if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-                logs = "\n".join((work / f"{n}.log").read_text()[-2000:] for n in commands)
-                raise RuntimeError(f"the Spark standalone master and worker did not start:\n{logs}")
-            time.sleep(0.5)
+        cluster = SparkStandalone(master_url, web_url, work, processes)
+        if wait:
+            cluster.wait_until_ready()
         yield cluster
     finally:
         for process in reversed(processes):

@@ -9,7 +9,8 @@ with that reason.
 
 One test in two phases, because a Spark cluster and three Spark drivers cost a minute
 to start on two cores: the second phase needs the first one's applications holding
-every core anyway.
+every core anyway. The Flink-side processes start while the Spark cluster does, and the
+JobManager's planner starts its (local) SparkSession at once, as a deployment's does.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ PROPERTIES = {
     "heartbeat.interval": "1 s",
     "heartbeat.timeout": "30 s",
     "restart-strategy.type": "none",
+    # The planner's SparkSession (local[1], no cores of the Spark cluster) starts with the
+    # JobManager, while the Spark cluster starts, instead of at the first submission.
+    "jobmanager.planner.warm-up": "true",
     "spark.executor.memory": "512m",
     "spark.ui.enabled": "false",
 }
@@ -52,7 +56,7 @@ def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fai
     for index in range(4):
         (corpus / f"{index}.csv").write_text("word\n" + "".join(f"w{n % 7}\n" for n in range(700)))
     with (
-        spark_standalone(tmp_path / "spark", cores=2, memory="2g") as spark,
+        spark_standalone(tmp_path / "spark", cores=2, memory="2g", wait=False) as spark,
         StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster,
         JobClient(cluster.rest_url, timeout=60) as client,
     ):
@@ -61,6 +65,7 @@ def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fai
         for name in ("tm-a", "tm-b"):
             cluster.start_taskmanager(name, wait=False, **{"taskmanager.numberOfTaskSlots": 1})
         cluster.wait_for_taskmanagers(lambda ids: {"tm-a", "tm-b"} <= ids)
+        spark.wait_until_ready()
 
         # Two one-slot TaskManagers on a two-core cluster: one core each, the job runs.
         job_id = client.submit(word_count(corpus, tmp_path / "out", parallelism=2).job_graph())
@@ -76,12 +81,12 @@ def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fai
         # A third TaskManager finds every core taken (the others keep their sessions warm):
         # its task fails with the reason instead of waiting for ever.
         cluster.start_taskmanager(
-            "tm-c", **{"taskmanager.numberOfTaskSlots": 1, "taskmanager.spark.resource-wait-timeout": "6 s"}
+            "tm-c", **{"taskmanager.numberOfTaskSlots": 1, "taskmanager.spark.resource-wait-timeout": "3 s"}
         )
         job_id = client.submit(word_count(corpus, tmp_path / "out-3", parallelism=3).job_graph())
         status = client.wait(job_id, timeout=300)
         root = client.exceptions(job_id)["root-exception"] or ""
     assert status.value == "FAILED", "a job with a task on a Spark application without executors finished"
-    assert "SparkResourcesUnavailable" in root and "no executor for 6 s" in root, root
+    assert "SparkResourcesUnavailable" in root and "no executor for 3 s" in root, root
     assert "taskmanager.spark.resource-wait-timeout" in root
     assert not list((tmp_path / "out-3").rglob("*.parquet")), "a failed job published output"
