@@ -120,7 +120,10 @@ def test_a_job_whose_recovery_keeps_killing_the_jobmanager_is_given_up(tmp_path:
 
 def test_a_recovered_job_that_runs_starts_its_count_again(tmp_path: Path) -> None:
     database = tmp_path / "cluster" / "jobstore.db"
-    with StandaloneCluster(tmp_path / "cluster") as cluster:
+    # One attempt allowed, two recoveries: the second is refused unless the first one's
+    # attempt was forgotten when its job reached RUNNING (a JobManager start costs seconds).
+    properties = {"jobmanager.recovery.max-attempts": 1}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=2)
         graph = sleep_job(60, name="survives restarts")
         # The killed JobManager's task may still hold its slot when the recovered job
@@ -128,7 +131,7 @@ def test_a_recovered_job_that_runs_starts_its_count_again(tmp_path: Path) -> Non
         graph.config.update({"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "200 ms"})
         with JobClient(cluster.rest_url, timeout=30) as client:
             job_id = client.submit(graph)
-        for _ in range(4):  # more restarts than jobmanager.recovery.max-attempts
+        for _ in range(2):  # more restarts than jobmanager.recovery.max-attempts
             cluster.jobmanager.kill()
             cluster.start_jobmanager()
             with JobClient(cluster.rest_url, timeout=30) as client:
