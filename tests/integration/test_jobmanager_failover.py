@@ -17,7 +17,7 @@ import pytest
 
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
-from tests.helpers.jobs import modulo_sum_job
+from tests.helpers.jobs import modulo_sum_job, sleep_job
 from tests.integration.test_savepoints import counts_in, input_splits, word_count, write_corpus
 
 pytestmark = pytest.mark.integration
@@ -53,6 +53,15 @@ def slow_heartbeats(timeout: str) -> dict[str, str]:
     }
 
 
+def wait_for_checkpoints(cluster: StandaloneCluster, count: int, timeout: float = 60) -> None:
+    """Until the running JobManager has completed `count` checkpoints (its log is its own:
+    a restarted JobManager writes a new one), instead of sleeping for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while len(re.findall(r"Completed checkpoint \d+ for job", cluster.jobmanager.log())) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} checkpoints in {timeout} s"
+        time.sleep(0.1)
+
+
 def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: Path) -> None:
     expected = write_corpus(tmp_path / "in", files=16)
     pipeline = word_count(tmp_path / "in", tmp_path / "out")
@@ -61,14 +70,18 @@ def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: P
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as cluster:
         cluster.start(taskmanagers=2, slots=1)
         with JobClient(cluster.rest_url, timeout=60) as client:
-            warm = word_count(tmp_path / "in", tmp_path / "warm", slow=False)
-            assert client.wait(client.submit(warm.job_graph()), timeout=180).value == "FINISHED"
+            # A finished job of the first JobManager, to query after the restart.
+            finished = client.submit(sleep_job(0.05, name="finished before the kill"))
+            assert client.wait(finished, timeout=60).value == "FINISHED"
 
             job_id = client.submit(graph)
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180  # planning and the TaskManagers' Spark start first
+            while client.status(job_id).value != "RUNNING":  # no split counts before
+                assert time.monotonic() < deadline, "the job was not planned and deployed"
+                time.sleep(0.2)
             while input_splits(cluster.rest_url, job_id)["completed"] < 2:
                 assert time.monotonic() < deadline, "no split completed"
-                time.sleep(0.1)
+                time.sleep(0.2)
             completed_before = input_splits(cluster.rest_url, job_id)["completed"]
             checkpoints = client.checkpoints(job_id)["counts"]["completed"]
             while client.checkpoints(job_id)["counts"]["completed"] == checkpoints:  # one that includes them
@@ -82,8 +95,8 @@ def test_killed_jobmanager_comes_back_and_the_job_finishes_correctly(tmp_path: P
             assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
             splits = input_splits(cluster.rest_url, job_id)
             assert "Recovering job" in cluster.jobmanager.log()
-            # The finished warm-up job is still queryable after the restart.
-            assert httpx.get(f"{cluster.rest_url}/jobs").json()["jobs"]
+            # The job that finished before the kill is still queryable after the restart.
+            assert finished in {job["id"] for job in httpx.get(f"{cluster.rest_url}/jobs").json()["jobs"]}
 
     assert counts_in(tmp_path / "out") == dict(expected)
     assert completed_before >= 1
@@ -105,7 +118,7 @@ def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path:
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:
             job_id = client.submit(graph)
-            time.sleep(6)
+        wait_for_checkpoints(cluster, 2)  # mid-job: 40 splits of 0.5 s take 10 s
         cluster.jobmanager.kill()
         time.sleep(1)
         cluster.start_jobmanager()
@@ -144,7 +157,7 @@ def test_checkpoint_ids_continue_across_two_jobmanager_recoveries(tmp_path: Path
         with JobClient(cluster.rest_url, timeout=30) as client:
             job_id = client.submit(graph)
         for _ in range(2):
-            time.sleep(5)
+            wait_for_checkpoints(cluster, 3)  # every 500 ms, while 48 splits of 0.5 s take 12 s
             cluster.jobmanager.kill()
             logs.append(cluster.jobmanager.log())
             cluster.start_jobmanager()
@@ -183,7 +196,7 @@ def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_i
         cluster.start(taskmanagers=1, slots=2)
         with JobClient(cluster.rest_url, timeout=30) as client:
             job_id = client.submit(graph)
-            time.sleep(3)
+            wait_for_checkpoints(cluster, 3)  # some splits done and checkpointed
             trigger = client.stop_with_savepoint(job_id, str(tmp_path / "savepoints"), False)
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
