@@ -35,9 +35,7 @@ class ConfigOption:
     choices: tuple[str, ...] = ()
 
 
-def _option(
-    key: str, default: Any, description: str, kind: str = "str", choices: tuple[str, ...] = ()
-) -> ConfigOption:
+def _option(key: str, default: Any, description: str, kind: str = "str", choices: tuple[str, ...] = ()) -> ConfigOption:
     option = ConfigOption(key, default, description, kind, choices)
     OPTIONS[key] = option
     return option
