@@ -33,13 +33,22 @@ def set_savepoint_config(
     path = os.fspath(savepoint_path)
     if not isinstance(path, str) or not path.strip():
         raise ValueError(f"savepoint_path must be a non-empty path, got {savepoint_path!r}")
-    config = document.get("config") or {}
-    if not isinstance(config, dict):
-        raise ValueError(f"the JobGraph's config must be an object, not {type(config).__name__}")
-    config = {**config, SAVEPOINT_PATH_KEY: path}
+    config = {**_config_of(document), SAVEPOINT_PATH_KEY: path}
     if allow_non_restored_state:
         config[SAVEPOINT_IGNORE_UNCLAIMED_STATE_KEY] = True
     document["config"] = config
+
+
+def set_config_defaults(document: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Give the (copied) JobGraph document ``defaults`` for the keys its config does not set."""
+    document["config"] = {**defaults, **_config_of(document)}
+
+
+def _config_of(document: dict[str, Any]) -> dict[str, Any]:
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise ValueError(f"the JobGraph's config must be an object, not {type(config).__name__}")
+    return config
 
 
 def library_files(document: dict[str, Any]) -> dict[str, str]:

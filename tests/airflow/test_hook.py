@@ -15,6 +15,7 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeApiError,
     FlinkRuntimeClusterUnreachable,
     FlinkRuntimeException,
+    FlinkRuntimeInvalidInput,
     FlinkRuntimeJobNotFound,
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
@@ -241,6 +242,25 @@ def test_submit_takes_json_text_and_sets_the_job_id(connection: Callable[..., st
     body = json.loads(recorder.requests[0].content)
     assert body["job_id"] == JOB_ID
     assert body["config"]["execution.savepoint.path"] == "/sp/savepoint-1"
+
+
+def test_config_defaults_fill_only_what_the_graph_leaves_unset(connection: Callable[..., str]) -> None:
+    recorder = Recorder(httpx.Response(202, json={"jobid": JOB_ID, "jobUrl": f"/jobs/{JOB_ID}"}))
+    hook = mocked_hook(connection, recorder)
+    graph = {"name": "n", "vertices": [{"id": "n", "name": "N", "invokable": "noop"}], "config": {"a": "mine"}}
+
+    hook.submit_job(graph, job_id=JOB_ID, config_defaults={"a": "default", "b": "default"})
+
+    assert json.loads(recorder.requests[0].content)["config"] == {"a": "mine", "b": "default"}
+    assert graph["config"] == {"a": "mine"}  # the caller's graph is left alone
+
+
+def test_config_defaults_with_a_config_that_is_no_object_is_a_clear_error(connection: Callable[..., str]) -> None:
+    recorder = Recorder(httpx.Response(500))
+    hook = mocked_hook(connection, recorder)
+    with pytest.raises(FlinkRuntimeInvalidInput, match="config must be an object, not str"):
+        hook.submit_job({"name": "n", "vertices": [], "config": "nope"}, config_defaults={"b": "default"})
+    assert recorder.requests == []
 
 
 def test_a_failed_savepoint_raises_with_the_cause(connection: Callable[..., str]) -> None:

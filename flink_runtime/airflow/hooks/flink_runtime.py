@@ -47,7 +47,7 @@ from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, descr
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
 from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
-from flink_runtime.client.job_graph_source import load_job_graph_document
+from flink_runtime.client.job_graph_source import load_job_graph_document, set_config_defaults
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
@@ -219,9 +219,9 @@ class FlinkRuntimeHook(BaseHook):
         if config_defaults:
             try:
                 source = load_job_graph_document(source)
+                set_config_defaults(source, dict(config_defaults))
             except ValueError as exc:
                 raise FlinkRuntimeInvalidInput(str(exc)) from exc
-            source["config"] = {**config_defaults, **(source.get("config") or {})}
         with _translated():
             return self.get_conn().submit(source, job_id=job_id, savepoint_path=savepoint_path)
 
