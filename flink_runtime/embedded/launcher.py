@@ -102,7 +102,13 @@ def ensure_embedded_cluster(
     if "rest.port" in config:
         raise ValueError("set the embedded cluster's REST port with port=..., not config['rest.port']")
     directory = resolve_state_dir(state_dir)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EmbeddedClusterError(
+            f"the embedded cluster's state directory {directory} cannot be created ({exc.strerror}); "
+            "point the connection's extra state_dir (or $AIRFLOW_HOME) at a writable directory"
+        ) from exc
     with locked(directory):
         state = read_state(directory)
         if state is not None:

@@ -314,6 +314,13 @@ def test_bad_arguments_are_refused_before_anything_starts(tmp_path: Path, argume
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_state_dir_that_cannot_be_created_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(EmbeddedClusterError, match=r"state directory .*a-file/state cannot be created .* writable"):
+        ensure_embedded_cluster(state_dir=blocker / "state")
+
+
 def test_an_idle_timeout_of_0_never_stops_the_cluster(shared: tuple[Path, str]) -> None:
     """Last in the module: the shared cluster (idle timeout 0) has sat unused between its tests."""
     directory, _ = shared
