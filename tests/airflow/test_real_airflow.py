@@ -22,6 +22,7 @@ import pytest
 
 from flink_runtime.minicluster import MiniCluster
 from tests.helpers.airflow_deployment import AirflowDeployment
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -76,13 +77,6 @@ def jobs_named(cluster: httpx.Client, name: str) -> list[dict]:
     return [job for job in cluster.get("/jobs/overview").json()["jobs"] if job["name"] == name]
 
 
-def wait_until(condition: object, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.2)
-
-
 def _utc_seconds(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
@@ -125,7 +119,7 @@ def test_a_task_killed_with_sigkill_is_retried_onto_the_same_job(
     run_id = airflow.trigger("e2e_retry", {"seconds": 15})
     name = f"e2e e2e_retry {run_id}"
     pid_file = work_dir / "e2e_retry.submit.1.pid"
-    wait_until(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
+    eventually(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
     os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
     ti = airflow.wait_for_task("e2e_retry", run_id, "submit", ["success"], timeout=120)
@@ -146,7 +140,7 @@ def test_marking_a_deferred_submit_failed_cancels_its_job_within_seconds(
 
     marked = time.monotonic()
     airflow.mark_task("e2e_deferred_submit", run_id, "submit", "failed")
-    wait_until(lambda: cluster.get(f"/jobs/{job['jid']}").json()["state"] == "CANCELED", 30, "the job to be CANCELED")
+    eventually(lambda: cluster.get(f"/jobs/{job['jid']}").json()["state"] == "CANCELED", 30, "the job to be CANCELED")
     elapsed = time.monotonic() - marked
     print(f"task marked failed -> job CANCELED: {elapsed:.2f} s")
     assert elapsed < 15
@@ -176,7 +170,7 @@ def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
 
     # OpenLineage: START and COMPLETE of the task, with what the job read and wrote.
     events_file = work_dir / "openlineage.jsonl"
-    wait_until(lambda: events_file.exists() and '"COMPLETE"' in events_file.read_text(), 30, "the COMPLETE event")
+    eventually(lambda: events_file.exists() and '"COMPLETE"' in events_file.read_text(), 30, "the COMPLETE event")
     events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     ours = [e for e in events if e["job"]["name"] == "e2e_lineage.submit" and e["eventType"] in ("START", "COMPLETE")]
     assert sorted(e["eventType"] for e in ours) == ["COMPLETE", "START"]

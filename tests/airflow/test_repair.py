@@ -15,7 +15,8 @@ from flink_runtime.airflow.job_ids import deterministic_job_id
 from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
 from flink_runtime.client import JobClient
 from flink_runtime.minicluster import MiniCluster
-from tests.integration.test_checkpoint_retention import POISON_ENV, copy_lines, eventually, output_lines, write_lines
+from tests.helpers.waiting import eventually
+from tests.integration.test_checkpoint_retention import POISON_ENV, copy_lines, output_lines, write_lines
 from tests.integration.test_savepoints import input_splits
 
 pytestmark = pytest.mark.integration

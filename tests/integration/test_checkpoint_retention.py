@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from flink_runtime.client import JobClient
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.helpers.jobs import sleep_job
+from tests.helpers.waiting import eventually
 from tests.integration.test_savepoints import input_splits, wait_running
 
 pytestmark = pytest.mark.integration
@@ -60,13 +60,6 @@ def copy_lines(tmp_path: Path) -> Pipeline:
 
 def output_lines(out: Path) -> list[str]:
     return sorted(json.loads(line)["value"] for part in out.glob("*.json") for line in part.read_text().splitlines())
-
-
-def eventually(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_a_failed_job_keeps_its_checkpoint_and_resumes_from_it_exactly_once(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -15,6 +14,7 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.helpers.jobs import modulo_sum_job
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -83,13 +83,6 @@ def test_prometheus_text_has_the_cluster_jobs_and_tasks(rest: httpx.Client, fini
     )
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.2)
-
-
 def test_taskmanagers_report_cpu_memory_and_their_spark_jvm(
     rest: httpx.Client, minicluster: MiniCluster, tmp_path: Path
 ) -> None:
@@ -102,7 +95,7 @@ def test_taskmanagers_report_cpu_memory_and_their_spark_jvm(
         assert client.wait(client.submit(pipeline.job_graph()), timeout=120) is JobStatus.FINISHED
     ids = [tm["id"] for tm in rest.get("/taskmanagers").json()["taskmanagers"]]
     heap = "Status.JVM.Memory.Heap.Used,Status.JVM.Memory.Heap.Max"
-    wait_for(lambda: any(len(values(rest, f"/taskmanagers/{tm}/metrics", heap)) == 2 for tm in ids))
+    eventually(lambda: any(len(values(rest, f"/taskmanagers/{tm}/metrics", heap)) == 2 for tm in ids))
     for tm in ids:
         names = {item["id"] for item in rest.get(f"/taskmanagers/{tm}/metrics").json()}
         assert {"Status.Python.CPU.Load", "Status.Python.Memory.RSS", "System.Memory.Total"} <= names
