@@ -10,6 +10,7 @@ import pytest
 
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
+from tests import spark_cds
 
 logging.getLogger("flink_runtime").setLevel(logging.INFO)
 # py4j's gateway objects log from __del__ at interpreter exit, after pytest closed the
@@ -20,10 +21,12 @@ logging.raiseExceptions = False
 # JobManager start is minutes of CPU over the suite on 2 cores. The user-code isolation
 # tests set warm-up back on, as a deployment runs it.
 # Their JVMs start with the quick-start flags fast_config gives the MiniCluster's (test
-# jobs are small; a cluster process starts a JVM per SparkSession).
+# jobs are small; a cluster process starts a JVM per SparkSession), and map Spark's
+# classes from a class-data-sharing archive (tests/spark_cds.py: made once per machine).
+SPARK_JAVA_OPTIONS = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {spark_cds.java_options()}".strip()
 os.environ.setdefault(
     "FLINK_PROPERTIES",
-    'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"\n',
+    f'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
 )
 
 
@@ -40,7 +43,7 @@ def fast_config(**overrides: object) -> Configuration:
         "execution.checkpointing.min-interval": "100 ms",
         "metrics.system-resource-probing-interval": "500 ms",
         # Faster JVM start for short test jobs (slower for big ones, so not a runtime default).
-        "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions": SPARK_JAVA_OPTIONS,
     }
     values.update(overrides)
     return Configuration(values)
