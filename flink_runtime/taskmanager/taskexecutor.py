@@ -47,6 +47,7 @@ from flink_runtime.rpc.messages import (
 from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
+from flink_runtime.spark.shared_folder import DataFolderNotShared, check_data_folder_shared
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
 from flink_runtime.taskmanager.log_service import LogService
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
@@ -90,6 +91,8 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
         self.host = config.get(cfg.TASKMANAGER_HOST)
         self.slots = config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
         self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()
+        self._data_folder_checked = False
+        self._data_folder_error: DataFolderNotShared | None = None
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
         self.tasks: dict[str, Task] = {}
@@ -152,6 +155,18 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
                     default_cores=self.slots,
                     resource_wait_timeout=self.config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
                 )
+            if not self._data_folder_checked:
+                # On a Spark cluster the executors must see io.tmp.dirs: every task fails
+                # with the reason rather than lose its partitions. Checked once, when the
+                # check comes to a verdict (a cluster without free cores gives none).
+                remote = self.config.to_dict().get("spark.remote")
+                try:
+                    check_data_folder_shared(self._spark_session, self.data_dir, remote)
+                except DataFolderNotShared as error:
+                    self._data_folder_error = error
+                self._data_folder_checked = True
+            if self._data_folder_error is not None:
+                raise DataFolderNotShared(str(self._data_folder_error))
             return self._spark_session
 
     @handles(Heartbeat)

@@ -5,7 +5,9 @@ core of the cluster, the second waited with `Initial job has not accepted any
 resources`, and the job hung for over ten minutes. Each TaskManager now asks for its
 slots' worth of cores, the JobManager's plan checks take none, and a task whose
 application gets no executor within `taskmanager.spark.resource-wait-timeout` fails
-with that reason.
+with that reason. The tasks' Spark work runs in the worker's executors (their logs say
+so), and each TaskManager first checks that the cluster sees its data folder
+(flink_runtime/spark/shared_folder.py).
 
 One test in two phases, because a Spark cluster and three Spark drivers cost a minute
 to start on two cores: the second phase needs the first one's applications holding
@@ -77,6 +79,9 @@ def test_taskmanagers_share_a_spark_standalone_cluster_and_one_without_cores_fai
         # One application per TaskManager, each with its slot's core; none for the JobManager.
         applications = spark.state()["activeapps"]
         assert sorted(app["cores"] for app in applications) == [1, 1], applications
+        # The data work ran on the worker: each application's executor there ran tasks.
+        executor_logs = sorted((tmp_path / "spark" / "worker").glob("app-*/*/stderr"))
+        assert sum("Running task" in log.read_text() for log in executor_logs) == 2, executor_logs
 
         # A third TaskManager finds every core taken (the others keep their sessions warm):
         # its task fails with the reason instead of waiting for ever.
