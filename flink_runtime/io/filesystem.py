@@ -107,6 +107,20 @@ class LocalFileSystem:
         return FileStatus(path, 0 if is_dir else os.path.getsize(path), is_dir)
 
 
+# The Hadoop connectors PySpark does not ship, by scheme: (Maven artifact, its docs).
+# Their version must match PySpark's Hadoop (hadoop-client-api-<version>.jar).
+_CONNECTORS = {
+    "s3a": ("org.apache.hadoop:hadoop-aws:{hadoop}", "spark.hadoop.fs.s3a.access.key / secret.key or an IAM role"),
+    "abfs": ("org.apache.hadoop:hadoop-azure:{hadoop}", "spark.hadoop.fs.azure.account.key.<account>..."),
+    "abfss": ("org.apache.hadoop:hadoop-azure:{hadoop}", "spark.hadoop.fs.azure.account.key.<account>..."),
+    "gs": ("com.google.cloud.bigdataoss:gcs-connector:hadoop3-2.2.22", "spark.hadoop.google.cloud.auth..."),
+}
+
+
+class MissingFileSystemConnector(OSError):
+    """Spark's Hadoop has no FileSystem for a path's scheme: a connector jar is missing."""
+
+
 class HadoopFileSystem:
     """Hadoop's FileSystem through the JVM of a classic SparkSession."""
 
@@ -116,7 +130,34 @@ class HadoopFileSystem:
 
     def _fs(self, path: str) -> tuple[Any, Any]:
         jpath = self._jvm.org.apache.hadoop.fs.Path(path)
-        return jpath.getFileSystem(self._conf), jpath
+        try:
+            return jpath.getFileSystem(self._conf), jpath
+        except Exception as error:  # py4j's Py4JJavaError, from Hadoop's FileSystem lookup
+            missing = self._missing_connector(path, error)
+            if missing is None:
+                raise
+            raise missing from error
+
+    def _missing_connector(self, path: str, error: Exception) -> MissingFileSystemConnector | None:
+        """A clear error when `error` says the scheme's FileSystem class is not there."""
+        java = getattr(error, "java_exception", None)
+        text = str(java.toString()) if java is not None else str(error)
+        if "ClassNotFoundException" not in text and "No FileSystem for scheme" not in text:
+            return None
+        scheme = urlparse(path).scheme
+        hadoop = str(self._jvm.org.apache.hadoop.util.VersionInfo.getVersion())
+        artifact, credentials = _CONNECTORS.get(scheme, (None, None))
+        if artifact is None:
+            advice = "add the jar of a Hadoop FileSystem for it to spark.jars.packages or spark.jars"
+        else:
+            advice = (
+                f"PySpark does not ship it: add spark.jars.packages: {artifact.format(hadoop=hadoop)} to the "
+                f"configuration of the JobManager and every TaskManager (it must match PySpark's Hadoop "
+                f"{hadoop}), with credentials in {credentials}"
+            )
+        return MissingFileSystemConnector(
+            f"{path}: Spark's Hadoop {hadoop} cannot open {scheme}:// paths ({text}); {advice}"
+        )
 
     def glob(self, pattern: str) -> list[FileStatus]:
         fs, jpath = self._fs(pattern)
@@ -195,10 +236,13 @@ def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:
         from flink_runtime.spark.session import current_session
 
         spark = current_session()
-    if spark is None or not hasattr(spark, "sparkContext"):
+    if spark is None:
+        raise OSError(f"{path}: a non-local path needs Hadoop's FileSystem, and this process has no SparkSession yet")
+    if not hasattr(spark, "sparkContext"):
         raise OSError(
-            f"{path}: a non-local path needs a classic SparkSession in this process for Hadoop's FileSystem "
-            "(Spark Connect sessions cannot list or rename files here); use a shared local path or run classic Spark"
+            f"{path}: with Spark Connect (spark.remote) the runtime cannot list, commit or publish files on "
+            "non-local paths (a Connect client has no Hadoop FileSystem); use a folder shared by the TaskManagers "
+            "and the Connect server, or a classic Spark session (spark.master) for hdfs://, s3a://, ..."
         )
     return HadoopFileSystem(spark)
 

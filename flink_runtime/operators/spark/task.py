@@ -32,7 +32,7 @@ from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
 from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, MasterContext, Prepared
-from flink_runtime.io.filesystem import filesystem_for, join
+from flink_runtime.io.filesystem import filesystem_for, is_local, join
 from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partitions import (
     chunk_dirs,
@@ -75,6 +75,8 @@ class SparkTask(AbstractInvokable):
             source = config["source"]
             # Files a savepoint recorded as read are never read again.
             done = set(restored.completed_files) if restored is not None else set()
+            if not all(is_local(path) for path in source["paths"]):
+                context.spark()  # Hadoop's FileSystem for hdfs://, s3a://, ... lives in its JVM
             statuses = [status for status in io.list_source_files(source) if status.path not in done]
             files = [status.path for status in statuses]
             split_size = parse_size_bytes(source.get("split_size") or io.DEFAULT_SPLIT_SIZE, "source.split_size", 1)
