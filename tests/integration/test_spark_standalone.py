@@ -7,7 +7,7 @@ slots' worth of cores, the JobManager's plan checks take none, and a task whose
 application gets no executor within `taskmanager.spark.resource-wait-timeout` fails
 with that reason. The tasks' Spark work runs in the worker's executors (their logs say
 so), and each TaskManager first checks that the cluster sees its data folder
-(flink_runtime/spark/shared_folder.py).
+(flink_runtime/taskmanager/shared_data_folder.py).
 
 One test in two phases, because a Spark cluster and three Spark drivers cost a minute
 to start on two cores: the second phase needs the first one's applications holding
