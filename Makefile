@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup java chromium flink-tools spark-cds demo demo-pipeline test test-fast lint format bench clean
+.PHONY: setup java chromium flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
 
 setup: $(STAMP) java chromium
 
@@ -65,6 +65,13 @@ bench: setup
 	$(BIN)/python benchmarks/bench_rpc_churn.py
 	$(BIN)/python benchmarks/bench_airflow_sensor.py
 	$(BIN)/python benchmarks/bench_spark.py
+
+# The compose stack for real: Docker engine (installed and started if missing), images
+# (from a local debootstrap base where no registry is reachable), JobManager, two
+# TaskManagers and Airflow up and healthy, the demo word count through them, then down.
+# Minutes, not seconds: not part of `make test`.
+docker-smoke:
+	scripts/docker-smoke.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
