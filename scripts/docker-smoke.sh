@@ -79,9 +79,11 @@ say "Build the images (${build[*]})"
 started=$(now)
 "${build[@]}" --build-arg "BASE_IMAGE=$base_image" -f "$docker_dir/Dockerfile" --target runtime \
   -t "$runtime_image" "$root"
+took[build_runtime]=$(elapsed "$started")
+started=$(now)
 "${build[@]}" --build-arg "BASE_IMAGE=$base_image" -f "$docker_dir/Dockerfile" --target airflow \
   -t "$airflow_image" "$root"
-took[build]=$(elapsed "$started")
+took[build_airflow]=$(elapsed "$started")
 
 # -- the stack ---------------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -156,7 +158,8 @@ say "Result: passed"
 cat <<EOF
 docker-smoke passed ($("${compose_cmd[@]}" version 2>/dev/null | head -n 1))
   base image ($base_image):   ${took[base]} s
-  build (both images):         ${took[build]} s
+  build $runtime_image:  ${took[build_runtime]} s
+  build $airflow_image: ${took[build_airflow]} s
   up until all healthy:        ${took[healthy]} s   (jobmanager ${healthy_after[jobmanager]} s, taskmanagers ${healthy_after[taskmanager-1]} s / ${healthy_after[taskmanager-2]} s, airflow ${healthy_after[airflow]} s)
   word count job:              ${took[job]} s
   image sizes: $runtime_image $(size "$runtime_image"), $airflow_image $(size "$airflow_image"), $base_image $(size "$base_image")
