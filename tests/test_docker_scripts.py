@@ -155,3 +155,23 @@ def test_healthcheck_fails_with_the_reason(minicluster: MiniCluster, capsys: pyt
     out = capsys.readouterr()
     assert out.out.startswith("unhealthy: ") and "Traceback" not in out.out + out.err
     assert healthcheck.main(["nonsense"]) == 1
+
+
+# -- the shell scripts -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("script", ["docker-smoke.sh", "docker-base-image.sh", "ensure-docker.sh"])
+def test_the_docker_scripts_parse_and_are_executable(script: str) -> None:
+    path = ROOT / "scripts" / script
+    assert path.stat().st_mode & 0o111, f"{script} is not executable"
+    parsed = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, timeout=30)
+    assert parsed.returncode == 0, parsed.stderr
+    assert "set -euo pipefail" in path.read_text()
+
+
+def test_make_docker_smoke_runs_the_script_and_is_not_part_of_make_test() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile.split("\ndocker-smoke:", 1)[1].split("\n\n", 1)[0]
+    assert target.strip() == "scripts/docker-smoke.sh"
+    test_target = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "docker" not in test_target
