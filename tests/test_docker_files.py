@@ -154,12 +154,23 @@ def test_a_code_change_does_not_rebuild_the_dependencies(
     """PySpark's 456 MB source archive is built in a layer that only setup.cfg's requirements key."""
     _, stages = dockerfile
     dependencies = f"{target}-dependencies"
-    assert context_files(stages, dependencies) == {"setup.cfg", "docker/requirements.py"}
+    assert context_files(stages, dependencies) == {"pyproject.toml", "setup.cfg", "docker/requirements.py"}
     assert f"-r /requirements/{target}.txt" in " ".join(stage(stages, dependencies).args("RUN"))
     order = [source for source, _ in copies(stage(stages, target))]
     assert dependencies in order and "wheel" in order, order
     assert order.index(dependencies) < order.index("wheel"), "the dependencies' layer must come before the code's"
     assert None not in order[: order.index(dependencies)], "nothing from the build context before the dependencies"
+
+
+def test_a_code_change_builds_the_wheel_without_network(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    """setuptools and wheel are installed before the code is copied; the wheel is built without isolation."""
+    _, stages = dockerfile
+    wheel = stage(stages, "wheel")
+    kinds = [(kind, arguments) for kind, arguments in wheel.instructions if kind in ("COPY", "RUN")]
+    first_code = next(i for i, (kind, arguments) in enumerate(kinds) if kind == "COPY" and "--from=" not in arguments)
+    assert any("-r /requirements/build.txt" in arguments for _, arguments in kinds[:first_code])
+    assert all("pip install" not in arguments and "venv" not in arguments for _, arguments in kinds[first_code:])
+    assert "--no-build-isolation" in kinds[-1][1]
 
 
 def test_the_images_keep_no_build_leftovers(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:

@@ -61,6 +61,10 @@ def test_airflow_requirements_leave_out_spark_and_add_the_airflow_extra() -> Non
     assert runtime - names == {"pyspark", "pandas"}, "only Spark's own requirements are left out"
 
 
+def test_build_requirements_are_pyprojects_build_system() -> None:
+    assert requirements.requirements(ROOT / "setup.cfg", "build") == ["setuptools>=68", "wheel"]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [("pyspark[connect]==4.3.0", "pyspark"), ("prometheus_client>=0.20", "prometheus-client"), ("Py.Yaml", "py-yaml")],
@@ -71,14 +75,16 @@ def test_requirement_names_are_normalised(text: str, expected: str) -> None:
 
 def test_requirements_bad_input_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert requirements.main([str(ROOT / "setup.cfg"), "spark"]) == 1
-    assert "unknown target 'spark': expected one of runtime, airflow" in capsys.readouterr().err
+    assert "unknown target 'spark': expected one of runtime, airflow, build" in capsys.readouterr().err
     assert requirements.main([str(tmp_path / "missing.cfg"), "runtime"]) == 1
     assert "missing.cfg: cannot read it" in capsys.readouterr().err
     (tmp_path / "empty.cfg").write_text("[metadata]\nname = x\n")
     assert requirements.main([str(tmp_path / "empty.cfg"), "runtime"]) == 1
     assert "'options'" in capsys.readouterr().err
     assert requirements.main([]) == 2
-    assert "usage: requirements.py SETUP_CFG {runtime|airflow}" in capsys.readouterr().err
+    assert "usage: requirements.py SETUP_CFG {runtime|airflow|build}" in capsys.readouterr().err
+    assert requirements.main([str(tmp_path / "empty.cfg"), "build"]) == 1  # no pyproject.toml beside it
+    assert "pyproject.toml: cannot read it (No such file or directory)" in capsys.readouterr().err
 
 
 # -- what the Airflow image runs, without Spark ----------------------------------------------------
