@@ -101,6 +101,7 @@ fail() {
     echo "--- the last lines of $service's log:" >&2
     compose logs --no-color --tail 30 "$service" >&2 2>&1 || true
   done
+  trap - EXIT
   down
   exit 1
 }
@@ -123,7 +124,10 @@ while [ ${#healthy_after[@]} -lt ${#services[@]} ]; do
       unhealthy | exited | dead) fail "$service is $state: $(docker inspect -f '{{range .State.Health.Log}}{{.Output}}{{end}}' "$container" 2>/dev/null | tail -n 2)" ;;
     esac
   done
-  [ "$(date +%s)" -lt "$deadline" ] || fail "not every service was healthy within $healthy_timeout s: ${!healthy_after[*]} were"
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    waiting=$(for service in "${services[@]}"; do [ -n "${healthy_after[$service]:-}" ] || printf '%s ' "$service"; done)
+    fail "not healthy within $healthy_timeout s (SMOKE_HEALTHY_TIMEOUT): ${waiting% }"
+  fi
   sleep 2
 done
 took[healthy]=$(elapsed "$started")
