@@ -2,7 +2,7 @@
 
 The rest of the suite imports flink_runtime from the source tree (the .venv holds an
 editable install), so a package or data file that setup.cfg leaves out of the wheel
-goes unnoticed there, and the Docker image, which pip-installs the package non-editable,
+goes unnoticed there, and the Docker image, which installs the wheel non-editable,
 crash-loops on it. Here the wheel is built from a copy of what docker/Dockerfile copies,
 checked against every file git tracks under flink_runtime/, installed with --no-deps
 into a new venv, and run from outside the repository with PYTHONPATH cleared.
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "flink_runtime"
-# What docker/Dockerfile copies into the image before `pip install ./src`.
+# What docker/Dockerfile copies into its `wheel` stage to build the wheel it installs.
 BUILD_SOURCES = ("pyproject.toml", "setup.cfg", "README.md", PACKAGE)
 
 
