@@ -11,6 +11,7 @@ import pytest
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
 from tests import spark_cds
+from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
 
 logging.getLogger("flink_runtime").setLevel(logging.INFO)
 # py4j's gateway objects log from __del__ at interpreter exit, after pytest closed the
@@ -56,3 +57,18 @@ def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluste
     config = fast_config(**{"io.tmp.dirs": str(data_dir)})
     with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server (tests/helpers/postgres.py) for the whole session, started
+    on first use; the test FAILS with the reason when it cannot start, it never skips."""
+    try:
+        server = postgres_server()
+        running = server.__enter__()
+    except PostgresUnavailable as exc:
+        pytest.fail(f"cannot start PostgreSQL: {exc}")
+    try:
+        yield running
+    finally:
+        server.__exit__(None, None, None)

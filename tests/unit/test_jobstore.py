@@ -27,8 +27,17 @@ GRAPH = json.dumps({"job_id": "j1", "vertices": [{"id": "v1", "parallelism": 2}]
 
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
+def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'nested' / 'dir' / 'jobstore.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, sqlite_url: str) -> str:
+    """Every store test runs on SQLite (the default) and on a real PostgreSQL server, through
+    the same SQLAlchemy code; tests of SQLite's own file handling use sqlite_url."""
+    if request.param == "sqlite":
+        return sqlite_url
+    return request.getfixturevalue("postgres").new_database("jobstore")
 
 
 @pytest.fixture
@@ -37,7 +46,9 @@ def store(db_url: str) -> Iterator[JobStore]:
         yield job_store
 
 
-def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, db_url: str, store: JobStore) -> None:
+def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, sqlite_url: str) -> None:
+    JobStore(sqlite_url).close()
+    db_url = sqlite_url
     path = tmp_path / "nested" / "dir" / "jobstore.db"
     assert path.exists()
     with sqlite3.connect(path) as conn:
@@ -51,7 +62,9 @@ def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, db_url: st
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
 
 
-def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, db_url: str, store: JobStore) -> None:
+def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, sqlite_url: str) -> None:
+    db_url = sqlite_url
+    store = JobStore(db_url)
     store.add_job("j1", "kept", "{}", 1.0)
     store.close()
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
@@ -81,7 +94,9 @@ def test_recovery_attempts_count_until_the_job_runs(db_url: str, store: JobStore
     assert store.prune(max_capacity=0, finished_before=0.0) == 1  # pruned with its count
 
 
-def test_newer_schema_version_is_refused(tmp_path: Path, db_url: str, store: JobStore) -> None:
+def test_newer_schema_version_is_refused(tmp_path: Path, sqlite_url: str) -> None:
+    db_url = sqlite_url
+    JobStore(db_url).close()
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     with pytest.raises(JobStoreError, match="schema version 99"):
