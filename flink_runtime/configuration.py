@@ -168,6 +168,38 @@ BLOB_EXPIRATION_TIME = _option(
 )
 IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
 
+# -- High availability (highavailability/) ------------------------------------------------
+HA_TYPE = _option(
+    "high-availability.type",
+    "NONE",
+    "NONE: one JobManager. database: several JobManagers on the jobstore.url database (PostgreSQL), "
+    "one leader elected through a lease row; TaskManagers find the leader there.",
+    "enum",
+    ("NONE", "DATABASE"),
+)
+HA_CLUSTER_ID = _option(
+    "high-availability.cluster-id", "default", "Names the cluster's lease (several clusters may share a database)."
+)
+HA_LEASE_DURATION = _option(
+    "high-availability.database.leader-election.lease-duration",
+    "15 s",
+    "A standby takes the lease once the leader has not renewed it for this long (database clock).",
+    "duration",
+)
+HA_RENEW_DEADLINE = _option(
+    "high-availability.database.leader-election.renew-deadline",
+    "10 s",
+    "A leader that could not renew for this long steps down (its jobs SUSPENDED); must be shorter than "
+    "the lease duration, so it stops before a standby can take over.",
+    "duration",
+)
+HA_RETRY_PERIOD = _option(
+    "high-availability.database.leader-election.retry-period",
+    "5 s",
+    "How often the leader renews, standbys try to take the lease and TaskManagers look for the leader.",
+    "duration",
+)
+
 # -- Cluster -------------------------------------------------------------------------------
 HEARTBEAT_INTERVAL = _option("heartbeat.interval", "10 s", "Time between heartbeat requests.", "duration")
 HEARTBEAT_TIMEOUT = _option(

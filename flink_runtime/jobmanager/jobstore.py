@@ -8,6 +8,13 @@ relational database reached through SQLAlchemy. SQLite is the default
 SQLAlchemy URL (``postgresql+psycopg://user:pw@host/db``, ...) works if its driver is
 installed.
 
+With standby JobManagers (high-availability.type: database) the store is fenced: a
+JobManager writes through `fenced(cluster_id, token)`, and every write transaction first
+reads the leader lease row (highavailability/lease_store.py) with a share lock and
+refuses the write (FencingTokenMismatch) unless the row still carries that token. The
+lock makes a standby's takeover wait for the write in flight, so a deposed leader can
+never write RUNNING over its successor's FINISHED.
+
 Every method is one short transaction, and the store is safe to call from several
 threads (the JobManager calls it through ``asyncio.to_thread``): connections come from
 SQLAlchemy's pool, one per call. SQLite runs in WAL mode with a busy timeout, and write
@@ -21,6 +28,7 @@ non-string dict keys into strings.
 
 from __future__ import annotations
 
+import copy
 import re
 import tempfile
 import threading
@@ -43,6 +51,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
+from flink_runtime.highavailability.lease_store import leader_lease_table
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
     TERMINAL_STATUSES,
@@ -69,6 +78,7 @@ __all__ = [
     "TERMINAL_STATUSES",
     "CheckpointRecord",
     "DuplicateJob",
+    "FencingTokenMismatch",
     "JobRecord",
     "JobStore",
     "JobStoreError",
@@ -90,6 +100,10 @@ class DuplicateJob(JobStoreError):
 
 class UnknownJob(JobStoreError):
     """A call about a job id the store does not hold."""
+
+
+class FencingTokenMismatch(JobStoreError):
+    """A write by a JobManager that is not (or no longer) the leader: refused, not made."""
 
 
 def default_url() -> str:
@@ -116,6 +130,8 @@ class JobStore:
         self._closed = False
         # Only an in-memory SQLite database (one shared connection) needs serializing here.
         self._lock: threading.Lock | None = None
+        # (cluster id, fencing token) every write is checked against; token None: no write at all.
+        self._fencing: tuple[str, int | None] | None = None
         try:
             self._engine = self._create_engine(url)
         except (ArgumentError, NoSuchModuleError, ImportError, ValueError, OSError) as exc:
@@ -129,6 +145,25 @@ class JobStore:
     @classmethod
     def from_config(cls, config: Configuration) -> JobStore:
         return cls(str(config.raw(CONFIG_KEY) or default_url()))
+
+    def fenced(self, cluster_id: str, token: int | None) -> JobStore:
+        """A view of this store (same engine) whose writes are refused unless the leader
+        lease of `cluster_id` carries `token`; token None refuses every write (a standby)."""
+        view = copy.copy(self)
+        view._fencing = (cluster_id, token)
+        return view
+
+    @property
+    def fencing_token(self) -> int | None:
+        return self._fencing[1] if self._fencing is not None else None
+
+    @property
+    def engine(self) -> Engine:
+        """For the leader lease (highavailability/), which lives in the same database."""
+        return self._engine
+
+    #: Execution options of a write transaction (SQLite: BEGIN IMMEDIATE).
+    WRITE_OPTIONS: dict[str, Any] = {"jobstore_write": True}
 
     @property
     def url(self) -> str:
@@ -391,6 +426,8 @@ class JobStore:
                 if write:
                     conn.execution_options(jobstore_write=True)
                 with conn.begin():
+                    if write and self._fencing is not None:
+                        self._check_fencing_token(conn, *self._fencing)
                     yield conn
         except IntegrityError:
             raise
@@ -400,10 +437,27 @@ class JobStore:
             if lock is not None:
                 lock.release()
 
+    def _check_fencing_token(self, conn: Connection, cluster_id: str, token: int | None) -> None:
+        """Part of every fenced write transaction. FOR SHARE (PostgreSQL) holds the lease row
+        until the write commits, so a takeover waits for it; SQLite writes one at a time."""
+        lease = leader_lease_table.c
+        current = conn.execute(
+            select(lease.token, lease.leader_id).where(lease.cluster_id == cluster_id).with_for_update(read=True)
+        ).one_or_none()
+        if token is None or current is None or current.token != token or current.leader_id is None:
+            held = "nobody" if current is None or current.leader_id is None else f"token {current.token}"
+            raise FencingTokenMismatch(
+                f"job store {self._display_url}: write refused: this JobManager "
+                + ("is a standby" if token is None else f"led cluster {cluster_id!r} with fencing token {token}")
+                + f", and the leader lease is now held by {held}"
+            )
+
     def _create_engine(self, url: str) -> Engine:
         parsed = make_url(url)
         if parsed.get_backend_name() != "sqlite":
-            return create_engine(parsed, pool_pre_ping=True)
+            # A database that does not answer must not hold a renewal past its deadline for long.
+            connect_args = {"connect_timeout": 10} if parsed.get_backend_name() == "postgresql" else {}
+            return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
         database = parsed.database or ""
         in_memory = database in ("", ":memory:") or "mode=memory" in database
         if in_memory:
