@@ -77,6 +77,7 @@ def _run_jobmanager(config: Configuration) -> None:
     async def start() -> None:
         await jobmanager.start()
         await rest.start()
+        jobmanager.start_leader_election()  # with standbys; the lease names the REST URL
         # One parseable line for scripts and tests that start us and need the addresses.
         print(f"JobManager ready rpc={jobmanager.address} rest={rest.url}", flush=True)
 

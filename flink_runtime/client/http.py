@@ -11,6 +11,11 @@ Which requests are retried:
   client's own) is retried only where it cannot have been handled: it was never sent
   (no connection), or the server answered 429/503 ("not handled, try again later").
 
+A standby JobManager (high-availability.type: database) answers 307 with the leader's
+URL in Location; the request is sent there again, method, body and headers (the REST
+token too) unchanged, at most MAX_REDIRECTS times. httpx's own redirect following is
+not used because it drops the Authorization header on the way to another port.
+
 After the last attempt: the last answer's status decides (`raise_for_status`:
 RestClientError with the JobManager's messages, JobNotFound for 404), or, with no
 answer at all, ClusterUnreachable.
@@ -47,6 +52,9 @@ TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProt
 UNSENT_ERRORS = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 # Answers meaning "not handled, try again later", whatever the request was.
 UNHANDLED_STATUSES = (429, 503)
+# Standby -> leader is one hop; more means JobManagers that disagree about who leads.
+MAX_REDIRECTS = 3
+REDIRECT_STATUSES = (307, 308)
 
 
 def is_retryable_status(status: int, idempotent: bool) -> bool:
@@ -147,9 +155,15 @@ def send(
     check_status: raise RestClientError/JobNotFound for an error answer (else return it)."""
 
     def attempt() -> httpx.Response:
-        if before_attempt is not None:
-            before_attempt()
-        return _retry_if_unhandled(client.request(method, path, **kwargs), idempotent)
+        target = path
+        for _ in range(MAX_REDIRECTS + 1):
+            if before_attempt is not None:
+                before_attempt()
+            response = client.request(method, target, **kwargs)
+            target = _redirect_target(response)
+            if target is None:
+                break
+        return _retry_if_unhandled(response, idempotent)
 
     try:
         response = policy.retrying(idempotent, sleep)(attempt)
@@ -174,7 +188,13 @@ async def a_send(
     """`send` for an httpx.AsyncClient (the Airflow triggerer's event loop)."""
 
     async def attempt() -> httpx.Response:
-        return _retry_if_unhandled(await client.request(method, path, **kwargs), idempotent)
+        target = path
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await client.request(method, target, **kwargs)
+            target = _redirect_target(response)
+            if target is None:
+                break
+        return _retry_if_unhandled(response, idempotent)
 
     try:
         response = await policy.async_retrying(idempotent, sleep)(attempt)
@@ -183,6 +203,14 @@ async def a_send(
     if check_status:
         raise_for_status(response)
     return response
+
+
+def _redirect_target(response: httpx.Response) -> str | None:
+    """The leader's URL from a standby's 307/308, or None for any other answer."""
+    if response.status_code not in REDIRECT_STATUSES:
+        return None
+    location = response.headers.get("Location", "")
+    return str(response.request.url.join(location)) if location else None
 
 
 def _last_answer(error: RetryableAnswer | httpx.TransportError, base_url: httpx.URL) -> httpx.Response:
@@ -200,7 +228,7 @@ def _retry_if_unhandled(response: httpx.Response, idempotent: bool) -> httpx.Res
 
 def raise_for_status(response: httpx.Response) -> None:
     """RestClientError (JobNotFound for 404) with the JobManager's messages for an error answer."""
-    if response.status_code < 400:
+    if response.status_code < 400 and response.status_code not in REDIRECT_STATUSES:
         return
     request = response.request
     error_type = JobNotFound if response.status_code == 404 else RestClientError

@@ -77,6 +77,8 @@ class StandaloneCluster:
     properties: dict[str, Any] = field(default_factory=dict)
     jobmanager: ClusterProcess | None = None
     taskmanagers: list[ClusterProcess] = field(default_factory=list)
+    # JobManagers started under another name: standbys (high-availability.type: database).
+    other_jobmanagers: list[ClusterProcess] = field(default_factory=list)
     rpc_port: int = 0
     rest_port: int = 0
 
@@ -132,9 +134,15 @@ class StandaloneCluster:
         started.kill()
         raise TimeoutError(f"{name} not ready within {timeout} s:\n{started.log()}")
 
-    def start_jobmanager(self, timeout: float = 60.0, **extra: Any) -> ClusterProcess:
-        self.jobmanager = self._spawn("jobmanager", ["jobmanager"], extra, timeout)
-        return self.jobmanager
+    def start_jobmanager(self, timeout: float = 60.0, name: str = "jobmanager", **extra: Any) -> ClusterProcess:
+        """`name` other than "jobmanager": one more JobManager (give it its own rpc and REST
+        ports in `extra`); `self.jobmanager` stays the first."""
+        process = self._spawn(name, ["jobmanager"], extra, timeout)
+        if name == "jobmanager":
+            self.jobmanager = process
+        else:
+            self.other_jobmanagers.append(process)
+        return process
 
     def start_taskmanager(
         self, resource_id: str | None = None, wait: bool = True, cwd: Path | None = None, **extra: Any
@@ -168,7 +176,7 @@ class StandaloneCluster:
         return self
 
     def stop(self) -> None:
-        for process in [*self.taskmanagers, *([self.jobmanager] if self.jobmanager else [])]:
+        for process in [*self.taskmanagers, *([self.jobmanager] if self.jobmanager else []), *self.other_jobmanagers]:
             process.terminate()
 
     def __enter__(self) -> StandaloneCluster:

@@ -11,6 +11,8 @@ that read best alone have modules of their own:
                        ones (a mixin of the JobManager)
   operations.py        savepoints, stops and checkpoints on request, checkpoint
                        statistics: what the REST API reaches (a mixin of the JobManager)
+  leadership.py        several JobManagers on one job store: leader election, fencing
+                       (a mixin of the JobManager)
   checkpoint_retention.py  the end of a job: checkpoints kept or discarded, keyed
                        state, staged output and partitions removed (a component)
 """
@@ -45,6 +47,7 @@ from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
+from flink_runtime.jobmanager.leadership import JobManagerLeadership
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.jobmanager.task_reports import UnknownExecution
@@ -63,6 +66,7 @@ from flink_runtime.rpc.messages import (
     JobSubmissionFailure,
     Message,
     NextInputSplit,
+    RefuseRegistration,
     RegisterTaskManager,
     RequestNextInputSplit,
     RpcError,
@@ -81,7 +85,7 @@ log = logging.getLogger(__name__)
 BLOB_CLEANUP_INTERVAL = 60.0
 
 
-class JobManager(JobPersistence, JobOperations, RpcEndpoint):
+class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoint):
     def __init__(self, config: Configuration, embedded: bool = False) -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers."""
         rpc = RpcService(
@@ -120,6 +124,8 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
         self.archived: dict[str, JobRecord] = {}
         # Jobs recovered in this run that have not reached RUNNING yet (job store: recovery_attempts).
         self._recovering: set[str] = set()
+        # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
+        self._init_leadership(config)
         # Alone in its process, the JobManager's own SparkSession (Hadoop paths) runs on
         # local[1]: it must not take a Spark cluster's cores from the TaskManagers. A
         # MiniCluster's JobManager shares the session its TaskManagers run on.
@@ -149,6 +155,7 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
             return self._spark_session
 
     def on_stop(self) -> None:
+        self.stop_leader_election()
         self.planner.close()
         self._store_writer.shutdown(wait=True)
         if self.job_store is not None:
@@ -165,8 +172,8 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
         if self.config.get(cfg.PLANNER_WARM_UP):
             self.planner.warm_up()
-        if self.job_store is not None:
-            self._recover_jobs()
+        if self.job_store is not None and not self.high_availability:
+            self._recover_jobs()  # with standbys: once elected (leadership.py)
 
     def _expire_blobs(self) -> None:
         """Delete libraries no job refers to once blob.expiration-time passed since their
@@ -184,6 +191,12 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
 
     @handles(RegisterTaskManager)
     def on_register_task_manager(self, message: RegisterTaskManager) -> Message:
+        if not self.is_leader:
+            leader = self.known_leader
+            return RefuseRegistration(
+                reason=f"JobManager {self.address} is a standby of cluster {self.cluster_id}; the leader is "
+                + (f"at {leader.rpc_address}" if leader is not None else "not elected yet")
+            )
         return self.resource_manager.register_task_manager(message)
 
     @handles(DisconnectTaskManager)
@@ -264,6 +277,8 @@ class JobManager(JobPersistence, JobOperations, RpcEndpoint):
         if job_graph.job_id is None:
             job_graph.job_id = new_job_id()
         job_id = job_graph.job_id
+        if not self.is_leader:
+            return JobSubmissionFailure(job_id=job_id, reason="this JobManager is a standby, not the leader")
         if job_id in self.jobs:
             return JobSubmissionFailure(job_id=job_id, reason=f"job {job_id} was already submitted", kind="duplicate")
         try:

@@ -257,6 +257,21 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         self._complete_if_all_stopped()
         return None
 
+    def suspend(self, reason: str) -> None:
+        """This JobManager lost its leadership: stop working on the job without ending it
+        (SUSPENDED is only locally terminal); the new leader recovers it from the job
+        store. Tasks are told to cancel; what they still report is refused (fencing)."""
+        if self.status.is_terminal:
+            return
+        log.warning("Suspending job %s (%s): %s", self.name, self.job_id, reason)
+        for vertex in self.graph.all_execution_vertices() if self.graph is not None else ():
+            execution = vertex.current_execution
+            address = self.gateway.task_manager_address(execution.task_manager_id or "")
+            if execution.state in _DEPLOYED and address is not None:
+                self.gateway.tell_task_manager(address, CancelTask(execution_id=execution.attempt_id))
+        self._transition(JobStatus.SUSPENDED)
+        self._finish()
+
     def restart(self, error: BaseException) -> None:
         """Supervision: a handler or callback of this job raised, so its state cannot be
         trusted. As Flink's global failover without restart: the job fails with that

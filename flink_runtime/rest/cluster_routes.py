@@ -23,6 +23,10 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
     async def overview() -> dict[str, Any]:
         return jobmanager.cluster_overview()
 
+    @router.get("/leader", summary="Who leads the cluster (high availability), and whether this JobManager does")
+    async def leader() -> dict[str, Any]:
+        return jobmanager.leader_view()
+
     @router.get("/config", summary="Web UI configuration")
     async def web_config() -> dict[str, Any]:
         offset = datetime.datetime.now().astimezone().utcoffset() or datetime.timedelta()

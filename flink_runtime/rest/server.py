@@ -18,6 +18,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.rest.app import create_app
 from flink_runtime.rest.guard import RestGuard
+from flink_runtime.rest.leader_redirect import LeaderRedirect
 from flink_runtime.security import check_rest_exposure, rest_tls, rest_token
 
 if TYPE_CHECKING:
@@ -76,7 +77,11 @@ class RestServer:
                 "set rest.port to a free port (0 picks one)"
             ) from None
         self.port = sock.getsockname()[1]
-        app = RestGuard(create_app(self.jobmanager, self.config, rest_url=self.url), self._token, self.scheme)
+        app = RestGuard(
+            LeaderRedirect(create_app(self.jobmanager, self.config, rest_url=self.url), self.jobmanager),
+            self._token,
+            self.scheme,
+        )
         server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", **(self._tls or {}))
         self._server = _EmbeddedServer(server_config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rest-server")

@@ -10,17 +10,26 @@ for lost (heartbeat/), cancels its tasks and registers again, so a restarted
 JobManager gets its TaskManagers back without anyone restarting them. A dropped
 connection is probed at once instead of waiting out that timeout.
 
+With standby JobManagers (high-availability.type: database) the TaskManager does not
+take jobmanager.rpc.address for the JobManager: it reads the leader lease from the job
+store's database every retry-period (highavailability/leader_retrieval.py), registers
+with its holder, and registers anew whenever the holder changes. The new leader's
+fencing token then differs, so tasks of the old leader are cancelled on registration.
+
 `JobManagerConnection` is part of the TaskExecutor (a mixin: it shares its state and
 runs in its mailbox).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
 
 from flink_runtime import configuration as cfg
+from flink_runtime.highavailability.leader_retrieval import LeaderRetriever
+from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.registration import RegistrationSuccess, RetryingRegistration
 from flink_runtime.rpc.messages import RegisterTaskManager
 from flink_runtime.rpc.supervision import supervise
@@ -48,6 +57,28 @@ class JobManagerConnection:
             self.run_async(
                 registration.run(), lambda answer, error: self._registration_ended(registration, answer, error)
             )
+
+    def _start_leader_retrieval(self: TaskExecutor, retriever: LeaderRetriever) -> None:
+        """Register with whoever holds the leader lease, now and at every change."""
+        self._look_for_leader(retriever)
+        self.schedule_every(self.config.get_seconds(cfg.HA_RETRY_PERIOD), lambda: self._look_for_leader(retriever))
+
+    def _look_for_leader(self: TaskExecutor, retriever: LeaderRetriever) -> None:
+        self.run_async(asyncio.to_thread(retriever.leader), self._leader_seen)
+
+    def _leader_seen(self: TaskExecutor, lease: LeaderLease | None, error: BaseException | None) -> None:
+        if error is not None or lease is None or not lease.rpc_address:
+            return  # nobody leads right now (or the database did not answer): look again later
+        if (lease.token, lease.rpc_address) == self.leader_token_and_address:
+            return
+        log.info("%s: the leading JobManager is %s; registering there", self.resource_id, lease.describe())
+        self.leader_token_and_address = (lease.token, lease.rpc_address)
+        self.jobmanager_address = lease.rpc_address
+        for running in (self._registration, self._probe):
+            if running is not None:
+                running.cancel()
+        self._registration = self._probe = None
+        self._start_registration()
 
     def _retrying_registration(self: TaskExecutor) -> RetryingRegistration:
         return RetryingRegistration(

@@ -24,6 +24,7 @@ from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.heartbeat import HeartbeatManager
+from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, high_availability_enabled
 from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
 from flink_runtime.registration import RetryingRegistration, RetryingRegistrationConfiguration
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -106,6 +107,11 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
         self.registered = asyncio.Event()
         self._registration: RetryingRegistration | None = None
         self._probe: RetryingRegistration | None = None
+        # Standby JobManagers: the leader is read from the job store's database, not configured.
+        self._leader_retriever = (
+            LeaderRetriever.from_configuration(config) if high_availability_enabled(config) else None
+        )
+        self.leader_token_and_address: tuple[int, str] | None = None
         # Watches the JobManager this TaskManager is registered with (its id is the target).
         self.jobmanager_heartbeats: HeartbeatManager[None] = HeartbeatManager(
             self.heartbeat_timeout, JobManagerHeartbeatListener(self)
@@ -126,7 +132,10 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
     def on_start(self) -> None:
         os.makedirs(self.data_dir, exist_ok=True)
         self.system_metrics.start()
-        self._start_registration()
+        if self._leader_retriever is not None:
+            self._start_leader_retrieval(self._leader_retriever)
+        else:
+            self._start_registration()
         self.schedule_every(
             self.config.get_seconds(cfg.HEARTBEAT_INTERVAL) / 2,
             lambda: self.jobmanager_heartbeats.check_timeouts(time.monotonic()),
@@ -134,6 +143,8 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
 
     def on_stop(self) -> None:
         self.system_metrics.stop()
+        if self._leader_retriever is not None:
+            self._leader_retriever.close()
         for task in self.tasks.values():
             task.cancel()
         if self._spark_session is not None:

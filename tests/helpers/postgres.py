@@ -126,7 +126,9 @@ def _wait_until_accepting(server: PostgresServer, timeout: float) -> None:
         if server.process.poll() is not None:
             raise PostgresUnavailable(f"postgres exited with {server.process.returncode}:\n{server.log()[-3000:]}")
         try:
-            psycopg.connect(f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres", connect_timeout=2).close()
+            psycopg.connect(
+                f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres", connect_timeout=2
+            ).close()
             return
         except psycopg.OperationalError as exc:
             if time.monotonic() > deadline:

@@ -1,0 +1,127 @@
+"""The JobManager as one of several on one job store (high-availability.type: database).
+
+Only the leader runs jobs. A JobManager starts as a standby: it accepts no TaskManager
+and no job, its job store refuses every write, and its REST API redirects to the leader
+(rest/leader_redirect.py). Granted the lease (highavailability/leader_election.py), it
+takes a fresh RPC fencing token (`jobmanager_id`, carried by every message between it
+and its TaskManagers), writes to the store fenced by the lease's token, and recovers the
+jobs the store says were running, as a restarted JobManager does. Revoked (it could not
+renew in time, or the lease was taken), it suspends its jobs (SUSPENDED, as Flink's
+JobMasters on a revoked leadership), lets its TaskManagers go, and is a standby again.
+
+Without high availability the JobManager leads from its start and nothing here runs.
+`JobManagerLeadership` is part of the JobManager (a mixin: it shares its state and
+runs in its mailbox; the election thread hands its decisions to the mailbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.highavailability.leader_election import LeaderElectionConfiguration, LeaderElectionService
+from flink_runtime.highavailability.leader_retrieval import cluster_id, high_availability_enabled
+from flink_runtime.highavailability.lease_store import LeaderLease, LeaseStore
+from flink_runtime.jobmanager.jobstore import JobStore
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+
+log = logging.getLogger(__name__)
+
+
+class JobManagerLeadership:
+    """Leader election, and what the JobManager does when granted or revoked."""
+
+    def _init_leadership(self: JobManager, config: Configuration) -> None:
+        self.high_availability = high_availability_enabled(config)
+        self.cluster_id = cluster_id(config)
+        self.leader_lease: LeaderLease | None = None  # ours, while leading
+        self.known_leader: LeaderLease | None = None  # the leader as last read (standby)
+        self._election: LeaderElectionService | None = None
+        if not self.high_availability:
+            return
+        assert self.job_store is not None  # high_availability_enabled() requires jobstore.url
+        self._unfenced_store = self.job_store
+        self.job_store = self._unfenced_store.fenced(self.cluster_id, None)  # a standby writes nothing
+        self.contender_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        loop_call = self._from_election_thread
+        self._election = LeaderElectionService(
+            LeaseStore(self._unfenced_store.engine, self.cluster_id, JobStore.WRITE_OPTIONS),
+            self.contender_id,
+            LeaderElectionConfiguration.from_configuration(config),
+            addresses=lambda: (self.address, self.rest_url),
+            on_grant=lambda lease: loop_call(self._grant_leadership, lease),
+            on_revoke=lambda reason: loop_call(self._revoke_leadership, reason),
+            on_leader_seen=self._leader_seen,
+        )
+
+    @property
+    def is_leader(self: JobManager) -> bool:
+        return not self.high_availability or self.leader_lease is not None
+
+    def start_leader_election(self: JobManager) -> None:
+        """Contend for the lease (once the REST API serves: the lease names its URL)."""
+        if self._election is not None:
+            self._loop_for_election = asyncio.get_running_loop()
+            self._election.start()
+
+    def stop_leader_election(self: JobManager) -> None:
+        """A clean stop gives the lease up, so a standby takes over without waiting it out."""
+        if self._election is not None:
+            self._election.stop(release=True)
+
+    def leader_view(self: JobManager) -> dict[str, Any]:
+        """GET /leader: who leads this cluster, and whether this JobManager does."""
+        leader = self.leader_lease or self.known_leader
+        return {
+            "cluster-id": self.cluster_id,
+            "high-availability": "database" if self.high_availability else "NONE",
+            "is-leader": self.is_leader,
+            "leader": None
+            if leader is None
+            else {"id": leader.leader_id, "fencing-token": leader.token, "rest-url": leader.rest_url},
+        }
+
+    def _from_election_thread(self: JobManager, function: Any, argument: Any) -> None:
+        self._loop_for_election.call_soon_threadsafe(self.run_in_mailbox, function, argument)
+
+    def _leader_seen(self: JobManager, lease: LeaderLease | None) -> None:
+        self.known_leader = lease  # read by the REST redirect; one assignment, from the election thread
+
+    def _grant_leadership(self: JobManager, lease: LeaderLease) -> None:
+        self.leader_lease = self.known_leader = lease
+        # A fresh RPC fencing token: TaskManagers registered with an earlier leader (or
+        # with this JobManager's earlier leadership) refuse its messages and re-register.
+        self.jobmanager_id = uuid.uuid4().hex
+        self.job_store = self._unfenced_store.fenced(self.cluster_id, lease.token)
+        log.info(
+            "JobManager %s leads cluster %s (fencing token %d); recovering its jobs.",
+            self.jobmanager_id,
+            self.cluster_id,
+            lease.token,
+        )
+        self._recover_jobs()
+
+    def _revoke_leadership(self: JobManager, reason: str) -> None:
+        if self.leader_lease is None:
+            return
+        token = self.leader_lease.token
+        self.leader_lease = None
+        reason = f"JobManager {self.jobmanager_id} lost the leadership (fencing token {token}): {reason}"
+        for job in list(self.jobs.values()):
+            job.suspend(reason)  # its SUSPENDED is written with the old token: refused if already taken
+        self.jobs.clear()
+        self.archived.clear()
+        self._finished_at.clear()
+        self._recovering.clear()
+        for task_manager_id in list(self.task_managers):
+            self.resource_manager.remove_task_manager(task_manager_id, "the JobManager is a standby now", expected=True)
+        self.jobmanager_id = uuid.uuid4().hex  # whatever tasks still report is refused
+        self.job_store = self._unfenced_store.fenced(self.cluster_id, None)
+        log.warning("%s; standing by.", reason)
