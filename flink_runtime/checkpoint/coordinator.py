@@ -172,6 +172,7 @@ class CheckpointCoordinator:
                     execution_id=execution_id,
                     checkpoint_id=checkpoint_id,
                     timestamp=pending.triggered_at,
+                    jobmanager_id=self.job.gateway.jobmanager_id,
                 ),
             )
         pending.timeout_handle = self.job.gateway.schedule_once(self.timeout, self._expire, checkpoint_id)

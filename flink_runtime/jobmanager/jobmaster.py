@@ -268,7 +268,9 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
             execution = vertex.current_execution
             address = self.gateway.task_manager_address(execution.task_manager_id or "")
             if execution.state in _DEPLOYED and address is not None:
-                self.gateway.tell_task_manager(address, CancelTask(execution_id=execution.attempt_id))
+                self.gateway.tell_task_manager(
+                    address, CancelTask(execution_id=execution.attempt_id, jobmanager_id=self.gateway.jobmanager_id)
+                )
         self._transition(JobStatus.SUSPENDED)
         self._finish()
 
@@ -473,7 +475,7 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
                     continue
                 self.gateway.ask_task_manager(
                     address,
-                    CancelTask(execution_id=execution.attempt_id),
+                    CancelTask(execution_id=execution.attempt_id, jobmanager_id=self.gateway.jobmanager_id),
                     lambda answer, error, execution=execution: self._on_cancel_answer(execution, answer, error),
                 )
             elif not execution.is_terminal and execution.state is not _E.CANCELING:

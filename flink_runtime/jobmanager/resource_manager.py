@@ -302,7 +302,9 @@ class ResourceManager:
                 task_manager_id,
                 execution_id,
             )
-            self.tell_task_manager(registration.address, CancelTask(execution_id=execution_id))
+            self.tell_task_manager(
+                registration.address, CancelTask(execution_id=execution_id, jobmanager_id=self.host.jobmanager_id)
+            )
 
     # -- slots and TaskManagers, as the JobMasters use them (JobMasterGateway) ---------------------
 
@@ -358,4 +360,7 @@ class ResourceManager:
 
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
         for registration in self.task_managers.values():
-            self.rpc.tell(registration.address, ReleasePartitions(job_id=job_id, data_namespace=data_namespace))
+            self.rpc.tell(
+                registration.address,
+                ReleasePartitions(job_id=job_id, data_namespace=data_namespace, jobmanager_id=self.host.jobmanager_id),
+            )

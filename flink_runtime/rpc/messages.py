@@ -215,6 +215,9 @@ class SubmitTask(Message):
 
 class CancelTask(Message):
     execution_id: str
+    # The sender's fencing token (its `jobmanager_id`); a TaskManager registered with
+    # another JobManager ignores the command. Empty only from senders outside a cluster.
+    jobmanager_id: str = ""
 
 
 class TaskOperationResult(Message):
@@ -238,6 +241,7 @@ class TriggerCheckpoint(Message):
     job_id: str
     execution_id: str
     checkpoint_id: int
+    jobmanager_id: str = ""  # the sender's fencing token, as CancelTask's
     timestamp: float
 
 
@@ -285,6 +289,7 @@ class ReleasePartitions(Message):
     # Only this namespace (`<job id>/run-<8 hex>`, `<job id>/round-<n>`); empty: everything
     # of the job. Never a path: the TaskManager refuses anything else.
     data_namespace: str = ""
+    jobmanager_id: str = ""  # the sender's fencing token, as CancelTask's
 
 
 # -- logs (flink_runtime/logs/; the TaskManager's side is taskmanager/log_service.py) --------

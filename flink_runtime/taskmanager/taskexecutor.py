@@ -224,8 +224,23 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
         task.start()
         return TaskOperationResult(execution_id=task.execution_id, success=True)
 
+    def _from_other_jobmanager(self, message: CancelTask | TriggerCheckpoint | ReleasePartitions) -> str | None:
+        """Why a JobManager's command is ignored: its sender is not the JobManager this
+        TaskManager is registered with (a deposed leader, or one it left)."""
+        if not message.jobmanager_id or message.jobmanager_id == self.jobmanager_id:
+            return None
+        reason = (
+            f"FencingTokenException: {type(message).__name__} from JobManager {message.jobmanager_id}, but "
+            f"TaskManager {self.resource_id} is registered with {self.jobmanager_id or 'none'}"
+        )
+        log.warning("%s: ignored", reason)
+        return reason
+
     @handles(CancelTask)
     def on_cancel_task(self, message: CancelTask) -> TaskOperationResult:
+        fenced = self._from_other_jobmanager(message)
+        if fenced is not None:
+            return TaskOperationResult(execution_id=message.execution_id, success=False, reason=fenced)
         task = self.tasks.get(message.execution_id)
         if task is None:
             return TaskOperationResult(execution_id=message.execution_id, success=False, reason="unknown execution")
@@ -253,6 +268,8 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
         # Tasks commit their output as they go (split chunks) and report keyed state when
         # they finish, so a running task has nothing more to snapshot: acknowledge at once.
         # A task that already ended acknowledges too; its FINISHED report carries its output.
+        if self._from_other_jobmanager(message) is not None:
+            return
         task = self.tasks.get(message.execution_id)
         self.rpc.tell(
             self.jobmanager_address,
@@ -266,6 +283,8 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
 
     @handles(ReleasePartitions)
     def on_release_partitions(self, message: ReleasePartitions) -> None:
+        if self._from_other_jobmanager(message) is not None:
+            return
         namespace = message.data_namespace or message.job_id
         try:
             validate_namespace(namespace)
