@@ -241,8 +241,8 @@ class TriggerCheckpoint(Message):
     job_id: str
     execution_id: str
     checkpoint_id: int
-    jobmanager_id: str = ""  # the sender's fencing token, as CancelTask's
     timestamp: float
+    jobmanager_id: str = ""  # the sender's fencing token, as CancelTask's
 
 
 class AcknowledgeCheckpoint(FencedMessage):

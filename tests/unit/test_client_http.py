@@ -153,3 +153,54 @@ def test_a_policy_refuses_negative_settings() -> None:
     with pytest.raises(ValueError, match="back-off"):
         RetryPolicy(backoff=-1.0)
     assert isinstance(RetryPolicy().retrying(idempotent=True), tenacity.Retrying)
+
+
+# -- a standby JobManager's redirect to the leader ------------------------------------------------
+
+
+def standby_and_leader(
+    hops_to_leader: int = 1,
+) -> tuple[list[httpx.Request], Callable[[httpx.Request], httpx.Response]]:
+    """jm-standby answers 307 to jm-leader (which may redirect on, `hops_to_leader`)."""
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if len(seen) <= hops_to_leader:
+            return httpx.Response(
+                307,
+                headers={"Location": f"http://jm-leader:9{len(seen)}/jobs?mode=x"},
+                json={"errors": ["this JobManager is a standby"]},
+            )
+        return httpx.Response(202, json={"jobid": "j1"})
+
+    return seen, handler
+
+
+def test_a_standby_redirect_is_followed_with_method_body_and_token() -> None:
+    seen, handler = standby_and_leader()
+    headers = {"Authorization": "Bearer s3cret"}
+    with httpx.Client(base_url="http://jm-standby:8081", transport=httpx.MockTransport(handler), headers=headers) as c:
+        response = send(c, RetryPolicy(), "POST", "/jobs", content=b'{"a": 1}', idempotent=False)
+    assert response.json() == {"jobid": "j1"}
+    assert [str(r.url) for r in seen] == ["http://jm-standby:8081/jobs", "http://jm-leader:91/jobs?mode=x"]
+    leader = seen[1]
+    assert (leader.method, leader.content, leader.headers["authorization"]) == ("POST", b'{"a": 1}', "Bearer s3cret")
+
+
+def test_endless_redirects_end_in_a_clear_error() -> None:
+    seen, handler = standby_and_leader(hops_to_leader=100)
+    transport = httpx.MockTransport(handler)
+    with (
+        httpx.Client(base_url="http://jm-standby:8081", transport=transport) as client,
+        pytest.raises(RestClientError, match="standby") as info,
+    ):
+        send(client, RetryPolicy(), "GET", "/jobs")
+    assert info.value.status_code == 307 and len(seen) == 4  # the first request and MAX_REDIRECTS more
+
+
+async def test_the_async_layer_follows_the_redirect_too() -> None:
+    seen, handler = standby_and_leader()
+    async with httpx.AsyncClient(base_url="http://jm-standby:8081", transport=httpx.MockTransport(handler)) as client:
+        response = await a_send(client, RetryPolicy(), "GET", "/jobs")
+    assert response.status_code == 202 and str(seen[1].url) == "http://jm-leader:91/jobs?mode=x"
