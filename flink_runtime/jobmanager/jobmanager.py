@@ -47,7 +47,7 @@ from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
-from flink_runtime.jobmanager.leadership import JobManagerLeadership
+from flink_runtime.jobmanager.leadership import JobManagerLeadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.jobmanager.task_reports import UnknownExecution
@@ -118,7 +118,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         # job libraries from it.
         self.rest_url = ""
         url = config.raw(JOBSTORE_URL_KEY)
-        self.job_store = JobStore(str(url)) if url else None
+        self.job_store = JobStore(str(url), idle_transaction_timeout=store_idle_timeout(config)) if url else None
         self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
         # Finished jobs of earlier JobManager runs, as the job store archived them.
         self.archived: dict[str, JobRecord] = {}

@@ -13,7 +13,10 @@ JobManager writes through `fenced(cluster_id, token)`, and every write transacti
 reads the leader lease row (highavailability/lease_store.py) with a share lock and
 refuses the write (FencingTokenMismatch) unless the row still carries that token. The
 lock makes a standby's takeover wait for the write in flight, so a deposed leader can
-never write RUNNING over its successor's FINISHED.
+never write RUNNING over its successor's FINISHED. A leader frozen inside such a
+transaction (SIGSTOP, a long pause) would hold the lock for ever, so on PostgreSQL the
+store's sessions carry `idle_in_transaction_session_timeout` (`idle_transaction_timeout`,
+the renew deadline): the server ends a frozen session and its transaction with it.
 
 Every method is one short transaction, and the store is safe to call from several
 threads (the JobManager calls it through ``asyncio.to_thread``): connections come from
@@ -123,8 +126,11 @@ def _mask_password(url: str) -> str:
 class JobStore:
     """Jobs, checkpoints and finished jobs' results in a SQLAlchemy database."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, idle_transaction_timeout: float | None = None) -> None:
+        """idle_transaction_timeout: seconds after which PostgreSQL ends a session that sits
+        idle inside a transaction (a frozen JobManager's), releasing its locks."""
         self._url = url
+        self._idle_transaction_timeout = idle_transaction_timeout
         self._display_url = _mask_password(url)
         self._password = self._url_password(url)
         self._closed = False
@@ -456,7 +462,12 @@ class JobStore:
         parsed = make_url(url)
         if parsed.get_backend_name() != "sqlite":
             # A database that does not answer must not hold a renewal past its deadline for long.
-            connect_args = {"connect_timeout": 10} if parsed.get_backend_name() == "postgresql" else {}
+            connect_args: dict[str, Any] = {}
+            if parsed.get_backend_name() == "postgresql":
+                connect_args["connect_timeout"] = 10
+                if self._idle_transaction_timeout:
+                    milliseconds = max(int(self._idle_transaction_timeout * 1000), 1)
+                    connect_args["options"] = f"-c idle_in_transaction_session_timeout={milliseconds}"
             return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
         database = parsed.database or ""
         in_memory = database in ("", ":memory:") or "mode=memory" in database

@@ -35,6 +35,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def store_idle_timeout(config: Configuration) -> float | None:
+    """With standbys, the job store's PostgreSQL sessions end after sitting idle inside a
+    transaction for the renew deadline: a leader frozen mid-write (its fenced write holds
+    the lease row) would otherwise keep every standby from taking over. A live leader's
+    transactions last milliseconds; one idle that long has stepped down already."""
+    if not config.raw("jobstore.url") or not high_availability_enabled(config):
+        return None
+    return LeaderElectionConfiguration.from_configuration(config).renew_deadline
+
+
 class JobManagerLeadership:
     """Leader election, and what the JobManager does when granted or revoked."""
 

@@ -1,7 +1,14 @@
 """Two JobManagers on one PostgreSQL job store, one leader (high-availability.type:
-database): kill -9 the leader mid-job, the standby takes over within the lease
-timeouts and the job finishes with exact output; the killed JobManager, started again,
-comes back as a standby and writes nothing over its successor's results.
+database), one job through two failovers:
+
+1. the leader freezes (SIGSTOP, as a long GC pause or a partition from the database):
+   the standby takes over once the lease expired; the frozen one, thawed, finds it
+   lost the lease, steps down (its job SUSPENDED locally, its writes refused by the
+   store's fencing) and stands by;
+2. the new leader is killed (kill -9) mid-job: the first one takes over again;
+3. the killed one, started again, comes back as a standby and writes nothing;
+
+and the job finishes with exact output, FINISHED in the store.
 
 Real processes, a real PostgreSQL server (tests/helpers/postgres.py), the TaskManagers
 finding the leader through the lease row, the client following the standby's redirect.
@@ -11,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -34,8 +42,12 @@ LEASE = {
 }
 
 
-def leader_of(rest_url: str) -> dict[str, Any]:
-    return httpx.get(f"{rest_url}/leader", timeout=5).raise_for_status().json()
+REST_TOKEN = "standby-test-token"
+
+
+def leader_of(process: ClusterProcess) -> dict[str, Any]:
+    answer = httpx.get(f"{process.rest_url}/leader", timeout=5, headers={"Authorization": f"Bearer {REST_TOKEN}"})
+    return answer.raise_for_status().json()
 
 
 def wait_until(condition: Any, timeout: float, what: str) -> float:
@@ -52,7 +64,12 @@ def another_jobmanager(cluster: StandaloneCluster, name: str, rest_port: int | N
     )
 
 
-def test_the_standby_takes_over_a_killed_leader_and_the_job_finishes_exactly(
+def completed_checkpoints(process: ClusterProcess, job_id: str) -> int:
+    with JobClient(process.rest_url, timeout=30, token=REST_TOKEN) as client:
+        return client.checkpoints(job_id)["counts"]["completed"]
+
+
+def test_one_job_survives_a_frozen_and_a_killed_leader_with_exact_output(
     tmp_path: Path, postgres: PostgresServer
 ) -> None:
     store_url = postgres.new_database("ha")
@@ -61,6 +78,7 @@ def test_the_standby_takes_over_a_killed_leader_and_the_job_finishes_exactly(
         "high-availability.type": "database",
         "high-availability.cluster-id": "standby-test",
         **LEASE,
+        "security.rest.token": REST_TOKEN,  # the client's redirect must keep it
         "heartbeat.interval": "500 ms",
         "heartbeat.timeout": "20 s",  # the TaskManagers follow the lease, not a heartbeat timeout
         "cluster.registration.refused-registration-delay": "300 ms",
@@ -68,47 +86,52 @@ def test_the_standby_takes_over_a_killed_leader_and_the_job_finishes_exactly(
         "execution.checkpointing.min-interval": "100 ms",
     }
     count = 120_000
-    graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="survives its leader")
-    graph.vertices[0].config.update({"splits": 24, "seconds_per_split": 0.5})
+    graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="survives its leaders")
+    graph.vertices[0].config.update({"splits": 32, "seconds_per_split": 0.5})
     graph.config.update(recovering("500 ms", tmp_path / "checkpoints"))
 
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         first = cluster.start_jobmanager()
-        wait_until(lambda: leader_of(first.rest_url)["is-leader"], 20, "the first JobManager leading")
-        standby = another_jobmanager(cluster, "jobmanager-b")
+        wait_until(lambda: leader_of(first)["is-leader"], 20, "the first JobManager leading")
+        second = another_jobmanager(cluster, "jobmanager-b")
         for index in range(2):
             cluster.start_taskmanager(f"tm-{index}", wait=False, **{"taskmanager.numberOfTaskSlots": 2})
         cluster.wait_for_taskmanagers(lambda ids: {"tm-0", "tm-1"} <= ids)
 
         # The standby names the leader and redirects job calls to it; it runs nothing.
-        assert leader_of(standby.rest_url)["is-leader"] is False
-        redirect = httpx.get(f"{standby.rest_url}/jobs/overview?x=1", timeout=5)
+        assert leader_of(second)["is-leader"] is False
+        redirect = httpx.get(
+            f"{second.rest_url}/jobs/overview?x=1", timeout=5, headers={"Authorization": f"Bearer {REST_TOKEN}"}
+        )
         assert redirect.status_code == 307, redirect.text
         assert redirect.headers["location"] == f"{first.rest_url}/jobs/overview?x=1"
         assert first.rest_url in redirect.json()["errors"][0]
-
-        with JobClient(standby.rest_url, timeout=30) as client:  # follows the redirect
+        with JobClient(second.rest_url, timeout=30, token=REST_TOKEN) as client:  # follows the redirect
             job_id = client.submit(graph)
-        with JobClient(first.rest_url, timeout=30) as client:
-            wait_until(lambda: client.checkpoints(job_id)["counts"]["completed"] >= 2, 90, "two checkpoints")
+        wait_until(lambda: completed_checkpoints(first, job_id) >= 2, 90, "two checkpoints by the first leader")
 
-        cluster.jobmanager.kill()
-        killed_at = time.monotonic()
-        takeover = wait_until(lambda: leader_of(standby.rest_url)["is-leader"], 20, "the standby leading")
-        with JobClient(standby.rest_url, timeout=30) as client:
-            running_again = wait_until(lambda: client.status(job_id).value == "RUNNING", 30, "the job RUNNING again")
+        # 1. The leader freezes; the standby takes over; the thawed one stands by.
+        first.process.send_signal(signal.SIGSTOP)
+        frozen_takeover = wait_until(lambda: leader_of(second)["is-leader"], 20, "the standby leading")
+        first.process.send_signal(signal.SIGCONT)
+        wait_until(lambda: not leader_of(first)["is-leader"], 20, "the thawed leader standing by")
+        assert leader_of(first)["leader"]["rest-url"] == second.rest_url
+        wait_until(lambda: completed_checkpoints(second, job_id) >= 2, 60, "two checkpoints by the second leader")
+
+        # 2. The new leader is killed mid-job: the first one leads again and finishes the job.
+        second.kill()
+        killed_takeover = wait_until(lambda: leader_of(first)["is-leader"], 20, "the first leading again")
+        with JobClient(first.rest_url, timeout=30, token=REST_TOKEN) as client:
             status = client.wait(job_id, timeout=90)
             assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
-            failover = takeover + running_again
             registered = {tm["id"] for tm in client.taskmanagers()}
-        standby_log = standby.log()
 
-        # The killed JobManager comes back (same ports) as a standby and writes nothing.
-        returned = another_jobmanager(cluster, "jobmanager-a-again", rest_port=cluster.rest_port)
+        # 3. The killed one comes back (same REST port) as a standby and writes nothing.
+        returned = another_jobmanager(cluster, "jobmanager-b-again", rest_port=int(second.rest_url.rsplit(":", 1)[1]))
         time.sleep(1.5)  # several retry periods: time to (wrongly) take the lease or write
-        view = leader_of(returned.rest_url)
-        assert view["is-leader"] is False and view["leader"]["rest-url"] == standby.rest_url, view
-        returned_log = returned.log()
+        view = leader_of(returned)
+        assert view["is-leader"] is False and view["leader"]["rest-url"] == first.rest_url, view
+        first_log, second_log, returned_log = first.log(), second.log(), returned.log()
 
     with JobStore(store_url) as store:
         record = store.job(job_id)
@@ -116,10 +139,14 @@ def test_the_standby_takes_over_a_killed_leader_and_the_job_finishes_exactly(
     records = [r for part in (tmp_path / "out").glob("part-*.json") for r in json.loads(part.read_text())]
     assert sum(r["count"] for r in records) == count
     assert sum(r["sum"] for r in records) == count * (count - 1) // 2
-    assert {"tm-0", "tm-1"} <= registered  # both TaskManagers found the new leader
-    assert "Recovering job" in standby_log and "fencing token 2" in standby_log
+    assert {"tm-0", "tm-1"} <= registered  # both TaskManagers followed the leader
+    # The frozen leader stepped down: its job SUSPENDED, what it still wrote refused.
+    assert "lost the leadership (fencing token 1)" in first_log, first_log[-3000:]
+    assert "switched from RUNNING to SUSPENDED" in first_log
+    assert "Recovering job" in second_log and "fencing token 2" in second_log
+    assert "fencing token 3" in first_log
     assert "Recovering job" not in returned_log
     assert not re.search(r"switched from \w+ to RUNNING", returned_log)
     # Within the lease duration (3 s) plus a few retry periods, on a loaded 2-core machine.
-    assert time.monotonic() - killed_at > 0 and takeover < 10, takeover
-    print(f"failover: standby leading after {takeover:.2f} s, job RUNNING again after {failover:.2f} s")
+    assert frozen_takeover < 10 and killed_takeover < 10, (frozen_takeover, killed_takeover)
+    print(f"standby leading {frozen_takeover:.2f} s after the freeze, {killed_takeover:.2f} s after the kill")

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.highavailability.leader_election import (
@@ -19,7 +20,9 @@ from flink_runtime.highavailability.leader_election import (
 )
 from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, high_availability_enabled
 from flink_runtime.highavailability.lease_store import LeaderLease, LeaseStore
-from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobStore
+from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobStore, JobStoreError
+from flink_runtime.jobmanager.jobstore_schema import jobs_table
+from tests.helpers.postgres import PostgresServer
 
 SHORT = LeaderElectionConfiguration(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
 
@@ -230,3 +233,36 @@ def test_a_leader_whose_database_fails_revokes_before_its_lease_expires(db_url: 
     finally:
         contender.service.stop(release=False)
     assert stepped_down_after <= SHORT.renew_deadline + 0.3, stepped_down_after
+
+
+def test_a_leader_frozen_inside_a_write_neither_blocks_the_takeover_nor_commits_after_it(
+    postgres: PostgresServer,
+) -> None:
+    """PostgreSQL: a fenced write holds the lease row (FOR SHARE) until it commits. A
+    leader frozen inside one (SIGSTOP, a long pause) would keep every standby from
+    taking the lease; the session's idle_in_transaction_session_timeout ends it, and the
+    frozen write fails instead of landing after the takeover."""
+    url = postgres.new_database("frozen")
+    with JobStore(url, idle_transaction_timeout=0.5) as frozen_store, JobStore(url) as standby_store:
+        leases = lease_store(standby_store)
+        lease = leases.try_acquire("jm-a", "tcp://a:1", "", lease_duration=0.3)
+        assert lease is not None
+        leader = frozen_store.fenced("c1", lease.token)
+        leader.add_job("j1", "job", "{}", 1.0)
+        took: list[float] = []
+
+        def take_over() -> None:
+            started = time.monotonic()
+            while leases.try_acquire("jm-b", "tcp://b:1", "", lease_duration=0.3) is None:
+                time.sleep(0.05)
+            took.append(time.monotonic() - started)
+
+        with pytest.raises(JobStoreError), leader._transaction(write=True) as conn:  # the lease row is held
+            time.sleep(0.4)  # the lease expires meanwhile
+            standby = threading.Thread(target=take_over)
+            standby.start()
+            time.sleep(1.5)  # frozen past the idle timeout: the server ends the session
+            conn.execute(update(jobs_table).where(jobs_table.c.job_id == "j1").values(status="RUNNING"))
+        standby.join(10)
+        assert took and took[0] < 1.4, took  # not blocked until the frozen write ended
+        assert standby_store.job("j1").status == "INITIALIZING"
