@@ -21,6 +21,8 @@ from flink_runtime.rpc.messages import TriggerCheckpoint
 
 
 class StubGateway:
+    jobmanager_id = "jm-1"  # the fencing token TriggerCheckpoint carries
+
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
         self.timers: list[tuple[float, Any, tuple[Any, ...]]] = []
@@ -100,6 +102,7 @@ async def test_completes_when_every_running_task_acknowledged(tmp_path: Path) ->
     coord, job = coordinator(tmp_path)
     checkpoint_id = coord.trigger(is_savepoint=False)
     assert {type(m) for _, m in job.gateway.sent} == {TriggerCheckpoint}
+    assert {m.jobmanager_id for _, m in job.gateway.sent} == {"jm-1"}  # fenced: a TaskManager checks it
     assert {a for a, _ in job.gateway.sent} == {"tcp://tm:1", "tcp://tm:2"}
     coord.acknowledge("e-0", checkpoint_id, {"path": "/s0", "backend": "hashmap"})
     await settle(job)

@@ -19,11 +19,13 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeRegistration,
+    CancelTask,
     Heartbeat,
     HeartbeatResponse,
     Message,
     RefuseRegistration,
     RegisterTaskManager,
+    ReleasePartitions,
     SubmitTask,
     TaskDeploymentDescriptor,
     TaskOperationResult,
@@ -176,3 +178,29 @@ async def test_a_finished_task_is_reported_until_its_final_state_is_acknowledged
     while await heartbeat() and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert await heartbeat() == []
+
+
+async def test_commands_of_another_jobmanager_are_ignored(tmp_path: Path, endpoints: list[RpcEndpoint]) -> None:
+    """Fencing: a deposed leader (or a JobManager this TaskManager left) may still send
+    commands; one carrying another JobManager's token changes nothing here."""
+    jobmanager = await start(endpoints, FakeJobManager())
+    tm = await start(endpoints, taskexecutor(tmp_path, jobmanager))
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+    job_id = "0123456789abcdef0123456789abcdef"
+    (tmp_path / job_id).mkdir()
+
+    stale = await jobmanager.rpc.ask(tm.address, CancelTask(execution_id="e-1", jobmanager_id="old-jm"), 2.0)
+    assert isinstance(stale, TaskOperationResult) and not stale.success
+    assert "FencingTokenException: CancelTask from JobManager old-jm" in stale.reason
+    assert "registered with jm" in stale.reason
+    current = await jobmanager.rpc.ask(tm.address, CancelTask(execution_id="e-1", jobmanager_id="jm"), 2.0)
+    assert current == TaskOperationResult(execution_id="e-1", success=False, reason="unknown execution")
+
+    jobmanager.rpc.tell(tm.address, ReleasePartitions(job_id=job_id, jobmanager_id="old-jm"))
+    await asyncio.sleep(0.3)
+    assert (tmp_path / job_id).exists(), "a deposed JobManager deleted partitions"
+    jobmanager.rpc.tell(tm.address, ReleasePartitions(job_id=job_id, jobmanager_id="jm"))
+    deadline = time.monotonic() + 5.0
+    while (tmp_path / job_id).exists() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert not (tmp_path / job_id).exists()
