@@ -198,3 +198,19 @@ class LeaseStore:
             renewed_at=float(row.renewed_at),
             read_at=float(row.read_at),
         )
+
+
+def fencing_problem(conn: Connection, cluster_id: str, token: int | None) -> str | None:
+    """Why a write made under `token` must be refused (None: it may go ahead), checked
+    inside the writer's transaction (jobmanager/jobstore.py). FOR SHARE holds the lease
+    row until that transaction ends, so a takeover waits for the write (PostgreSQL;
+    SQLite runs one write transaction at a time anyway). token None: a standby's."""
+    table = leader_lease_table.c
+    current = conn.execute(
+        select(table.token, table.leader_id).where(table.cluster_id == cluster_id).with_for_update(read=True)
+    ).one_or_none()
+    if token is not None and current is not None and current.token == token and current.leader_id is not None:
+        return None
+    held = "nobody" if current is None or current.leader_id is None else f"token {current.token}"
+    writer = "is a standby" if token is None else f"led cluster {cluster_id!r} with fencing token {token}"
+    return f"this JobManager {writer}, and the leader lease is now held by {held}"

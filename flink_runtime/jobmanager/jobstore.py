@@ -54,7 +54,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from flink_runtime.highavailability.lease_store import leader_lease_table
+from flink_runtime.highavailability.lease_store import fencing_problem
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
     TERMINAL_STATUSES,
@@ -432,8 +432,9 @@ class JobStore:
                 if write:
                     conn.execution_options(jobstore_write=True)
                 with conn.begin():
-                    if write and self._fencing is not None:
-                        self._check_fencing_token(conn, *self._fencing)
+                    problem = fencing_problem(conn, *self._fencing) if write and self._fencing else None
+                    if problem is not None:
+                        raise FencingTokenMismatch(f"job store {self._display_url}: write refused: {problem}")
                     yield conn
         except IntegrityError:
             raise
@@ -442,21 +443,6 @@ class JobStore:
         finally:
             if lock is not None:
                 lock.release()
-
-    def _check_fencing_token(self, conn: Connection, cluster_id: str, token: int | None) -> None:
-        """Part of every fenced write transaction. FOR SHARE (PostgreSQL) holds the lease row
-        until the write commits, so a takeover waits for it; SQLite writes one at a time."""
-        lease = leader_lease_table.c
-        current = conn.execute(
-            select(lease.token, lease.leader_id).where(lease.cluster_id == cluster_id).with_for_update(read=True)
-        ).one_or_none()
-        if token is None or current is None or current.token != token or current.leader_id is None:
-            held = "nobody" if current is None or current.leader_id is None else f"token {current.token}"
-            raise FencingTokenMismatch(
-                f"job store {self._display_url}: write refused: this JobManager "
-                + ("is a standby" if token is None else f"led cluster {cluster_id!r} with fencing token {token}")
-                + f", and the leader lease is now held by {held}"
-            )
 
     def _create_engine(self, url: str) -> Engine:
         parsed = make_url(url)
