@@ -122,7 +122,7 @@ class JobManagerLeadership:
         if self.leader_lease is None:
             return
         token = self.leader_lease.token
-        self.leader_lease = None
+        self.leader_lease = self.known_leader = None  # who leads now: read at the next attempt
         reason = f"JobManager {self.jobmanager_id} lost the leadership (fencing token {token}): {reason}"
         for job in list(self.jobs.values()):
             job.suspend(reason)  # its SUSPENDED is written with the old token: refused if already taken
