@@ -35,7 +35,14 @@ def high_availability_enabled(config: Configuration) -> bool:
 
 
 def cluster_id(config: Configuration) -> str:
-    return str(config.get(cfg.HA_CLUSTER_ID)).strip("/") or "default"
+    """high-availability.cluster-id, checked: it is the lease row's key (at most 128 characters)."""
+    value = str(config.get(cfg.HA_CLUSTER_ID)).strip("/") or "default"
+    if len(value) > leader_lease_table.c.cluster_id.type.length:
+        raise ConfigurationError(
+            f"high-availability.cluster-id is {len(value)} characters long; at most "
+            f"{leader_lease_table.c.cluster_id.type.length} fit the leader lease: choose a shorter name"
+        )
+    return value
 
 
 class LeaderRetriever:

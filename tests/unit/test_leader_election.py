@@ -18,7 +18,7 @@ from flink_runtime.highavailability.leader_election import (
     LeaderElectionService,
     LeaderState,
 )
-from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, high_availability_enabled
+from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, cluster_id, high_availability_enabled
 from flink_runtime.highavailability.lease_store import LeaderLease, LeaseStore
 from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobStore, JobStoreError
 from flink_runtime.jobmanager.jobstore_schema import jobs_table
@@ -168,6 +168,9 @@ def test_configuration_is_checked_and_named() -> None:
     defaults = LeaderElectionConfiguration.from_configuration(Configuration())
     assert (defaults.lease_duration, defaults.renew_deadline, defaults.retry_period) == (15.0, 10.0, 5.0)
     assert not high_availability_enabled(Configuration())
+    assert cluster_id(Configuration({"high-availability.cluster-id": "/prod/"})) == "prod"
+    with pytest.raises(ConfigurationError, match="cluster-id is 200 characters long; at most 128"):
+        cluster_id(Configuration({"high-availability.cluster-id": "x" * 200}))
 
 
 class Contender:
