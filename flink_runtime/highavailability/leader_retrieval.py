@@ -51,7 +51,9 @@ class LeaderRetriever:
     def __init__(self, url: str, cluster: str) -> None:
         parsed = make_url(url)
         self._display_url = parsed.render_as_string(hide_password=True)
-        self._engine = create_engine(parsed, pool_pre_ping=True)
+        # A database that does not answer: the read fails within seconds and is asked again.
+        connect_args = {"connect_timeout": 10} if parsed.get_backend_name() == "postgresql" else {}
+        self._engine = create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
         self._store: LeaseStore | None = None
         self.cluster_id = cluster
 

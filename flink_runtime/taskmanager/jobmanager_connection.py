@@ -64,9 +64,13 @@ class JobManagerConnection:
         self.schedule_every(self.config.get_seconds(cfg.HA_RETRY_PERIOD), lambda: self._look_for_leader(retriever))
 
     def _look_for_leader(self: TaskExecutor, retriever: LeaderRetriever) -> None:
+        if self._looking_for_leader:
+            return  # the last read has not come back (a slow database): no pile of threads
+        self._looking_for_leader = True
         self.run_async(asyncio.to_thread(retriever.leader), self._leader_seen)
 
     def _leader_seen(self: TaskExecutor, lease: LeaderLease | None, error: BaseException | None) -> None:
+        self._looking_for_leader = False
         if error is not None or lease is None or not lease.rpc_address:
             return  # nobody leads right now (or the database did not answer): look again later
         if (lease.token, lease.rpc_address) == self.leader_token_and_address:

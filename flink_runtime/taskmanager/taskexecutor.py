@@ -112,6 +112,7 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
             LeaderRetriever.from_configuration(config) if high_availability_enabled(config) else None
         )
         self.leader_token_and_address: tuple[int, str] | None = None
+        self._looking_for_leader = False
         # Watches the JobManager this TaskManager is registered with (its id is the target).
         self.jobmanager_heartbeats: HeartbeatManager[None] = HeartbeatManager(
             self.heartbeat_timeout, JobManagerHeartbeatListener(self)
