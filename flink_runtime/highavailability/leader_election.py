@@ -12,7 +12,8 @@ elects through a ConfigMap lease:
 
 `LeaderState` is the decision, pure (time passed in); `LeaderElectionService` runs it
 in a thread of its own, so a busy JobManager mailbox never delays a renewal, and calls
-`on_grant(lease)` / `on_revoke(reason)` (the JobManager hands them to its mailbox).
+`on_grant(lease)` / `on_revoke(lease, reason)` in the order they happened; they must
+not block (the JobManager hands them to its mailbox).
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class LeaderElectionService:
         config: LeaderElectionConfiguration,
         addresses: Callable[[], tuple[str, str]],
         on_grant: Callable[[LeaderLease], None],
-        on_revoke: Callable[[str], None],
+        on_revoke: Callable[[LeaderLease, str], None],
         on_leader_seen: Callable[[LeaderLease | None], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -165,15 +166,15 @@ class LeaderElectionService:
             if self._on_leader_seen is not None:
                 self._on_leader_seen(self.store.read())
             return
+        log.info(
+            "%s was granted leadership of %s with fencing token %d.", self.contender_id, lease.cluster_id, lease.token
+        )
         with self._lock:
             if self._stopped.is_set():
                 return
             self.state.acquired(lease, started)
             self._arm_deadline()
-        log.info(
-            "%s was granted leadership of %s with fencing token %d.", self.contender_id, lease.cluster_id, lease.token
-        )
-        self._on_grant(lease)
+            self._on_grant(lease)  # under the lock: a revoke is never handed on before its grant
 
     def _renew(self, lease: LeaderLease, started: float) -> None:
         _, rest_url = self._addresses()
@@ -220,5 +221,7 @@ class LeaderElectionService:
                 return
             self.state.revoked()
             self._cancel_deadline()
-        log.warning("%s lost leadership of %s: %s", self.contender_id, lease.cluster_id, reason)
-        self._on_revoke(reason)
+            log.warning("%s lost leadership of %s: %s", self.contender_id, lease.cluster_id, reason)
+            # Under the lock: handed on before a grant that may follow (the loop contends
+            # again at once), so whoever receives them sees them in order.
+            self._on_revoke(lease, reason)

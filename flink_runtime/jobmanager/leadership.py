@@ -67,7 +67,7 @@ class JobManagerLeadership:
             LeaderElectionConfiguration.from_configuration(config),
             addresses=lambda: (self.address, self.rest_url),
             on_grant=lambda lease: loop_call(self._grant_leadership, lease),
-            on_revoke=lambda reason: loop_call(self._revoke_leadership, reason),
+            on_revoke=lambda lease, reason: loop_call(self._revoke_leadership, lease, reason),
             on_leader_seen=self._leader_seen,
         )
 
@@ -98,13 +98,15 @@ class JobManagerLeadership:
             else {"id": leader.leader_id, "fencing-token": leader.token, "rest-url": leader.rest_url},
         }
 
-    def _from_election_thread(self: JobManager, function: Any, argument: Any) -> None:
-        self._loop_for_election.call_soon_threadsafe(self.run_in_mailbox, function, argument)
+    def _from_election_thread(self: JobManager, function: Any, *arguments: Any) -> None:
+        self._loop_for_election.call_soon_threadsafe(self.run_in_mailbox, function, *arguments)
 
     def _leader_seen(self: JobManager, lease: LeaderLease | None) -> None:
         self.known_leader = lease  # read by the REST redirect; one assignment, from the election thread
 
     def _grant_leadership(self: JobManager, lease: LeaderLease) -> None:
+        if self.leader_lease is not None:  # not expected (revokes come first): end the old one cleanly
+            self._revoke_leadership(self.leader_lease, f"granted anew with fencing token {lease.token}")
         self.leader_lease = self.known_leader = lease
         # A fresh RPC fencing token: TaskManagers registered with an earlier leader (or
         # with this JobManager's earlier leadership) refuse its messages and re-register.
@@ -118,10 +120,10 @@ class JobManagerLeadership:
         )
         self._recover_jobs()
 
-    def _revoke_leadership(self: JobManager, reason: str) -> None:
-        if self.leader_lease is None:
-            return
-        token = self.leader_lease.token
+    def _revoke_leadership(self: JobManager, lease: LeaderLease, reason: str) -> None:
+        if self.leader_lease is None or self.leader_lease.token != lease.token:
+            return  # a leadership already given up
+        token = lease.token
         self.leader_lease = self.known_leader = None  # who leads now: read at the next attempt
         reason = f"JobManager {self.jobmanager_id} lost the leadership (fencing token {token}): {reason}"
         for job in list(self.jobs.values()):

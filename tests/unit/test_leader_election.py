@@ -191,7 +191,7 @@ class Contender:
         self.events.append(("grant", lease.token))
         self.granted.set()
 
-    def _revoke(self, reason: str) -> None:
+    def _revoke(self, lease: LeaderLease, reason: str) -> None:
         self.events.append(("revoke", reason))
         self.revoked.set()
 
@@ -233,9 +233,19 @@ def test_a_leader_whose_database_fails_revokes_before_its_lease_expires(db_url: 
         stepped_down_after = time.monotonic() - broken_at
         lease = lease_store(job_store).read()
         assert lease is not None and not lease.expired(SHORT.lease_duration), "revoked only after the lease expired"
+        # Its own lease, given up: taken again at once, as a new leadership (a new token),
+        # and the grant is handed on only after the revoke.
+        deadline = time.monotonic() + 5
+        while len(contender.events) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
     finally:
         contender.service.stop(release=False)
     assert stepped_down_after <= SHORT.renew_deadline + 0.3, stepped_down_after
+    assert [(kind, value if kind == "grant" else "revoke") for kind, value in contender.events[:3]] == [
+        ("grant", 1),
+        ("revoke", "revoke"),
+        ("grant", 2),
+    ]
 
 
 def test_a_leader_frozen_inside_a_write_neither_blocks_the_takeover_nor_commits_after_it(
