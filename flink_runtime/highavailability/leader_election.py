@@ -140,6 +140,11 @@ class LeaderElectionService:
                     "Could not release the leader lease (it expires in %g s): %s", self.config.lease_duration, exc
                 )
 
+    def step_down(self, lease: LeaderLease, reason: str) -> None:
+        """The leader cannot act as one (it failed to take up its jobs): revoke now; the
+        loop contends again at its next attempt, as any standby."""
+        self._revoke(lease, reason)
+
     # -- the loop ----------------------------------------------------------------------------------
 
     def _run(self) -> None:

@@ -27,7 +27,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.highavailability.leader_election import LeaderElectionConfiguration, LeaderElectionService
 from flink_runtime.highavailability.leader_retrieval import cluster_id, high_availability_enabled
 from flink_runtime.highavailability.lease_store import LeaderLease, LeaseStore
-from flink_runtime.jobmanager.jobstore import JobStore
+from flink_runtime.jobmanager.jobstore import JobStore, JobStoreError
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -118,7 +118,12 @@ class JobManagerLeadership:
             self.cluster_id,
             lease.token,
         )
-        self._recover_jobs()
+        try:
+            self._recover_jobs()
+        except JobStoreError as exc:  # the database failed, or the lease is gone already
+            log.error("Recovering the jobs of cluster %s failed: %s; stepping down.", self.cluster_id, exc)
+            assert self._election is not None
+            self._election.step_down(lease, f"recovering its jobs failed: {exc}")
 
     def _revoke_leadership(self: JobManager, lease: LeaderLease, reason: str) -> None:
         if self.leader_lease is None or self.leader_lease.token != lease.token:

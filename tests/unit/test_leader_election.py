@@ -279,3 +279,20 @@ def test_a_leader_frozen_inside_a_write_neither_blocks_the_takeover_nor_commits_
         standby.join(10)
         assert took and took[0] < 1.4, took  # not blocked until the frozen write ended
         assert standby_store.job("j1").status == "INITIALIZING"
+
+
+def test_a_leader_that_cannot_take_up_its_jobs_steps_down_and_contends_again(job_store: JobStore) -> None:
+    contender = Contender(job_store, "jm-a")
+    contender.service.start()
+    try:
+        assert contender.granted.wait(5)
+        lease = contender.service.state.lease
+        assert lease is not None
+        contender.service.step_down(lease, "recovering its jobs failed: database gone")
+        contender.service.step_down(lease, "twice")  # the same leadership ends once
+        deadline = time.monotonic() + 5
+        while len(contender.events) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        contender.service.stop()
+    assert contender.events[:3] == [("grant", 1), ("revoke", "recovering its jobs failed: database gone"), ("grant", 2)]
