@@ -7,9 +7,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup java chromium flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
+.PHONY: setup java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
 
-setup: $(STAMP) java chromium
+setup: $(STAMP) java chromium postgresql
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ java:
 # Headless Chromium and chromedriver for the dashboard's browser tests (tests/browser/).
 chromium:
 	@scripts/ensure-chromium.sh
+
+# PostgreSQL's server binaries for the job store's PostgreSQL tests and the standby
+# JobManager test (tests/helpers/postgres.py starts a private server from them).
+postgresql:
+	@scripts/ensure-postgresql.sh
 
 demo: setup
 	$(BIN)/python -m flink_runtime.airflow.demo
