@@ -45,7 +45,8 @@ class PartitionNotFoundError(FileNotFoundError):
         super().__init__(
             f"result partition {location} of result {result_id} is incomplete: {what}. Its producer "
             "committed it, but this TaskManager cannot see it: io.tmp.dirs must be a directory every "
-            "TaskManager shares (or a Hadoop URI)."
+            "TaskManager shares (or a Hadoop URI) when taskmanager.network.partition-serving is 'shared'; "
+            "with 'network' each TaskManager serves the partitions it produced."
         )
 
 
