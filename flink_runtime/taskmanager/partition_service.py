@@ -168,7 +168,9 @@ def _fetch_subpartition(key: pf.PartitionKey, address: str, target: Path, ask: A
                     )
                 out.write(chunk.data)
                 offset += len(chunk.data)
-    log.debug("fetched %s (%d files) from %s", key.partition_id, len(files), address)
+    log.info(
+        "Fetched partition %s (%d files, %d bytes) from %s", key.partition_id, len(files), sum(files.values()), address
+    )
 
 
 def _answer(ask: Ask, address: str, key: pf.PartitionKey, request: Message, expected: type[Message]) -> Message:
