@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import ClusterProcess, StandaloneCluster
 from flink_runtime.pipeline import Pipeline
 from tests.helpers import netns
+from tests.helpers.jobs import modulo_sum_job
 from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -156,6 +158,18 @@ def test_word_count_across_taskmanagers_without_a_shared_data_dir(hosts) -> None
     assert not (work / "jm-data").exists() or not any((work / "jm-data").rglob("_COMMITTED.json"))
 
 
+def test_builtin_invokables_fetch_json_lines_partitions(hosts) -> None:
+    """The runtime's own invokables write JSON-lines partitions: they travel the same way."""
+    cluster, work = hosts["cluster"], hosts["work"]
+    graph = modulo_sum_job(work / "sums", count=20_000, modulo=7)
+    graph.config.update(RESTARTS)
+    with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
+        finished(client, client.submit(graph))
+    records = [r for path in (work / "sums").glob("part-*.json") for r in json.loads(path.read_text())]
+    expected = {k: sum(n for n in range(20_000) if n % 7 == k) for k in range(7)}
+    assert {r["key"]: r["sum"] for r in records} == expected and len(records) == 7
+
+
 def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
     """Source A finishes on one TaskManager, which is killed before the consumer (which
     waits for the slower source B) fetches A's partition: A runs again elsewhere."""
@@ -200,3 +214,19 @@ def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
     assert "PartitionUnreachableError" in causes and "Its producer runs again" in causes, causes[:2000]
     # The host comes back for whatever runs after.
     hosts["tms"][producer_tm] = start_taskmanager(cluster, network, work, producer_tm)
+
+
+def test_namespaces_left_by_a_killed_run_are_cleaned_up(network: netns.Network) -> None:
+    """A run killed before its clean-up must not break the next: its namespaces (named
+    after a process that is gone) are removed when the next network comes up."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = f"frt-{gone.pid}-jm"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        assert stale in netns.clean_stale()
+        assert stale not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        # The live network of this module is left alone.
+        assert all(ns not in netns.clean_stale() for ns in network.namespaces.values())
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
