@@ -67,6 +67,7 @@ def task_deployment_descriptor(
                 partition_locations=[partition_locations[p.partition_id] for p in partitions],
                 partition_numbers=[p.partition_number for p in partitions],
                 partition_addresses=[addresses.get(p.partition_id, "") for p in partitions],
+                partition_producers=[p.producer.current_execution.attempt_id for p in partitions],
                 chunk_locations=chunk_locations(group.result.id, group.partition_range),
             )
         )

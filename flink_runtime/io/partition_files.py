@@ -126,6 +126,20 @@ def _local_path(path: str) -> str:
     return path[len("file:") :] if path.startswith("file:") else path
 
 
+def committed_by(location: str, producer: str) -> bool:
+    """Whether the partition at `location` is visible here, committed by `producer`
+    (the attempt the JobManager knows finished it): a data directory this TaskManager
+    shares with the producer's, where no fetch is needed. An older attempt's copy
+    (this TaskManager ran the producer before a restart) is not."""
+    if not producer or not is_local(location):
+        return False
+    try:
+        manifest = json.loads((Path(_local_path(location)) / PARTITION_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("producer") == producer
+
+
 def subpartition_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
     """The files (relative name -> size) a consumer of `key` needs from the partition
     committed under `data_dir`: its manifests and the data of its subpartition.

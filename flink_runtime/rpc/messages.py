@@ -184,6 +184,9 @@ class InputGateDeploymentDescriptor(Message):
     # that produced it, which serves it to consumers elsewhere (io/partition_files.py).
     partition_numbers: list[int] = []
     partition_addresses: list[str] = []
+    # ... and the attempt that finished it: a copy visible here under the location (a
+    # shared data directory) is read in place only if that attempt committed it.
+    partition_producers: list[str] = []
     # Committed chunks restored from a savepoint, read in addition to the partitions.
     chunk_locations: list[str] = []
 

@@ -107,9 +107,12 @@ def fetch_remote_inputs(
     for gate in descriptor.input_gates:
         locations = list(gate.partition_locations)
         addresses = gate.partition_addresses
+        producers = gate.partition_producers or [""] * len(addresses)
         for index, (number, address) in enumerate(zip(gate.partition_numbers, addresses, strict=False)):
             if not address or address == own_address:
                 continue  # produced here (or by a sender that does not serve): read in place
+            if pf.committed_by(locations[index], producers[index]):
+                continue  # a data directory shared with the producer's: no network hop
             key = pf.PartitionKey(
                 namespace,
                 gate.result_id,

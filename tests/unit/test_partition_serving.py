@@ -52,7 +52,9 @@ def server(data_dir: Path):
     return ask, asked
 
 
-def consumer(location: str, address: str = PRODUCER, subpartition: int = 1) -> TaskDeploymentDescriptor:
+def consumer(
+    location: str, address: str = PRODUCER, subpartition: int = 1, producer: str = ""
+) -> TaskDeploymentDescriptor:
     gate = InputGateDeploymentDescriptor(
         result_id="res",
         partitioner=Partitioner.HASH,
@@ -60,6 +62,7 @@ def consumer(location: str, address: str = PRODUCER, subpartition: int = 1) -> T
         partition_locations=[location],
         partition_numbers=[0],
         partition_addresses=[address],
+        partition_producers=[producer] if producer else [],
     )
     return TaskDeploymentDescriptor(
         job_id=JOB,
@@ -114,6 +117,20 @@ def test_a_partition_of_the_same_taskmanager_is_read_in_place(tmp_path: Path) ->
 
     descriptor, fetched = fetch_remote_inputs(consumer(location, address=CONSUMER), CONSUMER, str(tmp_path), ask)
     assert fetched is None and descriptor.input_gates[0].partition_locations == [location]
+
+
+def test_a_shared_data_dir_is_read_in_place_only_for_the_attempt_that_finished_it(tmp_path: Path) -> None:
+    """A copy this TaskManager can see (a data directory shared with the producer's) is
+    read in place when the finishing attempt committed it; an older attempt's copy (the
+    producer ran here before a restart) is fetched from where the current one ran."""
+    location = produce(tmp_path / "shared")
+    ask, asked = server(tmp_path / "shared")
+    same = consumer(location, producer="exec-p")
+    descriptor, fetched = fetch_remote_inputs(same, CONSUMER, str(tmp_path / "consumer"), ask)
+    assert fetched is None and not asked and descriptor.input_gates[0].partition_locations == [location]
+    newer = consumer(location, producer="exec-p-attempt-2")
+    descriptor, fetched = fetch_remote_inputs(newer, CONSUMER, str(tmp_path / "consumer"), ask)
+    assert fetched is not None and asked, "a copy of another attempt was read as if current"
 
 
 def test_a_gone_producer_is_a_lost_partition_naming_it(tmp_path: Path) -> None:
