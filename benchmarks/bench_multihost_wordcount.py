@@ -12,8 +12,11 @@ word != '' -> group by word, count -> Parquet), at the same parallelism:
            local[parallelism]) on loopback, partitions read in place;
 - 3 hosts: a JobManager and 3 TaskManagers of `parallelism / 3` slots each, every
            process in a network namespace of its own with a private address, each
-           TaskManager with a data directory of its own, so every partition that
-           crosses TaskManagers is fetched over the network from its producer
+           TaskManager with a data directory of its own (a working directory of its
+           own and the relative io.tmp.dirs `data`: namespaces share the filesystem,
+           and this way the path a producer reports names another, empty folder on
+           every other TaskManager), so every partition that crosses TaskManagers is
+           fetched over the network from its producer
            (taskmanager.network.partition-serving: network).
 
 Each cluster first runs a tiny warm-up job (one file) so every TaskManager's Spark
@@ -109,14 +112,17 @@ def three_hosts(data: Path, work: Path, args: argparse.Namespace) -> tuple[list[
         with StandaloneCluster(work / "three-hosts", properties=properties, rest_host=jm) as cluster:
             cluster.start_jobmanager(prefix=net.prefix("jm"))
             for name in ("tm1", "tm2", "tm3"):
+                home = work / "three-hosts" / name
+                home.mkdir(parents=True, exist_ok=True)
                 cluster.start_taskmanager(
                     name,
                     wait=False,
+                    cwd=home,
                     prefix=net.prefix(name),
                     **{
                         "taskmanager.host": net.addresses[name],
                         "taskmanager.numberOfTaskSlots": slots,
-                        "io.tmp.dirs": str(work / "three-hosts" / f"{name}-data"),
+                        "io.tmp.dirs": "data",
                     },
                 )
             cluster.wait_for_taskmanagers(lambda ids: {"tm1", "tm2", "tm3"} <= ids, timeout=120)

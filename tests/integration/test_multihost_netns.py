@@ -1,11 +1,14 @@
 """Several hosts: the JobManager and two TaskManagers, each in a Linux network namespace
 of its own, with a private address it binds and nothing shared but the filesystem.
 
-Each TaskManager has a data directory (io.tmp.dirs) of its own, as on separate hosts,
-so every partition that crosses TaskManagers travels over the network from the
-TaskManager that produced it (taskmanager.network.partition-serving: network, the
-default for local paths). The test process stays in the root namespace and reaches
-the JobManager's REST API through the bridge, as a client on another host would.
+Each TaskManager has a data directory of its own, as on separate hosts: namespaces
+share the filesystem, so every TaskManager runs in a working directory of its own with
+the relative `io.tmp.dirs: data`, and the path a producer reports names a different
+(empty) folder on any other TaskManager. Every partition that crosses TaskManagers
+therefore travels over the network from the TaskManager that produced it
+(taskmanager.network.partition-serving: network, the default for local paths). The
+test process stays in the root namespace and reaches the JobManager's REST API through
+the bridge, as a client on another host would.
 
 Flink's region failover answers a lost partition by running its producer again: here
 a TaskManager is killed (SIGKILL) after its source finished and before any consumer
@@ -87,15 +90,14 @@ def hosts(network: netns.Network, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def start_taskmanager(cluster: StandaloneCluster, network: netns.Network, work: Path, name: str) -> ClusterProcess:
+    home = work / name
+    home.mkdir(exist_ok=True)
     return cluster.start_taskmanager(
         name,
         wait=False,
+        cwd=home,
         prefix=network.prefix(name),
-        **{
-            "taskmanager.host": network.addresses[name],
-            "taskmanager.numberOfTaskSlots": 1,
-            "io.tmp.dirs": str(work / f"{name}-data"),
-        },
+        **{"taskmanager.host": network.addresses[name], "taskmanager.numberOfTaskSlots": 1, "io.tmp.dirs": "data"},
     )
 
 
