@@ -51,8 +51,8 @@ from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
 from flink_runtime.taskmanager.log_service import LogService
-from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
 from flink_runtime.taskmanager.partition_service import PartitionService, fetch_remote_inputs
+from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
 from flink_runtime.taskmanager.task import Task
 
