@@ -1,7 +1,7 @@
 """The word count on one host against three hosts (network namespaces), partitions over the network.
 
     sudo .venv/bin/python benchmarks/bench_multihost_wordcount.py [--size 1g] [--files N]
-        [--work-dir /tmp/flink-runtime-bench] [--parallelism 3] [--runs 1]
+        [--work-dir /tmp/flink-runtime-bench] [--parallelism 3] [--runs 1] [--job wordcount|shuffle]
 
 Needs root (ip netns). The text (`gen_text.py`, `--size` of it, 1 MiB files by
 default) is generated under the work dir once and reused. Then two standalone
@@ -18,6 +18,10 @@ word != '' -> group by word, count -> Parquet), at the same parallelism:
            every other TaskManager), so every partition that crosses TaskManagers is
            fetched over the network from its producer
            (taskmanager.network.partition-serving: network).
+
+`--job shuffle` instead sends every line through a rebalance exchange (then counts
+lines by length): the shuffle is as large as the input, which measures what the
+partition service moves, where the word count's pre-aggregated shuffle is small.
 
 Each cluster first runs a tiny warm-up job (one file) so every TaskManager's Spark
 session is up; then each timed run goes from submit to FINISHED. The outputs of both
@@ -47,14 +51,20 @@ from tests.helpers import netns  # noqa: E402
 
 SPARK = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 SECURITY = {"security.rest.token": "bench-token", "security.cluster.secret": "bench-secret"}
-_FETCHED = re.compile(r"Fetched partition \S+ \((\d+) files, (\d+) bytes\)")
+_FETCHED = re.compile(r"Fetched partition \S+ \((\d+) files, (\d+) bytes\) from \S+ in ([0-9.]+) s")
 
 
-def word_count(text: Path, out: Path, parallelism: int, split_size: str) -> Any:
-    pipeline = Pipeline("bench multihost word count", parallelism=parallelism)
+def word_count(text: Path, out: Path, parallelism: int, split_size: str, job: str = "wordcount") -> Any:
+    pipeline = Pipeline(f"bench multihost {job}", parallelism=parallelism)
+    lines = pipeline.read_text(str(text), split_size=split_size)
+    if job == "shuffle":
+        # Every line crosses the exchange: what the partition service moves at volume.
+        lines.rebalance().select("length(value) AS length").key_by("length").agg("count(*) AS count").write_parquet(
+            str(out), mode="overwrite"
+        )
+        return pipeline.job_graph()
     (
-        pipeline.read_text(str(text), split_size=split_size)
-        .select("explode(split(value, ' ')) AS word")
+        lines.select("explode(split(value, ' ')) AS word")
         .filter("word != ''")
         .key_by("word")
         .agg("count(*) AS count")
@@ -70,9 +80,9 @@ def run_jobs(cluster: StandaloneCluster, data: Path, work: Path, args: argparse.
     (tiny / first.name).write_bytes(first.read_bytes())
     times = []
     with JobClient(cluster.rest_url, timeout=120, token=SECURITY["security.rest.token"]) as client:
-        submit_and_wait(client, word_count(tiny, work / f"warmup-{label}", args.parallelism, args.split_size))
+        submit_and_wait(client, word_count(tiny, work / f"warmup-{label}", args.parallelism, args.split_size, args.job))
         for run in range(1, args.runs + 1):
-            graph = word_count(data / "text", work / f"out-{label}", args.parallelism, args.split_size)
+            graph = word_count(data / "text", work / f"out-{label}", args.parallelism, args.split_size, args.job)
             seconds = submit_and_wait(client, graph)
             print(f"{label}: run {run}: {seconds:.1f} s", flush=True)
             times.append(seconds)
@@ -96,7 +106,7 @@ def one_host(data: Path, work: Path, args: argparse.Namespace) -> list[float]:
         return run_jobs(cluster, data, work, args, "1 host")
 
 
-def three_hosts(data: Path, work: Path, args: argparse.Namespace) -> tuple[list[float], int, int]:
+def three_hosts(data: Path, work: Path, args: argparse.Namespace) -> tuple[list[float], int, int, float]:
     slots = max(1, args.parallelism // 3)
     with netns.network(("jm", "tm1", "tm2", "tm3")) as net:
         jm = net.addresses["jm"]
@@ -128,16 +138,18 @@ def three_hosts(data: Path, work: Path, args: argparse.Namespace) -> tuple[list[
             cluster.wait_for_taskmanagers(lambda ids: {"tm1", "tm2", "tm3"} <= ids, timeout=120)
             times = run_jobs(cluster, data, work, args, "3 hosts")
             fetched = [_FETCHED.findall(tm.log()) for tm in cluster.taskmanagers]
-    files = sum(int(f) for log in fetched for f, _ in log)
-    size = sum(int(b) for log in fetched for _, b in log)
-    return times, files, size
+    files = sum(int(f) for log in fetched for f, _, _ in log)
+    size = sum(int(b) for log in fetched for _, b, _ in log)
+    seconds = sum(float(s) for log in fetched for _, _, s in log)
+    return times, files, size, seconds
 
 
-def same_counts(work: Path) -> bool:
+def same_counts(work: Path, job: str) -> bool:
     import pyarrow.parquet as pq
 
+    key = "word" if job == "wordcount" else "length"
     tables = [pq.read_table(work / f"out-{label}").to_pydict() for label in ("1 host", "3 hosts")]
-    counts = [dict(zip(t["word"], t["count"], strict=True)) for t in tables]
+    counts = [dict(zip(t[key], t["count"], strict=True)) for t in tables]
     return counts[0] == counts[1] and len(counts[0]) > 0
 
 
@@ -149,6 +161,7 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, default=3, help="subtasks per vertex (default 3)")
     parser.add_argument("--split-size", default="128m")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--job", choices=("wordcount", "shuffle"), default="wordcount")
     args = parser.parse_args()
     try:
         netns.check_available()
@@ -159,10 +172,10 @@ def main() -> None:
     data = Path(args.work_dir) / f"multihost-{args.size}"
     generated = generate(data, size, files=files)
     print(f"data: {generated['text_bytes'] / 2**20:,.0f} MiB of text in {files} files under {data}", flush=True)
-    work = Path(args.work_dir) / f"multihost-run-{args.size}"
+    work = Path(args.work_dir) / f"multihost-run-{args.job}-{args.size}"
     one = one_host(data, work, args)
-    three, fetched_files, fetched_bytes = three_hosts(data, work, args)
-    equal = same_counts(work)
+    three, fetched_files, fetched_bytes, fetch_seconds = three_hosts(data, work, args)
+    equal = same_counts(work, args.job)
     result = {
         "size": args.size,
         "parallelism": args.parallelism,
@@ -170,16 +183,22 @@ def main() -> None:
         "three_hosts_s": three,
         "fetched_files": fetched_files,
         "fetched_bytes": fetched_bytes,
+        "fetch_seconds": fetch_seconds,
+        "job": args.job,
         "same_counts": equal,
     }
     (work / "results.json").write_text(json.dumps(result, indent=1))
     print()
-    print(f"| setup | word count of {args.size} (s) |")
+    print(f"| setup | {args.job} of {args.size} (s) |")
     print("|---|---|")
     print(f"| 1 host: 1 TaskManager x {args.parallelism} slots | {', '.join(f'{t:.1f}' for t in one)} |")
     slots = max(1, args.parallelism // 3)
     print(f"| 3 namespaced hosts: 3 TaskManagers x {slots} slot(s) | {', '.join(f'{t:.1f}' for t in three)} |")
-    print(f"\npartitions fetched over the network: {fetched_files} files, {fetched_bytes / 2**20:,.1f} MiB")
+    rate = fetched_bytes / 2**20 / max(fetch_seconds, 1e-9)
+    print(
+        f"\npartitions fetched over the network: {fetched_files} files, {fetched_bytes / 2**20:,.1f} MiB "
+        f"in {fetch_seconds:.1f} s of fetching ({rate:,.1f} MiB/s per fetching task)"
+    )
     print(f"outputs identical: {equal}")
     if not equal:
         sys.exit(1)

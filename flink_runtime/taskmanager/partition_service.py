@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -135,6 +136,7 @@ def fetch_remote_inputs(
 
 
 def _fetch_subpartition(key: pf.PartitionKey, address: str, target: Path, ask: Ask) -> None:
+    started = time.monotonic()
     files = _answer(
         ask,
         address,
@@ -172,7 +174,12 @@ def _fetch_subpartition(key: pf.PartitionKey, address: str, target: Path, ask: A
                 out.write(chunk.data)
                 offset += len(chunk.data)
     log.info(
-        "Fetched partition %s (%d files, %d bytes) from %s", key.partition_id, len(files), sum(files.values()), address
+        "Fetched partition %s (%d files, %d bytes) from %s in %.3f s",
+        key.partition_id,
+        len(files),
+        sum(files.values()),
+        address,
+        time.monotonic() - started,
     )
 
 
