@@ -113,9 +113,8 @@ class TaskReports:
             if producer.current_execution.state is not _E.FINISHED:
                 continue  # already running again (another consumer reported it first)
             log.info(
-                "Partition %s of %s is lost with its TaskManager; running %s again.",
+                "Partition %s cannot be fetched from the TaskManager that produced it; running %s again.",
                 partition_id,
-                producer.task_name_with_subtask,
                 producer.task_name_with_subtask,
             )
             for produced in producer.produced_partitions:
