@@ -167,6 +167,16 @@ BLOB_EXPIRATION_TIME = _option(
     "duration",
 )
 IO_TMP_DIRS = _option("io.tmp.dirs", "", "Directory for result partitions (default: the system temp dir).")
+PARTITION_SERVING = _option(
+    "taskmanager.network.partition-serving",
+    "auto",
+    "How consumers reach result partitions: 'network' (each TaskManager serves the partitions it "
+    "produced from its own io.tmp.dirs; consumers elsewhere fetch them over the RPC port), 'shared' "
+    "(every TaskManager sees every partition under io.tmp.dirs: a shared filesystem or a Hadoop URI), "
+    "'auto' (network for a local io.tmp.dirs, shared for a Hadoop URI and inside a MiniCluster).",
+    "enum",
+    ("AUTO", "NETWORK", "SHARED"),
+)
 
 # -- High availability (highavailability/) ------------------------------------------------
 HA_TYPE = _option(

@@ -85,6 +85,10 @@ class MiniCluster:
         await self.rest.start()
         port = int(self.jobmanager.address.rsplit(":", 1)[1])
         tm_config = self.config.copy({cfg.JOBMANAGER_RPC_PORT.key: port})
+        if cfg.PARTITION_SERVING.key not in self.config:
+            # The TaskManagers share this process and its data directory: every partition
+            # is visible to all of them, no network hop needed.
+            tm_config = tm_config.copy({cfg.PARTITION_SERVING.key: "shared"})
         for index in range(self.num_taskmanagers):
             taskmanager = TaskExecutor(
                 tm_config.copy({cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}),

@@ -81,6 +81,9 @@ class StandaloneCluster:
     other_jobmanagers: list[ClusterProcess] = field(default_factory=list)
     rpc_port: int = 0
     rest_port: int = 0
+    # Where this process reaches the REST API (the JobManager's rest.bind-address when it
+    # runs on another host or in a network namespace).
+    rest_host: str = "127.0.0.1"
 
     def __post_init__(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +101,7 @@ class StandaloneCluster:
     @property
     def rest_url(self) -> str:
         scheme = "https" if self._config().get(cfg.SSL_REST_ENABLED) else "http"
-        return f"{scheme}://127.0.0.1:{self.rest_port}"
+        return f"{scheme}://{self.rest_host}:{self.rest_port}"
 
     def _config(self) -> Configuration:
         return Configuration(self.properties)
@@ -109,10 +112,18 @@ class StandaloneCluster:
         return {"headers": bearer(rest_token(config)), "verify": client_verify(config)}
 
     def _spawn(
-        self, name: str, args: list[str], extra: dict[str, Any], timeout: float, cwd: Path | None = None
+        self,
+        name: str,
+        args: list[str],
+        extra: dict[str, Any],
+        timeout: float,
+        cwd: Path | None = None,
+        prefix: list[str] | None = None,
     ) -> ClusterProcess:
         properties = {**self.properties, **extra}
-        command = [*_cli(), *args]
+        # `prefix` runs the process elsewhere, e.g. `ip netns exec <ns>`, which execs the
+        # command in place (the pid stays the command's own).
+        command = [*(prefix or []), *_cli(), *args]
         for key, value in properties.items():
             command += ["-D", f"{key}={value}"]
         log_path = self.work_dir / f"{name}.log"
@@ -134,10 +145,12 @@ class StandaloneCluster:
         started.kill()
         raise TimeoutError(f"{name} not ready within {timeout} s:\n{started.log()}")
 
-    def start_jobmanager(self, timeout: float = 60.0, name: str = "jobmanager", **extra: Any) -> ClusterProcess:
+    def start_jobmanager(
+        self, timeout: float = 60.0, name: str = "jobmanager", prefix: list[str] | None = None, **extra: Any
+    ) -> ClusterProcess:
         """`name` other than "jobmanager": one more JobManager (give it its own rpc and REST
-        ports in `extra`); `self.jobmanager` stays the first."""
-        process = self._spawn(name, ["jobmanager"], extra, timeout)
+        ports in `extra`); `self.jobmanager` stays the first. `prefix`: see _spawn."""
+        process = self._spawn(name, ["jobmanager"], extra, timeout, prefix=prefix)
         if name == "jobmanager":
             self.jobmanager = process
         else:
@@ -145,12 +158,17 @@ class StandaloneCluster:
         return process
 
     def start_taskmanager(
-        self, resource_id: str | None = None, wait: bool = True, cwd: Path | None = None, **extra: Any
+        self,
+        resource_id: str | None = None,
+        wait: bool = True,
+        cwd: Path | None = None,
+        prefix: list[str] | None = None,
+        **extra: Any,
     ) -> ClusterProcess:
         """`cwd`: the process's working directory (relative paths in its settings resolve there)."""
         resource_id = resource_id or f"tm-{len(self.taskmanagers)}"
         extra = {"taskmanager.resource-id": resource_id, **extra}
-        taskmanager = self._spawn(f"taskmanager-{resource_id}", ["taskmanager"], extra, 30.0, cwd)
+        taskmanager = self._spawn(f"taskmanager-{resource_id}", ["taskmanager"], extra, 30.0, cwd, prefix)
         self.taskmanagers.append(taskmanager)
         if wait:
             self.wait_for_taskmanagers(lambda ids: resource_id in ids)

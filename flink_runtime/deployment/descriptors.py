@@ -33,10 +33,13 @@ def task_deployment_descriptor(
     libraries: list[str],
     partition_locations: Mapping[str, str],
     chunk_locations: Callable[[str, range], list[str]],
+    partition_addresses: Mapping[str, str] | None = None,
 ) -> TaskDeploymentDescriptor:
     """What a TaskManager needs to run this execution. `partition_locations` holds where
-    finished partitions were committed; `chunk_locations(result_id, partitions)` the
-    chunks a savepoint restored for the partitions a gate reads."""
+    finished partitions were committed, `partition_addresses` the RPC address of the
+    TaskManager that produced each (it serves them); `chunk_locations(result_id,
+    partitions)` the chunks a savepoint restored for the partitions a gate reads."""
+    addresses = partition_addresses or {}
     vertex = execution.vertex
     ejv = vertex.job_vertex
     produced = []
@@ -55,15 +58,16 @@ def task_deployment_descriptor(
         )
     gates = []
     for group in vertex.consumed_partition_groups:
-        partitions = list(group)
+        partitions = [p for p in group if p.partition_id in partition_locations]
         gates.append(
             InputGateDeploymentDescriptor(
                 result_id=group.result.id,
                 partitioner=group.result.edge.partitioner if group.result.edge is not None else Partitioner.FORWARD,
-                consumed_subpartition_index=subpartition_index(partitions[0], vertex.subtask_index),
-                partition_locations=[
-                    partition_locations[p.partition_id] for p in partitions if p.partition_id in partition_locations
-                ],
+                consumed_subpartition_index=subpartition_index(next(iter(group)), vertex.subtask_index),
+                partition_locations=[partition_locations[p.partition_id] for p in partitions],
+                partition_numbers=[p.partition_number for p in partitions],
+                partition_addresses=[addresses.get(p.partition_id, "") for p in partitions],
+                partition_producers=[p.producer.current_execution.attempt_id for p in partitions],
                 chunk_locations=chunk_locations(group.result.id, group.partition_range),
             )
         )

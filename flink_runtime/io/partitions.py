@@ -45,7 +45,8 @@ class PartitionNotFoundError(FileNotFoundError):
         super().__init__(
             f"result partition {location} of result {result_id} is incomplete: {what}. Its producer "
             "committed it, but this TaskManager cannot see it: io.tmp.dirs must be a directory every "
-            "TaskManager shares (or a Hadoop URI)."
+            "TaskManager shares (or a Hadoop URI) when taskmanager.network.partition-serving is 'shared'; "
+            "with 'network' each TaskManager serves the partitions it produced."
         )
 
 
@@ -118,8 +119,10 @@ def write_chunk_manifest(chunk_dir: str) -> int:
     return sum(files.values())
 
 
-def write_partition_manifest(partition: str, result_id: str, chunks: list[str]) -> None:
-    """Seal a partition of chunks once its producer is done: the chunks it holds.
+def write_partition_manifest(partition: str, result_id: str, chunks: list[str], producer: str = "") -> None:
+    """Seal a partition of chunks once its producer is done: the chunks it holds, and
+    which attempt sealed it (a consumer elsewhere reads a copy it can see in place only
+    when that is the attempt the JobManager knows finished it).
 
     Chunks committed by earlier attempts of the producer must be visible here too;
     one that is not fails the producer rather than leaving its data out."""
@@ -127,7 +130,8 @@ def write_partition_manifest(partition: str, result_id: str, chunks: list[str]) 
     for chunk in chunks:
         if not fs.exists(filesystem.join(partition, chunk, CHUNK_MANIFEST)):
             raise PartitionNotFoundError(result_id, partition, f"chunk {chunk} committed earlier is missing")
-    fs.write_text(filesystem.join(partition, PARTITION_MANIFEST), json.dumps({"chunks": sorted(chunks)}))
+    manifest = {"chunks": sorted(chunks), "producer": producer}
+    fs.write_text(filesystem.join(partition, PARTITION_MANIFEST), json.dumps(manifest))
 
 
 def committed_chunk_files(location: str, result_id: str, subdirectory: str) -> list[str]:
@@ -198,6 +202,7 @@ class ResultPartitionWriter:
         self.partitioner = partitioner
         self.keys = keys
         self.number_of_subpartitions = number_of_subpartitions
+        self.attempt_id = attempt_id
         staging, final = partition_dirs(data_dir, job_id, result_id, partition_number, attempt_id)
         self.final_dir = Path(final)
         self.staging_dir = Path(staging)
@@ -245,7 +250,7 @@ class ResultPartitionWriter:
         """Publish the partition atomically; returns its location."""
         self.close()
         self.bytes_written = sum(os.path.getsize(file.name) for file in self._files.values())
-        manifest = {"records": self._records_per_subpartition}
+        manifest = {"records": self._records_per_subpartition, "producer": self.attempt_id}
         (self.staging_dir / PARTITION_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
         return commit_partition_dir(str(self.staging_dir), str(self.final_dir))
 

@@ -121,6 +121,7 @@ class ExecutionDeployment:
             job_config=self.job_graph.config,
             libraries=self.job_graph.libraries,
             partition_locations=self._partition_locations,
+            partition_addresses=self._partition_addresses,
             chunk_locations=self.tracker.chunks_for,
         )
 

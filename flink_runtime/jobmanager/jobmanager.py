@@ -346,7 +346,12 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
             return Acknowledge(ok=False, reason=f"unknown execution state {message.state!r}")
         return Acknowledge(
             ok=job.update_task_execution_state(
-                message.execution_id, state, message.error, message.state_handle, message.io_metrics
+                message.execution_id,
+                state,
+                message.error,
+                message.state_handle,
+                message.io_metrics,
+                missing_partitions=message.missing_partitions,
             )
         )
 
@@ -368,7 +373,9 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         job = self._addressed_job(message)
         if isinstance(job, str):
             return Acknowledge(ok=False, reason=job)
-        problem = job.schedule_or_update_consumers(message.partition_id, message.location, message.execution_id)
+        problem = job.schedule_or_update_consumers(
+            message.partition_id, message.location, message.execution_id, message.data_address
+        )
         return Acknowledge(ok=problem is None, reason=problem or "")
 
     # -- checkpoints: the tasks' answers (the REST entry points are in operations.py) ------------

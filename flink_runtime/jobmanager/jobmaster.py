@@ -117,6 +117,10 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
             gateway.cancel_slot_request,
         )
         self._partition_locations: dict[str, str] = {}
+        # Partition id -> RPC address of the TaskManager that produced it (and serves it).
+        self._partition_addresses: dict[str, str] = {}
+        # Failed attempt id -> the finished partitions it could not fetch (task_reports.py).
+        self._lost_inputs: dict[str, list[str]] = {}
         self._active_executions = 0
         self._finished_executions = 0
         self._submission = SubmissionWaiters(self.job_id)
@@ -328,6 +332,8 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         vertex.reset_for_new_execution()
         self.num_restarts += 1
         self._active_executions += 1
+        if self._rerun_producers_of_lost_inputs(failed):
+            return  # deployed once its producers have finished again (ScheduleOrUpdateConsumers)
         self._schedule(vertex)
 
     def _restart(self) -> None:
@@ -355,6 +361,8 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         self._active_executions = self.graph.total_subtasks
         self._finished_executions = 0
         self._partition_locations.clear()
+        self._partition_addresses.clear()
+        self._lost_inputs.clear()
         self._declare_slot_usage()
 
     def _schedule_all(self, vertices: Iterable[ExecutionVertex]) -> None:

@@ -15,16 +15,21 @@ through the JobMaster's `_set_execution_state`.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.executiongraph import ExecutionState, JobStatus
 from flink_runtime.jobmanager.gateway import supervised
-from flink_runtime.scheduler.strategy import consumers_ready
+from flink_runtime.scheduler.strategy import consumers_ready, inputs_finished
 
 if TYPE_CHECKING:
+    from flink_runtime.executiongraph import Execution
     from flink_runtime.io.metrics import IOMetrics
     from flink_runtime.io.splits import InputSplit
     from flink_runtime.jobmanager.jobmaster import JobMaster
+
+log = logging.getLogger(__name__)
 
 _E = ExecutionState
 _DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
@@ -44,10 +49,14 @@ class TaskReports:
         error: str | None,
         state_handle: dict[str, Any] | None = None,
         io_metrics: IOMetrics | None = None,
+        missing_partitions: Iterable[str] = (),
     ) -> bool:
         execution = self.graph.execution(execution_id) if self.graph is not None else None
         if execution is None:
             return False
+        if state is _E.FAILED and missing_partitions and not execution.is_terminal:
+            # Read when the failover restarts this subtask (_rerun_producers_of_lost_inputs).
+            self._lost_inputs[execution_id] = list(missing_partitions)
         if state is _E.FINISHED and state_handle is not None:
             self.tracker.final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
         if io_metrics is not None and state.is_terminal and execution.state.can_transition_to(state):
@@ -72,7 +81,7 @@ class TaskReports:
         )
 
     def schedule_or_update_consumers(
-        self: JobMaster, partition_id: str, location: str, execution_id: str
+        self: JobMaster, partition_id: str, location: str, execution_id: str, data_address: str = ""
     ) -> str | None:
         """A producer committed a partition; deploy consumers whose inputs are now complete."""
         partition = self.graph.partition(partition_id) if self.graph is not None else None
@@ -85,9 +94,39 @@ class TaskReports:
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
         self._partition_locations[partition_id] = location
+        self._partition_addresses[partition_id] = data_address
         if partition.mark_finished() and self.status is JobStatus.RUNNING:
             self._schedule_all(consumers_ready(partition))
         return None
+
+    def _rerun_producers_of_lost_inputs(self: JobMaster, failed: Execution) -> bool:
+        """The failed attempt could not fetch finished partitions from the TaskManagers that
+        produced them (gone, or without them): as Flink's region failover answers a
+        PartitionNotFoundException, their producers run again and the consumer waits for
+        them. True when the consumer (already reset) must wait; False when it can run now."""
+        lost = self._lost_inputs.pop(failed.attempt_id, [])
+        for partition_id in lost:
+            partition = self.graph.partition(partition_id) if self.graph is not None else None
+            if partition is None:
+                continue
+            producer = partition.producer
+            if producer.current_execution.state is not _E.FINISHED:
+                continue  # already running again (another consumer reported it first)
+            log.info(
+                "Partition %s cannot be fetched from the TaskManager that produced it; running %s again.",
+                partition_id,
+                producer.task_name_with_subtask,
+            )
+            for produced in producer.produced_partitions:
+                self._partition_locations.pop(produced.partition_id, None)
+                self._partition_addresses.pop(produced.partition_id, None)
+            # Its completed splits went down with the partition: they are read again.
+            self.splits.forget_completed(producer.job_vertex.id, producer.subtask_index)
+            producer.reset_for_new_execution()
+            self._finished_executions -= 1
+            self._active_executions += 1
+            self._schedule(producer)
+        return bool(lost) and not inputs_finished(failed.vertex)
 
     # -- reconciliation with what TaskManagers report (jobmanager/resource_manager.py) ------------
 

@@ -22,6 +22,8 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | RequestLogFiles            | LogFiles                                     |
 | JM -> TM     | RequestLogFile             | LogFileChunk / LogFileRefused                |
 | JM -> TM     | RequestTaskLog             | TaskLogLines                                 |
+| TM -> TM     | RequestSubpartitionFiles   | SubpartitionFiles / PartitionRequestRefused  |
+| TM -> TM     | RequestPartitionFile       | PartitionFileChunk / PartitionRequestRefused |
 | JM -> subscribers | JobStatusChanged      |                                              |
 """
 
@@ -36,7 +38,7 @@ from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartitionType
 
 # Bumped on any incompatible change to a message below.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
@@ -178,6 +180,13 @@ class InputGateDeploymentDescriptor(Message):
     consumed_subpartition_index: int
     # Where each consumed partition's committed data lives, in partition order.
     partition_locations: list[str]
+    # Beside each location: the partition's number and the RPC address of the TaskManager
+    # that produced it, which serves it to consumers elsewhere (io/partition_files.py).
+    partition_numbers: list[int] = []
+    partition_addresses: list[str] = []
+    # ... and the attempt that finished it: a copy visible here under the location (a
+    # shared data directory) is read in place only if that attempt committed it.
+    partition_producers: list[str] = []
     # Committed chunks restored from a savepoint, read in addition to the partitions.
     chunk_locations: list[str] = []
 
@@ -235,6 +244,9 @@ class UpdateTaskExecutionState(FencedMessage):
     state_handle: dict[str, Any] | None = None
     # With a final state: what the attempt read and wrote (None from senders that predate it).
     io_metrics: IOMetrics | None = None
+    # With FAILED: finished partitions (ids) the task could not fetch from the TaskManager
+    # that produced them; their producers run again (Flink's PartitionNotFoundException).
+    missing_partitions: list[str] = []
 
 
 class TriggerCheckpoint(Message):
@@ -280,6 +292,8 @@ class ScheduleOrUpdateConsumers(FencedMessage):
     execution_id: str
     partition_id: str
     location: str  # where the committed partition can be read
+    # The producing TaskManager's RPC address: where consumers on other TaskManagers fetch it.
+    data_address: str = ""
 
 
 class ReleasePartitions(Message):
@@ -358,6 +372,47 @@ class TaskLogLines(Message):
     truncated: bool = False  # older records were left out (max_bytes)
 
 
+# -- partitions served by their producer's TaskManager (taskmanager/partition_service.py) --
+
+
+class RequestSubpartitionFiles(Message):
+    """TM -> TM: the files a consumer of one subpartition needs (names and sizes)."""
+
+    data_namespace: str
+    result_id: str
+    partition_number: int
+    subpartition_index: int
+    broadcast: bool = False
+
+
+class SubpartitionFiles(Message):
+    files: dict[str, int] = {}  # name inside the partition -> size in bytes
+
+
+class RequestPartitionFile(Message):
+    """TM -> TM: at most `max_bytes` of one file that SubpartitionFiles named, from `offset`."""
+
+    data_namespace: str
+    result_id: str
+    partition_number: int
+    name: str
+    offset: int = 0
+    max_bytes: int = 4 << 20
+
+
+class PartitionFileChunk(Message):
+    name: str
+    offset: int
+    file_size: int
+    data: bytes = b""
+
+
+class PartitionRequestRefused(Message):
+    # "not-found" (this TaskManager does not have it, or not completely) or "invalid".
+    kind: str
+    reason: str
+
+
 WireMessage = (
     RegisterTaskManager
     | AcknowledgeRegistration
@@ -393,4 +448,9 @@ WireMessage = (
     | LogFileRefused
     | RequestTaskLog
     | TaskLogLines
+    | RequestSubpartitionFiles
+    | SubpartitionFiles
+    | RequestPartitionFile
+    | PartitionFileChunk
+    | PartitionRequestRefused
 )

@@ -83,6 +83,21 @@ class SourceSplits:
         if splits and assigner is not None:
             assigner.return_input_splits(splits, subtask_index)
 
+    def forget_completed(self, vertex_id: str, subtask_index: int) -> list[int]:
+        """The splits a subtask completed are lost with its partition (its TaskManager is
+        gone): they are handed out again, and its next attempt starts without them."""
+        progress = self.progress.get(vertex_id)
+        assigner = self._assigners.get(vertex_id)
+        if progress is None:
+            return []
+        lost = sorted(n for n, s in progress.completed.items() if s == subtask_index)
+        for number in lost:
+            del progress.completed[number]
+        if assigner is not None and lost:
+            by_number = {split.split_number: split for split in self._all_splits.get(vertex_id, [])}
+            assigner.return_input_splits([by_number[n] for n in lost if n in by_number], subtask_index)
+        return lost
+
     def restart(self) -> None:
         """The whole job restarts: every split not completed is handed out again."""
         self._assigners = {

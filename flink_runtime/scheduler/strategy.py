@@ -21,6 +21,11 @@ def _ready(vertex: ExecutionVertex) -> bool:
     )
 
 
+def inputs_finished(vertex: ExecutionVertex) -> bool:
+    """Every partition the subtask reads is finished (a source: always)."""
+    return all(group.all_finished() for group in vertex.consumed_partition_groups)
+
+
 def vertices_to_start(graph: ExecutionGraph) -> list[ExecutionVertex]:
     """Not yet scheduled, with every input finished (sources have none)."""
     return [vertex for ejv in graph.vertices.values() for vertex in ejv.task_vertices if _ready(vertex)]

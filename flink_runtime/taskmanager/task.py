@@ -21,6 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -35,6 +36,7 @@ from flink_runtime.invokable import (
 )
 from flink_runtime.io.filesystem import is_local
 from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.io.partition_files import PartitionUnreachableError, remove_fetched
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.logs.context import bind_task
 
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ReportState = Callable[["Task", ExecutionState, str | None], None]
+# Fetches the inputs produced on other TaskManagers: the descriptor reading the local
+# copies, and their folder (taskmanager/partition_service.py).
+FetchInputs = Callable[["TaskDeploymentDescriptor"], tuple["TaskDeploymentDescriptor", Path | None]]
 
 
 class Task:
@@ -57,6 +62,7 @@ class Task:
         notify_partition_ready: Callable[[str, str], None],
         spark: Callable[[], Any] = lambda: None,
         blob_server: BlobServer | None = None,
+        fetch_inputs: FetchInputs | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -66,6 +72,10 @@ class Task:
         self._request_split = request_split
         self._notify_partition_ready = notify_partition_ready
         self._spark = spark
+        self._fetch_inputs = fetch_inputs
+        # Set when the task fails because a finished input partition could not be fetched
+        # from its producer's TaskManager: the JobManager runs those producers again.
+        self.missing_partitions: list[str] = []
         # Job libraries: downloaded from the JobManager's REST API into a local cache.
         self._blob_server = blob_server
         self._blob_cache_dir = blob_cache_dir_for(data_dir)
@@ -153,6 +163,7 @@ class Task:
         descriptor = self.descriptor
         bind_task(descriptor)  # every line this thread logs carries the task (logs/context.py)
         writers: list[ResultPartitionWriter] = []
+        fetched: Path | None = None
         try:
             self._transition(ExecutionState.INITIALIZING)
             # The job's libraries first: the invokable (or its transform functions) may live there.
@@ -165,8 +176,11 @@ class Task:
             invokable_class = resolve_invokable(descriptor.invokable)
             own_partitions = invokable_class.writes_own_partitions
             writers = [] if own_partitions else partition_writers(descriptor, self.data_dir)
+            readable = descriptor
+            if self._fetch_inputs is not None:
+                readable, fetched = self._fetch_inputs(descriptor)
             environment = task_environment(
-                descriptor,
+                readable,
                 outputs=writers,
                 next_input_split=self._next_split,
                 cancelled=self.cancelled,
@@ -202,8 +216,13 @@ class Task:
             if self.cancelled.is_set() or isinstance(exc, TaskCancelledError):
                 self._transition(ExecutionState.CANCELED)
             else:
+                if isinstance(exc, PartitionUnreachableError):
+                    self.missing_partitions = [exc.partition_id]
                 log.warning("%s (%s) failed.", descriptor.task_name, self.execution_id, exc_info=exc)
                 self._transition(ExecutionState.FAILED, _describe_failure(descriptor.task_name, exc))
+        finally:
+            if fetched is not None:
+                remove_fetched(fetched)
 
     def _abort_own_partitions(self) -> None:
         for partition in self.descriptor.produced_partitions:

@@ -25,6 +25,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.heartbeat import HeartbeatManager
 from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, high_availability_enabled
+from flink_runtime.io.partition_files import NETWORK, serving_mode
 from flink_runtime.io.partitions import InvalidDataNamespace, release_job_partitions, validate_namespace
 from flink_runtime.registration import RetryingRegistration, RetryingRegistrationConfiguration
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -35,6 +36,7 @@ from flink_runtime.rpc.messages import (
     DisconnectTaskManager,
     Heartbeat,
     HeartbeatResponse,
+    Message,
     NextInputSplit,
     ReleasePartitions,
     RequestNextInputSplit,
@@ -50,6 +52,7 @@ from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
 from flink_runtime.taskmanager.log_service import LogService
+from flink_runtime.taskmanager.partition_service import PartitionService, fetch_remote_inputs
 from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
 from flink_runtime.taskmanager.task import Task
@@ -75,7 +78,7 @@ class _TaskStateChanged:
     error: str | None
 
 
-class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
+class TaskExecutor(JobManagerConnection, LogService, PartitionService, RpcEndpoint):
     def __init__(self, config: Configuration, jobmanager_address: str | None = None) -> None:
         rpc = RpcService(
             config.get(cfg.TASKMANAGER_HOST),
@@ -94,6 +97,12 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
         self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()
         self._data_folder_checked = False
         self._data_folder_error: DataFolderNotShared | None = None
+        try:
+            # network: this TaskManager serves the partitions it produces, and fetches
+            # those produced elsewhere (taskmanager/partition_service.py).
+            self.partition_serving = serving_mode(config.get(cfg.PARTITION_SERVING), self.data_dir)
+        except ValueError as exc:
+            raise cfg.ConfigurationError(str(exc)) from None
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
         self.tasks: dict[str, Task] = {}
@@ -220,6 +229,7 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
             notify_partition_ready=self._partition_notifier(descriptor),
             spark=self.spark,
             blob_server=BlobServer(self.jobmanager_rest_url, self._rest_headers, self._rest_verify),
+            fetch_inputs=self._input_fetcher() if self.partition_serving == NETWORK else None,
         )
         self.tasks[task.execution_id] = task
         task.start()
@@ -316,6 +326,7 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
             if change.state is ExecutionState.FINISHED
             else None,
             io_metrics=task.io_metrics if final else None,
+            missing_partitions=task.missing_partitions if change.state is ExecutionState.FAILED else [],
         )
         # Updates leave in mailbox order over one connection, so the JobManager sees
         # them in the order they happened. A final state is sent up to
@@ -362,6 +373,15 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
 
         return next_split
 
+    def _input_fetcher(self) -> Callable[[TaskDeploymentDescriptor], Any]:
+        """Fetches a task's inputs from the TaskManagers that produced them (in its thread)."""
+        loop = asyncio.get_running_loop()
+
+        def ask(address: str, message: Message) -> Message:
+            return asyncio.run_coroutine_threadsafe(self.rpc.ask(address, message, self.ask_timeout), loop).result()
+
+        return lambda descriptor: fetch_remote_inputs(descriptor, self.address, self.data_dir, ask)
+
     def _partition_notifier(self, descriptor: TaskDeploymentDescriptor) -> Callable[[str, str], None]:
         loop = asyncio.get_running_loop()
 
@@ -372,6 +392,7 @@ class TaskExecutor(JobManagerConnection, LogService, RpcEndpoint):
                 jobmanager_id=descriptor.jobmanager_id,
                 partition_id=partition_id,
                 location=location,
+                data_address=self.address,
             )
             answer = asyncio.run_coroutine_threadsafe(
                 self.rpc.ask(self.jobmanager_address, message, self.ask_timeout), loop

@@ -40,3 +40,18 @@ def slow(df):
 def endless(df):
     """A Spark job of hours (10^12 rows summed): only cancelling its Spark job ends it."""
     return df.crossJoin(df.sparkSession.range(10**12).selectExpr("sum(id * 7 % 13) AS total"))
+
+
+def wait_for_release(df):
+    """Holds the task until the file `release` appears in FLINK_RUNTIME_TEST_MARKERS (at
+    most two minutes): lets a test act between one source finishing and another one.
+    The JobManager's plan check (empty input) passes at once."""
+    import time
+
+    release = Path(os.environ["FLINK_RUNTIME_TEST_MARKERS"]) / "release"
+    if df.isEmpty():
+        return df
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return df

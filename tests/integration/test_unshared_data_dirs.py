@@ -8,6 +8,11 @@ would on hosts that do not share it, so each consumer finds only the partitions
 produced on its own TaskManager. Each producer
 records what it committed (io/partitions.py); the consumer must fail with a clear
 reason, and nothing may be published.
+
+That is the `shared` mode of taskmanager.network.partition-serving (kept for shared
+filesystems and Hadoop URIs), which promises that every TaskManager sees every
+partition. In the default `network` mode each TaskManager serves the partitions it
+produced (tests/integration/test_multihost_netns.py).
 """
 
 from __future__ import annotations
@@ -23,7 +28,12 @@ from tests.helpers.jobs import modulo_sum_job
 
 pytestmark = pytest.mark.integration
 
-PROPERTIES = {"spark.master": "local[1]", "heartbeat.interval": "1 s", "heartbeat.timeout": "20 s"}
+PROPERTIES = {
+    "spark.master": "local[1]",
+    "heartbeat.interval": "1 s",
+    "heartbeat.timeout": "20 s",
+    "taskmanager.network.partition-serving": "shared",
+}
 NO_RESTARTS = {"restart-strategy.type": "none"}
 
 

@@ -56,3 +56,17 @@ def test_a_new_round_starts_from_its_own_splits() -> None:
     source.new_round({"src": splits(1)})
     assert source.total() == {"src": 1} and source.progress == {}
     assert drain(source, "a2") == [0]
+
+
+def test_a_lost_partition_gives_its_completed_splits_back_to_the_same_subtask() -> None:
+    """A producer's TaskManager died after it finished: what it completed is read again,
+    and the new attempt of that subtask starts from nothing."""
+    source = SourceSplits()
+    source.start({"src": splits(4)})
+    first = drain(source, "a1", subtask=0)
+    source.attempt_finished("a1")
+    assert source.completed_by("src", 0) == sorted(first)
+    assert source.forget_completed("src", 0) == sorted(first)
+    assert source.completed_by("src", 0) == []
+    assert sorted(drain(source, "a2", subtask=0)) == sorted(first)
+    assert source.forget_completed("src", 3) == []  # a subtask that completed nothing loses nothing

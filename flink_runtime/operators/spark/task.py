@@ -237,7 +237,7 @@ class SparkTask(AbstractInvokable):
         env = self.environment
         for partition in env.produced_partitions:
             directory = partition_dir(env.data_dir, env.data_namespace, partition.result_id, partition.partition_number)
-            write_partition_manifest(directory, partition.result_id, chunks)
+            write_partition_manifest(directory, partition.result_id, chunks, env.execution_id)
 
     def cancel(self) -> None:
         scope = getattr(self, "_scope", None)

@@ -1,0 +1,207 @@
+"""Result partitions served over the network by the TaskManager that produced them.
+
+Why the RPC (ZeroMQ) rather than an HTTP server of its own: every TaskManager already
+listens there, CURVE-authenticated with the cluster's shared secret (and encrypted), so
+only registered members of the cluster can ask and no second port has to be opened
+between hosts; ZeroMQ bounds every message (pekko.framesize), which the bounded slices
+below stay well under. A consumer asks for the file list of its subpartition, then
+for each file one slice at a time (MAX_CHUNK_BYTES), appending each to its local copy:
+memory stays bounded whatever the partition's size.
+
+`PartitionService` is the server side, a mixin of the TaskExecutor (as LogService):
+its reads run on worker threads, never in the mailbox. `fetch_remote_inputs` is the
+client side, run in a task's thread before its invokable starts (io/partition_files.py
+says what is fetched and where it goes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import msgspec
+
+from flink_runtime.io import partition_files as pf
+from flink_runtime.io.partitions import PartitionNotFoundError
+from flink_runtime.jobgraph.jobgraph import Partitioner
+from flink_runtime.rpc.endpoint import handles
+from flink_runtime.rpc.messages import (
+    InputGateDeploymentDescriptor,
+    Message,
+    PartitionFileChunk,
+    PartitionRequestRefused,
+    RequestPartitionFile,
+    RequestSubpartitionFiles,
+    SubpartitionFiles,
+    TaskDeploymentDescriptor,
+)
+from flink_runtime.rpc.service import RpcException
+
+log = logging.getLogger(__name__)
+
+# Asks a peer TaskManager (address, message) and waits for the answer; raises RpcException.
+Ask = Callable[[str, Message], Message]
+
+
+class PartitionService:
+    """The TaskExecutor's answers to RequestSubpartitionFiles and RequestPartitionFile."""
+
+    data_dir: str
+
+    @handles(RequestSubpartitionFiles)
+    def _on_request_subpartition_files(
+        self, message: RequestSubpartitionFiles
+    ) -> Awaitable[SubpartitionFiles | PartitionRequestRefused]:
+        return asyncio.to_thread(list_subpartition, self.data_dir, message)
+
+    @handles(RequestPartitionFile)
+    def _on_request_partition_file(
+        self, message: RequestPartitionFile
+    ) -> Awaitable[PartitionFileChunk | PartitionRequestRefused]:
+        return asyncio.to_thread(read_partition_file, self.data_dir, message)
+
+
+def list_subpartition(data_dir: str, request: RequestSubpartitionFiles) -> SubpartitionFiles | PartitionRequestRefused:
+    key = pf.PartitionKey(
+        request.data_namespace,
+        request.result_id,
+        request.partition_number,
+        request.subpartition_index,
+        request.broadcast,
+    )
+    try:
+        return SubpartitionFiles(files=pf.subpartition_files(data_dir, key))
+    except pf.InvalidPartitionRequest as exc:
+        return PartitionRequestRefused(kind="invalid", reason=str(exc))
+    except (PartitionNotFoundError, OSError, ValueError) as exc:
+        return PartitionRequestRefused(kind="not-found", reason=str(exc))
+
+
+def read_partition_file(data_dir: str, request: RequestPartitionFile) -> PartitionFileChunk | PartitionRequestRefused:
+    key = pf.PartitionKey(request.data_namespace, request.result_id, request.partition_number, 0)
+    try:
+        data, size = pf.read_slice(pf.partition_file(data_dir, key, request.name), request.offset, request.max_bytes)
+    except pf.InvalidPartitionRequest as exc:
+        return PartitionRequestRefused(kind="invalid", reason=str(exc))
+    except OSError as exc:
+        return PartitionRequestRefused(kind="not-found", reason=f"cannot read {request.name}: {exc.strerror or exc}")
+    return PartitionFileChunk(name=request.name, offset=request.offset, file_size=size, data=data)
+
+
+# -- the consumer's side ----------------------------------------------------------------------
+
+
+def fetch_remote_inputs(
+    descriptor: TaskDeploymentDescriptor, own_address: str, data_dir: str, ask: Ask
+) -> tuple[TaskDeploymentDescriptor, Path | None]:
+    """The descriptor with every partition produced on another TaskManager fetched into
+    this one's data directory (locations rewritten to the copies), and the folder of the
+    copies (None when nothing was fetched). A partition that cannot be fetched raises
+    PartitionUnreachableError naming it."""
+    namespace = descriptor.data_namespace or descriptor.job_id
+    base = pf.fetched_dir(data_dir, namespace, descriptor.execution_id)
+    fetched = False
+    gates = []
+    for gate in descriptor.input_gates:
+        locations = list(gate.partition_locations)
+        addresses = gate.partition_addresses
+        producers = gate.partition_producers or [""] * len(addresses)
+        for index, (number, address) in enumerate(zip(gate.partition_numbers, addresses, strict=False)):
+            if not address or address == own_address:
+                continue  # produced here (or by a sender that does not serve): read in place
+            if pf.committed_by(locations[index], producers[index]):
+                continue  # a data directory shared with the producer's: no network hop
+            key = pf.PartitionKey(
+                namespace,
+                gate.result_id,
+                number,
+                gate.consumed_subpartition_index,
+                broadcast=gate.partitioner is Partitioner.BROADCAST,
+            )
+            target = pf.fetched_partition_dir(base, key)
+            try:
+                _fetch_subpartition(key, address, target, ask)
+            except BaseException:
+                pf.remove_fetched(base)
+                raise
+            locations[index] = str(target)
+            fetched = True
+        gates.append(_with_locations(gate, locations))
+    if not fetched:
+        return descriptor, None
+    return _with_gates(descriptor, gates), base
+
+
+def _fetch_subpartition(key: pf.PartitionKey, address: str, target: Path, ask: Ask) -> None:
+    started = time.monotonic()
+    files = _answer(
+        ask,
+        address,
+        key,
+        RequestSubpartitionFiles(
+            data_namespace=key.data_namespace,
+            result_id=key.result_id,
+            partition_number=key.partition_number,
+            subpartition_index=key.subpartition_index,
+            broadcast=key.broadcast,
+        ),
+        SubpartitionFiles,
+    ).files
+    for name, size in files.items():
+        if not pf.is_plain_name(name):
+            raise PartitionNotFoundError(key.result_id, address, f"its TaskManager named a file {name!r}")
+        path = target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as out:
+            offset = 0
+            while offset < size:
+                request = RequestPartitionFile(
+                    data_namespace=key.data_namespace,
+                    result_id=key.result_id,
+                    partition_number=key.partition_number,
+                    name=name,
+                    offset=offset,
+                    max_bytes=pf.MAX_CHUNK_BYTES,
+                )
+                chunk = _answer(ask, address, key, request, PartitionFileChunk)
+                if chunk.offset != offset or not chunk.data or chunk.file_size != size:
+                    raise pf.PartitionUnreachableError(
+                        key.partition_id, address, f"{name} changed while it was fetched ({chunk.file_size} bytes)"
+                    )
+                out.write(chunk.data)
+                offset += len(chunk.data)
+    log.info(
+        "Fetched partition %s (%d files, %d bytes) from %s in %.3f s",
+        key.partition_id,
+        len(files),
+        sum(files.values()),
+        address,
+        time.monotonic() - started,
+    )
+
+
+def _answer(ask: Ask, address: str, key: pf.PartitionKey, request: Message, expected: type[Message]) -> Message:
+    try:
+        answer = ask(address, request)
+    except RpcException as exc:  # the producer's TaskManager is gone or does not answer
+        raise pf.PartitionUnreachableError(key.partition_id, address, f"{type(exc).__name__}: {exc}") from None
+    if isinstance(answer, PartitionRequestRefused):
+        if answer.kind == "invalid":
+            raise ValueError(f"TaskManager {address} refused the request for {key.partition_id}: {answer.reason}")
+        raise pf.PartitionUnreachableError(key.partition_id, address, answer.reason)
+    if not isinstance(answer, expected):
+        raise pf.PartitionUnreachableError(key.partition_id, address, f"unexpected answer {type(answer).__name__}")
+    return answer
+
+
+def _with_locations(gate: InputGateDeploymentDescriptor, locations: list[str]) -> InputGateDeploymentDescriptor:
+    return msgspec.structs.replace(gate, partition_locations=locations)
+
+
+def _with_gates(
+    descriptor: TaskDeploymentDescriptor, gates: list[InputGateDeploymentDescriptor]
+) -> TaskDeploymentDescriptor:
+    return msgspec.structs.replace(descriptor, input_gates=gates)
