@@ -40,9 +40,9 @@ from tests.helpers.waiting import eventually
 pytestmark = pytest.mark.integration
 
 WORDS = [f"w{n}" for n in range(23)]
+# The JVM flags (quick start, class-data sharing) come from tests/conftest.py's FLINK_PROPERTIES.
 PROPERTIES = {
     "spark.master": "local[1]",
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
     "heartbeat.interval": "1 s",
     "heartbeat.timeout": "8 s",
 }
