@@ -120,6 +120,8 @@ def completed_checkpoints(rest_url: str, job_id: str) -> int:
         return 0
 
 
+# Eight JVM starts on two cores: well past the suite's 300 s per-test limit on a busy machine.
+@pytest.mark.timeout(600)
 def test_tm_kills_and_a_jobmanager_kill_leave_the_output_exact(tmp_path: Path) -> None:
     expected = write_inputs(tmp_path / "in")
     rng = random.Random(11)
