@@ -38,13 +38,14 @@ class SparkConnectServer:
         return sum(stage.get("numCompleteTasks", 0) for stage in stages)
 
     def wait_until_ready(self, timeout: float = 180.0) -> None:
-        """Until the server answers on its UI (it opens gRPC before): a JVM start."""
+        """Until the server's REST API lists its application's stages (it opens gRPC
+        before, and answers /applications before the stages): a JVM start."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                if httpx.get(f"{self.ui_url}/api/v1/applications", timeout=5).status_code == 200:
-                    return
-            except httpx.HTTPError:
+                self.completed_tasks()
+                return
+            except (httpx.HTTPError, ValueError, LookupError):
                 pass
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"the Spark Connect server did not start:\n{self.log.read_text()[-3000:]}")
