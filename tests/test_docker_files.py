@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import configparser
 import fnmatch
-import importlib.util
 import json
 import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
@@ -23,6 +21,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.client.cli import build_parser
 from flink_runtime.configuration import Configuration
 from flink_runtime.security import check_rest_exposure, rest_token
+from tests.helpers.docker_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
@@ -212,15 +211,6 @@ def test_airflow_image_is_airflow_with_the_project_and_no_spark(
     requirements = load_script("requirements").requirements(ROOT / "setup.cfg", "airflow")
     assert f"apache-airflow=={pinned}" in requirements, "pip must install the Airflow the provider is pinned to"
     assert not [r for r in requirements if re.match(r"(pyspark|pandas|pyarrow|py4j)\b", r)], requirements
-
-
-def load_script(name: str) -> ModuleType:
-    """docker/<name>.py, which is no package: the image runs it as a file."""
-    spec = importlib.util.spec_from_file_location(f"docker_{name}", DOCKER / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def ignored(path: str, patterns: list[str]) -> bool:

@@ -8,28 +8,18 @@ The images themselves are built and started by `make docker-smoke` (scripts/dock
 from __future__ import annotations
 
 import configparser
-import importlib.util
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from flink_runtime.minicluster import MiniCluster
+from tests.helpers.docker_scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER = ROOT / "docker"
-
-
-def load_script(name: str) -> ModuleType:
-    """docker/<name>.py, which is no package: the image runs it as a file."""
-    spec = importlib.util.spec_from_file_location(f"docker_{name}", DOCKER / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 requirements = load_script("requirements")
