@@ -30,9 +30,21 @@ _READY = re.compile(r"ready rpc=(?P<rpc>\S+)(?: rest=(?P<rest>\S+))?")
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports. Their sockets stay open until all are
+    picked: the kernel may hand a just-closed port out again, and two services given the
+    same port was seen (a Spark master's RPC and web UI)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def _cli() -> list[str]:
@@ -87,8 +99,9 @@ class StandaloneCluster:
 
     def __post_init__(self) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.rpc_port = self.rpc_port or free_port()
-        self.rest_port = self.rest_port or free_port()
+        rpc_port, rest_port = free_ports(2)
+        self.rpc_port = self.rpc_port or rpc_port
+        self.rest_port = self.rest_port or rest_port
         self.properties = {
             "jobmanager.rpc.port": self.rpc_port,
             "rest.port": self.rest_port,

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from pyspark.find_spark_home import _find_spark_home
 
-from flink_runtime.client.local_cluster import free_port
+from flink_runtime.client.local_cluster import free_ports
 
 
 class SparkConnectServer:
@@ -58,7 +58,7 @@ def spark_connect_server(
 ) -> Iterator[SparkConnectServer]:
     """Start a Connect server on `local[cores]` at a free port; stop it at exit."""
     home = _find_spark_home()
-    port, ui_port = free_port(), free_port()
+    port, ui_port = free_ports(2)
     work.mkdir(parents=True, exist_ok=True)
     env: dict[str, Any] = {
         **os.environ,

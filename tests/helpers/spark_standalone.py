@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from pyspark.find_spark_home import _find_spark_home
 
-from flink_runtime.client.local_cluster import free_port
+from flink_runtime.client.local_cluster import free_ports
 
 
 class SparkStandalone:
@@ -50,7 +50,7 @@ def spark_standalone(work: Path, cores: int, memory: str, wait: bool = True) -> 
     start other processes meanwhile and call `wait_until_ready` when it needs Spark."""
     home = _find_spark_home()
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
-    port, web, worker_web = free_port(), free_port(), free_port()
+    port, web, worker_web = free_ports(3)
     master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
     work.mkdir(parents=True, exist_ok=True)
     spark_class = os.path.join(home, "bin", "spark-class")

@@ -14,7 +14,7 @@ import pytest
 
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.client.job_client import ClusterUnreachable
-from flink_runtime.client.local_cluster import StandaloneCluster, free_port
+from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.security import trust
@@ -175,6 +175,7 @@ def test_a_wrong_token_is_a_client_error_not_a_retry(cluster: StandaloneCluster)
 
 
 def test_a_jobmanager_on_every_interface_without_a_token_refuses_to_start(tmp_path: Path) -> None:
+    rest_port, rpc_port = free_ports(2)
     command = [
         sys.executable,
         "-m",
@@ -183,9 +184,9 @@ def test_a_jobmanager_on_every_interface_without_a_token_refuses_to_start(tmp_pa
         "-D",
         "rest.bind-address=0.0.0.0",
         "-D",
-        f"rest.port={free_port()}",
+        f"rest.port={rest_port}",
         "-D",
-        f"jobmanager.rpc.port={free_port()}",
+        f"jobmanager.rpc.port={rpc_port}",
         "-D",
         f"jobstore.url=sqlite:///{tmp_path / 'jobstore.db'}",
     ]

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from flink_runtime.client import JobClient
-from flink_runtime.client.local_cluster import ClusterProcess, StandaloneCluster, free_port
+from flink_runtime.client.local_cluster import ClusterProcess, StandaloneCluster, free_ports
 from flink_runtime.jobmanager.jobstore import JobStore
 from tests.helpers.jobs import modulo_sum_job
 from tests.helpers.postgres import PostgresServer
@@ -65,8 +65,9 @@ def wait_until(condition: Any, timeout: float, what: str) -> float:
 
 
 def another_jobmanager(cluster: StandaloneCluster, name: str, rest_port: int | None = None) -> ClusterProcess:
+    rpc_port, free_rest_port = free_ports(2)
     return cluster.start_jobmanager(
-        name=name, **{"jobmanager.rpc.port": free_port(), "rest.port": rest_port or free_port()}
+        name=name, **{"jobmanager.rpc.port": rpc_port, "rest.port": rest_port or free_rest_port}
     )
 
 
