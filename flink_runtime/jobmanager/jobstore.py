@@ -42,9 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     and_,
-    create_engine,
     delete,
-    event,
     func,
     insert,
     select,
@@ -52,9 +50,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
-from sqlalchemy.pool import StaticPool
 
 from flink_runtime.highavailability.lease_store import fencing_problem
+from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
     TERMINAL_STATUSES,
@@ -90,7 +88,6 @@ __all__ = [
 ]
 
 CONFIG_KEY = "jobstore.url"
-_SQLITE_BUSY_TIMEOUT_S = 30.0
 
 
 class JobStoreError(Exception):
@@ -130,7 +127,6 @@ class JobStore:
         """idle_transaction_timeout: seconds after which PostgreSQL ends a session that sits
         idle inside a transaction (a frozen JobManager's), releasing its locks."""
         self._url = url
-        self._idle_transaction_timeout = idle_transaction_timeout
         self._display_url = _mask_password(url)
         self._password = self._url_password(url)
         self._closed = False
@@ -139,7 +135,9 @@ class JobStore:
         # (cluster id, fencing token) every write is checked against; token None: no write at all.
         self._fencing: tuple[str, int | None] | None = None
         try:
-            self._engine = self._create_engine(url)
+            self._engine, in_memory = create_store_engine(url, idle_transaction_timeout)
+            if in_memory:
+                self._lock = threading.Lock()
         except (ArgumentError, NoSuchModuleError, ImportError, ValueError, OSError) as exc:
             raise self._error(exc) from exc
         try:
@@ -160,16 +158,12 @@ class JobStore:
         return view
 
     @property
-    def fencing_token(self) -> int | None:
-        return self._fencing[1] if self._fencing is not None else None
-
-    @property
     def engine(self) -> Engine:
         """For the leader lease (highavailability/), which lives in the same database."""
         return self._engine
 
     #: Execution options of a write transaction (SQLite: BEGIN IMMEDIATE).
-    WRITE_OPTIONS: dict[str, Any] = {"jobstore_write": True}
+    WRITE_OPTIONS: dict[str, Any] = WRITE_OPTIONS
 
     @property
     def url(self) -> str:
@@ -444,30 +438,6 @@ class JobStore:
             if lock is not None:
                 lock.release()
 
-    def _create_engine(self, url: str) -> Engine:
-        parsed = make_url(url)
-        if parsed.get_backend_name() != "sqlite":
-            # A database that does not answer must not hold a renewal past its deadline for long.
-            connect_args: dict[str, Any] = {}
-            if parsed.get_backend_name() == "postgresql":
-                connect_args["connect_timeout"] = 10
-                if self._idle_transaction_timeout:
-                    milliseconds = max(int(self._idle_transaction_timeout * 1000), 1)
-                    connect_args["options"] = f"-c idle_in_transaction_session_timeout={milliseconds}"
-            return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
-        database = parsed.database or ""
-        in_memory = database in ("", ":memory:") or "mode=memory" in database
-        if in_memory:
-            self._lock = threading.Lock()
-            engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
-        else:
-            if not database.startswith("file:"):
-                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S})
-        if parsed.get_driver_name() == "pysqlite":
-            _configure_pysqlite(engine, wal=not in_memory)
-        return engine
-
     def _create_schema(self) -> None:
         with self._transaction(write=True) as conn:
             schema_metadata.create_all(conn)
@@ -496,30 +466,3 @@ class JobStore:
         if self._password:
             reason = reason.replace(self._password, "***")
         return JobStoreError(f"job store {self._display_url}: {reason}")
-
-
-def _configure_pysqlite(engine: Engine, wal: bool) -> None:
-    """WAL, a busy timeout, foreign keys, and BEGIN IMMEDIATE for write transactions.
-
-    pysqlite's own transaction handling is switched off (isolation_level=None) so that
-    SQLAlchemy's begin() emits the BEGIN: a deferred BEGIN for reads, and BEGIN IMMEDIATE
-    for writes, which waits (busy timeout) for the write lock up front instead of failing
-    when a read transaction has to upgrade to a write one.
-    """
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        try:
-            cursor.execute(f"PRAGMA busy_timeout = {int(_SQLITE_BUSY_TIMEOUT_S * 1000)}")
-            cursor.execute("PRAGMA foreign_keys = ON")
-            if wal:
-                cursor.execute("PRAGMA journal_mode = WAL")
-                cursor.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
-        finally:
-            cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("jobstore_write") else "BEGIN")
