@@ -20,13 +20,14 @@ from flink_runtime.deployment import task_deployment_descriptor
 from flink_runtime.executiongraph import Execution, ExecutionState, ExecutionVertex
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY
 from flink_runtime.jobmanager.gateway import supervised
-from flink_runtime.rpc.messages import SubmitTask, TaskDeploymentDescriptor, TaskOperationResult
+from flink_runtime.rpc.messages import CancelTask, SubmitTask, TaskDeploymentDescriptor, TaskOperationResult
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.scheduler.slotpool import PhysicalSlot
 
 _E = ExecutionState
+_DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
 class ExecutionDeployment:
@@ -135,3 +136,43 @@ class ExecutionDeployment:
             # that split is being (or was) redone elsewhere.
             extra[COMPLETED_SPLITS_KEY] = completed
         return {**base, **extra} if extra else base
+
+    # -- cancelling ---------------------------------------------------------------------------------
+
+    def _cancel_all_executions(self: JobMaster) -> None:
+        assert self.graph is not None
+        for vertex in self.graph.all_execution_vertices():
+            execution = vertex.current_execution
+            if execution.state in _DEPLOYED:
+                self._set_execution_state(execution, _E.CANCELING)
+                address = self.gateway.task_manager_address(execution.task_manager_id or "")
+                if address is None:
+                    self._set_execution_state(execution, _E.CANCELED)
+                    continue
+                self.gateway.ask_task_manager(
+                    address,
+                    self._cancel_task(execution),
+                    lambda answer, error, execution=execution: self._on_cancel_answer(execution, answer, error),
+                )
+            elif not execution.is_terminal and execution.state is not _E.CANCELING:
+                self._set_execution_state(execution, _E.CANCELED)
+
+    def _on_cancel_answer(self: JobMaster, execution: Execution, answer: Any, error: BaseException | None) -> None:
+        # A TaskManager that is gone or no longer knows the task cannot report it
+        # CANCELED, so the JobManager concludes it here.
+        if error is not None or (isinstance(answer, TaskOperationResult) and not answer.success):
+            self._set_execution_state(execution, _E.CANCELED)
+
+    def _tell_deployed_to_cancel(self: JobMaster) -> None:
+        """Tell every deployed task to cancel, expecting no answer: this JobManager stops
+        working on the job (lost leadership); what the tasks report after is refused."""
+        assert self.graph is not None
+        for vertex in self.graph.all_execution_vertices():
+            execution = vertex.current_execution
+            address = self.gateway.task_manager_address(execution.task_manager_id or "")
+            if execution.state in _DEPLOYED and address is not None:
+                self.gateway.tell_task_manager(address, self._cancel_task(execution))
+
+    def _cancel_task(self: JobMaster, execution: Execution) -> CancelTask:
+        # Fenced: a TaskManager registered with another JobManager ignores it.
+        return CancelTask(execution_id=execution.attempt_id, jobmanager_id=self.gateway.jobmanager_id)

@@ -38,7 +38,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import ProgressTracker
@@ -62,10 +62,8 @@ from flink_runtime.jobmanager.task_reports import TaskReports
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.tasks import UserCodeError
 from flink_runtime.rpc.messages import (
-    CancelTask,
     JobStatusChanged,
     Message,
-    TaskOperationResult,
 )
 from flink_runtime.scheduler.exception_history import (
     ExceptionEntry,
@@ -84,7 +82,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _E = ExecutionState
-_DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
 class RecoveryGivenUp(RuntimeError):
@@ -268,13 +265,8 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         if self.status.is_terminal:
             return
         log.warning("Suspending job %s (%s): %s", self.name, self.job_id, reason)
-        for vertex in self.graph.all_execution_vertices() if self.graph is not None else ():
-            execution = vertex.current_execution
-            address = self.gateway.task_manager_address(execution.task_manager_id or "")
-            if execution.state in _DEPLOYED and address is not None:
-                self.gateway.tell_task_manager(
-                    address, CancelTask(execution_id=execution.attempt_id, jobmanager_id=self.gateway.jobmanager_id)
-                )
+        if self.graph is not None:
+            self._tell_deployed_to_cancel()
         self._transition(JobStatus.SUSPENDED)
         self._finish()
 
@@ -470,30 +462,6 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
 
     def _fail_execution(self, execution: Execution, reason: str) -> None:
         self._set_execution_state(execution, _E.FAILED, reason)
-
-    def _cancel_all_executions(self) -> None:
-        assert self.graph is not None
-        for vertex in self.graph.all_execution_vertices():
-            execution = vertex.current_execution
-            if execution.state in _DEPLOYED:
-                self._set_execution_state(execution, _E.CANCELING)
-                address = self.gateway.task_manager_address(execution.task_manager_id or "")
-                if address is None:
-                    self._set_execution_state(execution, _E.CANCELED)
-                    continue
-                self.gateway.ask_task_manager(
-                    address,
-                    CancelTask(execution_id=execution.attempt_id, jobmanager_id=self.gateway.jobmanager_id),
-                    lambda answer, error, execution=execution: self._on_cancel_answer(execution, answer, error),
-                )
-            elif not execution.is_terminal and execution.state is not _E.CANCELING:
-                self._set_execution_state(execution, _E.CANCELED)
-
-    def _on_cancel_answer(self, execution: Execution, answer: Any, error: BaseException | None) -> None:
-        # A TaskManager that is gone or no longer knows the task cannot report it
-        # CANCELED, so the JobManager concludes it here.
-        if error is not None or (isinstance(answer, TaskOperationResult) and not answer.success):
-            self._set_execution_state(execution, _E.CANCELED)
 
     # -- exceptions ---------------------------------------------------------------------------------
 
