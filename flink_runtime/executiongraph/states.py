@@ -48,6 +48,12 @@ class ExecutionState(enum.StrEnum):
     def is_terminal(self) -> bool:
         return self in _TERMINAL_EXECUTION_STATES
 
+    @property
+    def is_deployed(self) -> bool:
+        """The task is on a TaskManager (sent, initializing or running): cancelling it
+        takes a message there, and the TaskManager reports on it."""
+        return self in _DEPLOYED_EXECUTION_STATES
+
     def can_transition_to(self, target: ExecutionState) -> bool:
         return target in _EXECUTION_TRANSITIONS[self]
 
@@ -58,6 +64,7 @@ class ExecutionState(enum.StrEnum):
 
 
 _TERMINAL_EXECUTION_STATES = frozenset({ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED})
+_DEPLOYED_EXECUTION_STATES = frozenset({ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING})
 
 _E = ExecutionState
 _PROGRESS = [_E.CREATED, _E.SCHEDULED, _E.DEPLOYING, _E.INITIALIZING, _E.RUNNING, _E.FINISHED]

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from flink_runtime.scheduler.slotpool import PhysicalSlot
 
 _E = ExecutionState
-_DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
 class ExecutionDeployment:
@@ -143,7 +142,7 @@ class ExecutionDeployment:
         assert self.graph is not None
         for vertex in self.graph.all_execution_vertices():
             execution = vertex.current_execution
-            if execution.state in _DEPLOYED:
+            if execution.state.is_deployed:
                 self._set_execution_state(execution, _E.CANCELING)
                 address = self.gateway.task_manager_address(execution.task_manager_id or "")
                 if address is None:
@@ -170,7 +169,7 @@ class ExecutionDeployment:
         for vertex in self.graph.all_execution_vertices():
             execution = vertex.current_execution
             address = self.gateway.task_manager_address(execution.task_manager_id or "")
-            if execution.state in _DEPLOYED and address is not None:
+            if execution.state.is_deployed and address is not None:
                 self.gateway.tell_task_manager(address, self._cancel_task(execution))
 
     def _cancel_task(self: JobMaster, execution: Execution) -> CancelTask:

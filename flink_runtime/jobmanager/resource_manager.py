@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
-from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.heartbeat import (
     ExecutionDeploymentReconciler,
     ExecutionDeploymentReport,
@@ -66,7 +65,6 @@ log = logging.getLogger(__name__)
 Callback = Callable[[Any, BaseException | None], None]
 
 # Execution states in which the JobManager expects a TaskManager to report the task.
-_DEPLOYED = frozenset({ExecutionState.DEPLOYING, ExecutionState.INITIALIZING, ExecutionState.RUNNING})
 
 
 @dataclass
@@ -286,7 +284,7 @@ class ResourceManager:
         job_of: dict[str, JobMaster] = {}
         for job in list(self.host.jobs.values()):
             for execution_id, state in job.executions_on(task_manager_id).items():
-                (expected if state in _DEPLOYED else tracked).append(execution_id)
+                (expected if state.is_deployed else tracked).append(execution_id)
                 job_of[execution_id] = job
         decision = registration.deployments.reconcile(report, expected, tracked)
         for execution_id in decision.missing:

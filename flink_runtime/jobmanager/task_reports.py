@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _E = ExecutionState
-_DEPLOYED = (_E.DEPLOYING, _E.INITIALIZING, _E.RUNNING)
 
 
 class UnknownExecution(LookupError):
@@ -88,7 +87,7 @@ class TaskReports:
         if partition is None:
             return f"unknown partition {partition_id}"
         producer = partition.producer.current_execution
-        if producer.attempt_id != execution_id or producer.state not in _DEPLOYED:
+        if producer.attempt_id != execution_id or not producer.state.is_deployed:
             return (
                 f"partition {partition_id} reported by execution {execution_id}, which is not the running "
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
