@@ -25,6 +25,13 @@ logging.raiseExceptions = False
 # jobs are small; a cluster process starts a JVM per SparkSession), and map Spark's
 # classes from a class-data-sharing archive (tests/spark_cds.py: made once per machine).
 SPARK_JAVA_OPTIONS = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {spark_cds.java_options()}".strip()
+# Test jobs name their functions by module path (tests.helpers.transforms:...). A process
+# the tests start finds `tests` through its working directory when that is the project
+# root; one started elsewhere (a "host" of the multi-host test runs in a directory of its
+# own) finds it only through PYTHONPATH, which `make test` does not set.
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if PROJECT_ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
 os.environ.setdefault(
     "FLINK_PROPERTIES",
     f'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
