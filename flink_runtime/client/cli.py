@@ -191,10 +191,15 @@ def _root_exception(client: JobClient, job_id: str) -> str | None:
 
 def _cmd_jobmanager(args: argparse.Namespace) -> int:
     from flink_runtime import entrypoints
+    from flink_runtime.highavailability.exclusive_store import JobStoreInUse
+    from flink_runtime.jobmanager.jobstore import JobStoreError
 
     config = _load_config(args)
     _setup_logging(args, "INFO")
-    entrypoints.run_jobmanager(config)
+    try:
+        entrypoints.run_jobmanager(config)
+    except (JobStoreError, JobStoreInUse) as exc:  # the store's URL, database or another JobManager
+        raise CliError(f"cannot start the JobManager: {exc}") from exc
     return EXIT_OK
 
 

@@ -83,6 +83,8 @@ log = logging.getLogger(__name__)
 
 # How often libraries no job refers to are looked for (blob.expiration-time says when they go).
 BLOB_CLEANUP_INTERVAL = 60.0
+# How often a JobManager without standbys checks it still holds its job store (PostgreSQL).
+STORE_LOCK_CHECK_INTERVAL = 5.0
 
 
 class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoint):
@@ -160,6 +162,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self._store_writer.shutdown(wait=True)
         if self.job_store is not None:
             self.job_store.close()
+        self.release_store_lock()
         if self._spark_session is not None:
             self._spark_session = None
             release_session()
@@ -169,6 +172,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self.schedule_every(interval, self.resource_manager.send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         self.schedule_every(BLOB_CLEANUP_INTERVAL, self._expire_blobs)
+        self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.check_store_lock)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
         if self.config.get(cfg.PLANNER_WARM_UP):
             self.planner.warm_up()

@@ -9,7 +9,9 @@ jobs the store says were running, as a restarted JobManager does. Revoked (it co
 renew in time, or the lease was taken), it suspends its jobs (SUSPENDED, as Flink's
 JobMasters on a revoked leadership), lets its TaskManagers go, and is a standby again.
 
-Without high availability the JobManager leads from its start and nothing here runs.
+Without high availability the JobManager leads from its start and holds its job store
+exclusively instead (highavailability/exclusive_store.py): a second JobManager on the
+same store refuses to start rather than run the same jobs beside it.
 `JobManagerLeadership` is part of the JobManager (a mixin: it shares its state and
 runs in its mailbox; the election thread hands its decisions to the mailbox).
 """
@@ -24,6 +26,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.configuration import Configuration
+from flink_runtime.highavailability import exclusive_store
 from flink_runtime.highavailability.leader_election import LeaderElectionConfiguration, LeaderElectionService
 from flink_runtime.highavailability.leader_retrieval import cluster_id, high_availability_enabled
 from flink_runtime.highavailability.lease_store import LeaderLease, LeaseStore
@@ -54,7 +57,14 @@ class JobManagerLeadership:
         self.leader_lease: LeaderLease | None = None  # ours, while leading
         self.known_leader: LeaderLease | None = None  # the leader as last read (standby)
         self._election: LeaderElectionService | None = None
+        self._store_lock: exclusive_store.StoreLock | None = None
         if not self.high_availability:
+            if self.job_store is not None:
+                try:
+                    self._store_lock = exclusive_store.acquire(self.job_store.engine, self.job_store.url)
+                except BaseException:
+                    self.job_store.close()
+                    raise
             return
         assert self.job_store is not None  # high_availability_enabled() requires jobstore.url
         self._unfenced_store = self.job_store
@@ -85,6 +95,24 @@ class JobManagerLeadership:
         """A clean stop gives the lease up, so a standby takes over without waiting it out."""
         if self._election is not None:
             self._election.stop(release=True)
+
+    def check_store_lock(self: JobManager) -> None:
+        """Without standbys: still the only JobManager on the store? (A PostgreSQL session
+        can end under a live JobManager; exclusive_store.py takes the lock again, and
+        raises JobStoreInUse, which ends a standalone JobManager's process, if another
+        JobManager took it meanwhile.)"""
+        if self._store_lock is not None:
+            self.run_async(asyncio.to_thread(self._store_lock.check), self._store_lock_checked)
+
+    def _store_lock_checked(self: JobManager, _result: None, error: BaseException | None) -> None:
+        if error is not None:
+            raise error  # inside the mailbox: escalated (rpc/supervision.py)
+
+    def release_store_lock(self: JobManager) -> None:
+        """After the store's last write: only then may another JobManager start on it."""
+        if self._store_lock is not None:
+            self._store_lock.release()
+            self._store_lock = None
 
     def leader_view(self: JobManager) -> dict[str, Any]:
         """GET /leader: who leads this cluster, and whether this JobManager does."""

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from flink_runtime.client import JobClient
-from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
 from flink_runtime.jobgraph.jobgraph import new_job_id
 from flink_runtime.jobmanager.jobstore import JobStore
 from tests.flink_tools import flink_cli, flink_home
@@ -147,3 +147,28 @@ def test_a_recovered_job_that_runs_starts_its_count_again(tmp_path: Path) -> Non
             time.sleep(0.1)
         with sqlite3.connect(database) as connection:
             assert connection.execute("SELECT count(*) FROM recovery_attempts").fetchone()[0] == 0
+
+
+def test_a_second_jobmanager_on_the_same_store_refuses_to_start(tmp_path: Path) -> None:
+    """Without standbys (high-availability.type: NONE) one JobManager holds its job store:
+    a second one started on it would recover the first's jobs and run them beside it. It
+    exits with the holder named instead; the holder's kill -9 frees the store at once."""
+    with StandaloneCluster(tmp_path / "cluster") as cluster:
+        cluster.start_jobmanager()
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            job_id = client.submit(sleep_job(60, name="owned by the first JobManager"))
+        rpc_port, rest_port = free_ports(2)
+        with pytest.raises(RuntimeError) as refused:
+            cluster.start_jobmanager(name="jobmanager-2", **{"jobmanager.rpc.port": rpc_port, "rest.port": rest_port})
+        message = str(refused.value)
+        assert "exited with 1" in message, message
+        assert f"is in use by the JobManager with pid {cluster.jobmanager.pid}" in message, message
+        assert "high-availability.type: database" in message  # what to do instead
+        assert "Traceback" not in message
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert job_id in {job["jid"] for job in client.list_jobs()}  # the first one runs on
+
+        cluster.jobmanager.kill()  # SIGKILL: nothing released the lock but the kernel
+        cluster.start_jobmanager(timeout=30)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            assert job_id in {job["jid"] for job in client.list_jobs()}  # recovered by the new one

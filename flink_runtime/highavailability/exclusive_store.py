@@ -1,0 +1,213 @@
+"""One JobManager per job store without standbys (high-availability.type: NONE).
+
+Without high availability nothing elects a leader, so a second JobManager started on the
+same job store would recover the same jobs and run them beside the first, each writing
+its own status over the other's (a FINISHED overwritten by RUNNING). Flink's NONE mode
+trusts the operator to start one JobManager; here the JobManager holds an exclusive lock
+on its store for as long as it runs, and a second one refuses to start, naming the
+first. The lock must vanish with its holder, kill -9 included, or a restarted
+JobManager could not start until someone cleaned up:
+
+- SQLite file: `flock` on `<database>.jobmanager.lock` beside it. The kernel releases it
+  when the holder's process ends, however it ends. The file names the holder (pid, host,
+  start time) for the error of the next one.
+- PostgreSQL: a session-level advisory lock on a connection of its own. The server
+  releases it when that session ends: when the holder's process dies its socket closes.
+  A session lost while the JobManager lives (a database restart, a network cut) loses
+  the lock: `check()` notices, takes it again, and raises if another JobManager has it.
+- In-memory SQLite is private to its process, and other databases have no such lock:
+  nothing to hold (logged once for the latter).
+
+With standby JobManagers (high-availability.type: database) the leader lease and its
+fencing token do this job instead (leader_election.py, jobmanager/jobstore.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+import zlib
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+log = logging.getLogger(__name__)
+
+# The advisory lock's key. Advisory locks are per database and a job store is a whole
+# database, so one constant serves (every JobManager version computes the same one).
+# Below 2**31, so pg_locks shows it as classid 0, objid key.
+_ADVISORY_LOCK_KEY = zlib.crc32(b"flink-runtime jobmanager") & 0x7FFFFFFF
+
+_WHAT_TO_DO = (
+    "two JobManagers on one job store would both run its jobs. Stop the other one first, give this one a "
+    "jobstore.url of its own, or run standby JobManagers with high-availability.type: database"
+)
+
+
+class JobStoreInUse(Exception):
+    """Another JobManager without standbys holds the job store."""
+
+
+class StoreLock(Protocol):
+    def check(self) -> None:
+        """Raise JobStoreInUse if the lock was lost to another JobManager."""
+
+    def release(self) -> None: ...
+
+
+def acquire(engine: Engine, display_url: str) -> StoreLock:
+    """Hold `engine`'s database exclusively for this JobManager, or raise JobStoreInUse."""
+    url = engine.url
+    backend = url.get_backend_name()
+    if backend == "sqlite":
+        database = url.database or ""
+        if database in ("", ":memory:") or "mode=memory" in database:
+            return _NoLock()
+        path = database.removeprefix("file:").split("?", 1)[0]
+        return _FileLock.acquire(Path(path).expanduser(), display_url)
+    if backend == "postgresql":
+        return _AdvisoryLock.acquire(engine, display_url)
+    log.warning(
+        "Job store %s (%s): no exclusive lock for this database; make sure no other JobManager uses it.",
+        display_url,
+        backend,
+    )
+    return _NoLock()
+
+
+def _holder() -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started_at": time.time()}
+
+
+def _describe(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "another JobManager"
+    since = datetime.datetime.fromtimestamp(float(holder.get("started_at", 0)), datetime.UTC)
+    return f"the JobManager with pid {holder.get('pid')} on {holder.get('host')} (since {since:%Y-%m-%d %H:%M:%S} UTC)"
+
+
+class _NoLock:
+    def check(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+class _FileLock:
+    """flock on a file beside the SQLite database."""
+
+    def __init__(self, file: IO[str]) -> None:
+        self._file: IO[str] | None = file
+
+    @classmethod
+    def acquire(cls, database: Path, display_url: str) -> _FileLock:
+        path = database.with_name(database.name + ".jobmanager.lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file = open(path, "a+")  # noqa: SIM115 - held open for the JobManager's life
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            try:
+                holder = json.loads(file.read() or "{}")
+            except ValueError:  # being written just now
+                holder = {}
+            file.close()
+            raise JobStoreInUse(f"job store {display_url} is in use by {_describe(holder)}: {_WHAT_TO_DO}") from None
+        file.seek(0)
+        file.truncate()
+        file.write(json.dumps(_holder()))
+        file.flush()
+        return cls(file)
+
+    def check(self) -> None:
+        pass  # a held flock cannot be lost
+
+    def release(self) -> None:
+        if self._file is not None:
+            self._file.close()  # closing the only descriptor releases the flock
+            self._file = None
+
+
+class _AdvisoryLock:
+    """A PostgreSQL session-level advisory lock on a connection of its own."""
+
+    def __init__(self, engine: Engine, connection: Connection, display_url: str) -> None:
+        self._engine = engine
+        self._connection: Connection | None = connection
+        self._display_url = display_url
+
+    @classmethod
+    def acquire(cls, store_engine: Engine, display_url: str) -> _AdvisoryLock:
+        # Not from the store's pool: a pooled connection outlives close(), and its session
+        # would keep the lock after release().
+        engine = create_engine(store_engine.url, poolclass=NullPool, connect_args={"connect_timeout": 10})
+        connection = cls._take(engine, display_url)
+        return cls(engine, connection, display_url)
+
+    @staticmethod
+    def _take(engine: Engine, display_url: str) -> Connection:
+        # AUTOCOMMIT: the lock belongs to the session, and no transaction stays open on it
+        # (the store's idle-in-transaction timeout would end the session and the lock with it).
+        connection = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            taken = connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY}).scalar()
+            if taken:
+                application = f"flink-runtime jobmanager pid {os.getpid()} on {socket.gethostname()}"
+                connection.execute(text("SELECT set_config('application_name', :name, false)"), {"name": application})
+                return connection
+            holder = connection.execute(
+                text(
+                    "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+                    "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                    "AND l.classid::bigint = 0 AND l.objid::bigint = :key AND l.objsubid = 1 "
+                    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                ),
+                {"key": _ADVISORY_LOCK_KEY},
+            ).first()
+        except BaseException:
+            connection.close()
+            raise
+        connection.close()
+        who = "another JobManager"
+        if holder is not None:  # visible to the same database role (or pg_read_all_stats)
+            where = holder.client_addr or "a local socket"
+            since = f"{holder.backend_start:%Y-%m-%d %H:%M:%S %Z}"
+            who = f"{holder.application_name or who} (connected from {where} since {since})"
+        raise JobStoreInUse(f"job store {display_url} is in use by {who}: {_WHAT_TO_DO}")
+
+    def check(self) -> None:
+        """Still holding the lock? A lost session is replaced and the lock taken again."""
+        if self._connection is None:
+            return
+        try:
+            self._connection.execute(text("SELECT 1"))
+            return
+        except SQLAlchemyError as exc:
+            log.warning("Job store %s: the session holding the JobManager's lock ended (%s).", self._display_url, exc)
+            with contextlib.suppress(SQLAlchemyError):
+                self._connection.close()
+            self._connection = None
+        try:
+            self._connection = self._take(self._engine, self._display_url)
+            log.info("Job store %s: the JobManager's lock is held again.", self._display_url)
+        except SQLAlchemyError as exc:  # the database is still away: try again at the next check
+            log.warning("Job store %s: cannot take the JobManager's lock again yet: %s", self._display_url, exc)
+
+    def release(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(SQLAlchemyError):
+                self._connection.close()  # ends the session, and the lock with it
+            self._connection = None
+        self._engine.dispose()
