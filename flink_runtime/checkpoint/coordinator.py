@@ -33,6 +33,7 @@ import msgspec
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, copy_into, write_metadata
 from flink_runtime.checkpoint.progress import STATE_BACKEND_KEY
 from flink_runtime.checkpoint.retention import retention_of
+from flink_runtime.checkpoint.served_partitions import ServedPartitions
 from flink_runtime.checkpoint.statistics import (
     DEFAULT_HISTORY,
     HISTORY_KEY,
@@ -211,9 +212,13 @@ class CheckpointCoordinator:
     def _complete_if_acknowledged(self, pending: PendingCheckpoint) -> None:
         if pending.waiting or pending.checkpoint_id not in self.pending:
             return
-        view = self.job.progress_view(pending.checkpoint_id, pending.is_savepoint, pending.terminal)
+        # A savepoint copies the chunks only TaskManagers hold (served_partitions.py).
+        served = (
+            ServedPartitions(self.job.gateway.blocking_ask(), self.job.data_namespace) if pending.is_savepoint else None
+        )
+        view = self.job.progress_view(pending.checkpoint_id, pending.is_savepoint, pending.terminal, served)
         self.job.gateway.run_async(
-            asyncio.to_thread(self._write, pending, view),
+            asyncio.to_thread(self._write, pending, view, served),
             lambda result, error: self._on_written(pending, result, error),
         )
 
@@ -230,7 +235,9 @@ class CheckpointCoordinator:
 
     # -- completion (the writing runs in a worker thread) -------------------------------------
 
-    def _write(self, pending: PendingCheckpoint, view: Callable[[], JobProgress]) -> tuple[str, int]:
+    def _write(
+        self, pending: PendingCheckpoint, view: Callable[[], JobProgress], served: ServedPartitions | None
+    ) -> tuple[str, int]:
         progress = view()
         for execution_id, handle in pending.states.items():
             vertex_id, subtask = self.job.vertex_and_subtask(execution_id)
@@ -238,12 +245,14 @@ class CheckpointCoordinator:
                 progress.vertices.setdefault(vertex_id, VertexProgress()).operator_state[str(subtask)] = handle
         if pending.is_savepoint:
             assert pending.target_directory is not None
-            return self._write_savepoint(pending.target_directory, progress)
+            return self._write_savepoint(pending.target_directory, progress, served)
         directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
         write_metadata(directory, progress)
         return directory, len(msgspec.json.encode(progress))
 
-    def _write_savepoint(self, target_directory: str, progress: JobProgress) -> tuple[str, int]:
+    def _write_savepoint(
+        self, target_directory: str, progress: JobProgress, served: ServedPartitions | None
+    ) -> tuple[str, int]:
         """Write a savepoint aside (a hidden `.savepoint-...inprogress` folder) and rename it
         into place last: a savepoint folder is complete or absent, never half-written.
 
@@ -256,7 +265,7 @@ class CheckpointCoordinator:
             self._writing.add(staging)
         try:
             self.remove_stale_savepoints(target_directory)
-            progress = copy_into(progress, staging)
+            progress = copy_into(progress, staging, served)
             write_metadata(staging, progress)
             directory = filesystem.join(target_directory, name)
             fs.rename(staging, directory)

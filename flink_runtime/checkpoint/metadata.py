@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from flink_runtime.checkpoint.served_partitions import ServedPartitions, is_served, served_chunk_name
 from flink_runtime.io import filesystem
 
 FORMAT_VERSION = 1
@@ -105,11 +106,12 @@ def _absolute(progress: JobProgress, base: str) -> JobProgress:
     return progress
 
 
-def copy_into(live: JobProgress, directory: str) -> JobProgress:
+def copy_into(live: JobProgress, directory: str, served: ServedPartitions | None = None) -> JobProgress:
     """Copy everything a savepoint (or an externalized checkpoint) refers to into its
     directory; the returned progress names the copies by relative paths. `live` is left as
     it is: it still describes the running job, whose next checkpoint or savepoint copies
-    from the same places. What is inside `directory` already is not copied again."""
+    from the same places. What is inside `directory` already is not copied again.
+    Chunks only a TaskManager holds (served_partitions.py) are fetched through `served`."""
     progress = copy.deepcopy(live)
     fs = filesystem.filesystem_for(directory)
     fs.makedirs(directory)
@@ -118,11 +120,16 @@ def copy_into(live: JobProgress, directory: str) -> JobProgress:
     def copy_tree(source: str, relative: str) -> str:
         if source.startswith(inside):
             return source[len(inside) :]
-        fs.copy_tree(source, filesystem.join(directory, relative))
+        if is_served(source):
+            if served is None:
+                raise ValueError(f"{source} is served by a TaskManager, and nothing here can fetch it")
+            served.fetch(source, filesystem.join(directory, relative))
+        else:
+            fs.copy_tree(source, filesystem.join(directory, relative))
         return relative
 
     def name(path: str) -> str:
-        return path.rstrip("/").rsplit("/", 1)[-1]
+        return served_chunk_name(path) if is_served(path) else path.rstrip("/").rsplit("/", 1)[-1]
 
     for vertex_id, vertex in progress.vertices.items():
         vertex.partition_chunks = {

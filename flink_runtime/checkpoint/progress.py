@@ -20,7 +20,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime import configuration as cfg
+from flink_runtime.checkpoint import committed_chunks
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, check_matches, read_metadata
+from flink_runtime.checkpoint.served_partitions import ServedPartitions
 from flink_runtime.io import filesystem
 
 if TYPE_CHECKING:
@@ -34,6 +36,10 @@ IGNORE_UNCLAIMED_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
 STATE_BACKEND_KEY = "state.backend.type"
 # Vertex config key with a subtask's keyed-state settings (see SparkTask).
 STATE_CONFIG_KEY = "__state__"
+
+
+class UnavailableChunks(RuntimeError):
+    """A savepoint must hold chunks that no TaskManager can hand over now."""
 
 
 class ProgressTracker:
@@ -159,8 +165,13 @@ class ProgressTracker:
 
     # -- checkpointing ------------------------------------------------------------------------
 
-    def view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], JobProgress]:
-        """Capture the committed progress now (mailbox); list its chunks later (worker thread)."""
+    def view(
+        self, checkpoint_id: int, is_savepoint: bool, terminal: bool, served: ServedPartitions | None = None
+    ) -> Callable[[], JobProgress]:
+        """Capture the committed progress now (mailbox); list its chunks later (worker
+        thread). A savepoint passes `served`: chunks only a TaskManager holds are listed
+        there (and copied later); a checkpoint leaves out the work whose chunks it cannot
+        list (committed_chunks.py)."""
         job = self.job
         graph = job.graph
         assert graph is not None
@@ -172,25 +183,29 @@ class ProgressTracker:
             finished = [v.subtask_index for v in ejv.task_vertices if v.current_execution.state.value == "FINISHED"]
             captured[vertex_id] = {
                 "completed": completed,
-                "files": sorted({f for n in completed for f in splits.get(n, [])} | job.completed_files(vertex_id)),
+                "split_files": {split: list(splits.get(split, [])) for split in completed},
+                "earlier_files": sorted(job.completed_files(vertex_id)),
                 "finished": finished,
                 "partitions": {
                     result.id: {
-                        v.produced_partitions[index].partition_number: job.partition_location(
-                            v.produced_partitions[index].partition_id
+                        v.produced_partitions[index].partition_number: (
+                            job.partition_location(v.produced_partitions[index].partition_id),
+                            job.partition_address(v.produced_partitions[index].partition_id),
                         )
                         for v in ejv.task_vertices
                     }
                     for index, result in enumerate(ejv.produced_results)
                 },
                 "sink_root": job.sink_staging_root(vertex_id),
-                "states": {
+                "final_states": {
                     str(v.subtask_index): handle
                     for v in ejv.task_vertices
-                    if (
-                        handle := self.final_states.get((vertex_id, v.subtask_index))
-                        or self.restored_state(vertex_id, v.subtask_index)
-                    )
+                    if (handle := self.final_states.get((vertex_id, v.subtask_index)))
+                },
+                "restored_states": {
+                    str(v.subtask_index): handle
+                    for v in ejv.task_vertices
+                    if (handle := self.restored_state(vertex_id, v.subtask_index))
                 },
             }
         restored = {
@@ -198,28 +213,55 @@ class ProgressTracker:
             for result, partitions in self.restored_chunks.items()
         }
         kept_for_joins = job.inputs_needed_after_stop() if terminal else set()
+        name = job.name
 
         def materialize() -> JobProgress:
             vertices = {}
             for vertex_id, data in captured.items():
-                vertex = VertexProgress(
-                    completed_splits=sorted(data["completed"]),
-                    completed_files=data["files"],
-                    operator_state=data["states"],
-                )
-                if not terminal:
-                    vertex.finished_subtasks = data["finished"]
-                    vertex.partition_chunks = _committed_chunks(data, restored)
-                    vertex.sink_chunks = _sink_chunks(data)
-                elif vertex_id in kept_for_joins:
-                    # The resumed job skips what this vertex read, but its join needs all of
-                    # it again: its output so far is kept and read beside the new output.
-                    vertex.partition_chunks = _committed_chunks(data, restored)
+                if terminal:
+                    # The job ends here: the resumed one runs every vertex again on the input
+                    # not read yet, and no chunk is needed but a join's input (below).
+                    kept = committed_chunks.claims(data, set())
+                    vertex = VertexProgress(
+                        completed_splits=sorted(kept.completed), completed_files=kept.files, operator_state=kept.states
+                    )
+                    if vertex_id in kept_for_joins:
+                        # The resumed job skips what this vertex read, but its join needs all of
+                        # it again: its output so far is kept and read beside the new output.
+                        listing = committed_chunks.committed_chunks(data, restored, served)
+                        if listing.unavailable:
+                            raise UnavailableChunks(
+                                f"the stop's savepoint of job {name} must keep the output of vertex {vertex_id} "
+                                f"for its join, but {'; '.join(listing.reasons)}, which does not answer; "
+                                "trigger the stop again"
+                            )
+                        vertex.partition_chunks = listing.chunks
+                else:
+                    listing = committed_chunks.committed_chunks(data, restored, served)
+                    if listing.unavailable:
+                        log.warning(
+                            "Checkpoint %d of job %s leaves out the work of subtasks %s of vertex %s (done again "
+                            "after a restore): %s",
+                            checkpoint_id,
+                            name,
+                            sorted(listing.unavailable),
+                            vertex_id,
+                            "; ".join(listing.reasons),
+                        )
+                    kept = committed_chunks.claims(data, listing.unavailable)
+                    vertex = VertexProgress(
+                        completed_splits=sorted(kept.completed),
+                        completed_files=kept.files,
+                        operator_state=kept.states,
+                        finished_subtasks=kept.finished,
+                        partition_chunks=listing.chunks,
+                        sink_chunks=committed_chunks.sink_chunks(data["sink_root"], kept.completed, kept.finished),
+                    )
                 if vertex.completed_files or vertex.operator_state or vertex.partition_chunks or vertex.sink_chunks:
                     vertices[vertex_id] = vertex
             return JobProgress(
                 job_id=job.job_id,
-                job_name=job.name,
+                job_name=name,
                 checkpoint_id=checkpoint_id,
                 timestamp=time.time(),
                 is_savepoint=is_savepoint,
@@ -228,44 +270,3 @@ class ProgressTracker:
             )
 
         return materialize
-
-
-def _committed_chunks(
-    data: dict[str, Any], restored: dict[str, dict[int, list[str]]]
-) -> dict[str, dict[str, list[str]]]:
-    """Chunks of finished subtasks (all) and of completed splits (by their subtask)."""
-    chunks: dict[str, dict[str, list[str]]] = {}
-    owner = data["completed"]  # split -> subtask
-    for result, partitions in data["partitions"].items():
-        for partition, location in partitions.items():
-            found = list(restored.get(result, {}).get(partition, [])) if partition in data["finished"] else []
-            if location:
-                fs = filesystem.filesystem_for(location)
-                for status in fs.glob(filesystem.join(location, "*")) if fs.exists(location) else []:
-                    name = status.path.rstrip("/").rsplit("/", 1)[-1]
-                    if name.startswith((".", "_")):  # in progress, or the partition's manifest
-                        continue
-                    if partition in data["finished"] or (
-                        name.startswith("split-")
-                        and owner.get(int(name[6:]) if name[6:].isdigit() else -1) == partition
-                    ):
-                        found.append(status.path)
-            if found:
-                chunks.setdefault(result, {})[str(partition)] = found
-    return chunks
-
-
-def _sink_chunks(data: dict[str, Any]) -> list[str]:
-    root = data["sink_root"]
-    if not root:
-        return []
-    fs = filesystem.filesystem_for(root)
-    if not fs.exists(root):
-        return []
-    keep = {f"split-{n}" for n in data["completed"]} | {f"subtask-{i}" for i in data["finished"]}
-    keep |= {name for name in _names(fs, root) if name.startswith("restored-")}
-    return [filesystem.join(root, name) for name in sorted(_names(fs, root)) if name in keep]
-
-
-def _names(fs: filesystem.FileSystem, root: str) -> list[str]:
-    return [status.path.rstrip("/").rsplit("/", 1)[-1] for status in fs.glob(filesystem.join(root, "*"))]

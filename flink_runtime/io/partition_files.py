@@ -172,6 +172,35 @@ def subpartition_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
     return files
 
 
+def committed_entry_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
+    """Every committed file of the partition `key` (relative name -> size), whole chunks
+    at a time: what a savepoint copies. A running producer's partition has only the
+    chunks of its completed splits (no partition manifest yet); in-progress chunks
+    (hidden names) and the partition's own manifest are left out, as the JobManager's
+    listing of a local partition leaves them out (checkpoint/progress.py).
+    PartitionNotFoundError when there is no such partition here."""
+    key.validate()
+    location = key.local_dir(data_dir)
+    if not location.is_dir():
+        raise PartitionNotFoundError(key.result_id, str(location), "it does not exist")
+    files: dict[str, int] = {}
+    for entry in sorted(location.iterdir()):
+        if entry.name.startswith((".", "_")):
+            continue
+        if entry.is_file():  # a JSON-lines subpartition
+            files[entry.name] = entry.stat().st_size
+            continue
+        chunk_manifest = entry / CHUNK_MANIFEST
+        try:
+            listed = json.loads(chunk_manifest.read_text(encoding="utf-8"))["files"]
+        except FileNotFoundError:
+            raise PartitionNotFoundError(key.result_id, str(location), f"chunk {entry.name} has no manifest") from None
+        files[f"{entry.name}/{CHUNK_MANIFEST}"] = chunk_manifest.stat().st_size
+        for relative, size in listed.items():
+            files[f"{entry.name}/{relative}"] = size
+    return files
+
+
 def partition_file(data_dir: str, key: PartitionKey, name: str) -> Path:
     """The file `name` (as subpartition_files lists it) of the partition `key`."""
     key.validate()

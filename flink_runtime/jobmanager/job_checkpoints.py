@@ -22,6 +22,7 @@ from flink_runtime.io.partitions import partition_dir
 from flink_runtime.operators.spark.chain import inputs_needed_after_stop
 
 if TYPE_CHECKING:
+    from flink_runtime.checkpoint.served_partitions import ServedPartitions
     from flink_runtime.jobmanager.jobmaster import JobMaster
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,10 @@ class JobCheckpoints:
             return None, -1
         return execution.vertex.job_vertex.id, execution.vertex.subtask_index
 
-    def progress_view(self: JobMaster, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Callable[[], Any]:
-        return self.tracker.view(checkpoint_id, is_savepoint, terminal)
+    def progress_view(
+        self: JobMaster, checkpoint_id: int, is_savepoint: bool, terminal: bool, served: ServedPartitions | None
+    ) -> Callable[[], Any]:
+        return self.tracker.view(checkpoint_id, is_savepoint, terminal, served)
 
     def checkpoint_completed(
         self, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
@@ -152,6 +155,17 @@ class JobCheckpoints:
             return self._partition_locations[partition_id]
         result_id, _, number = partition_id.rpartition("#")
         return partition_dir(self._data_dir, self.data_namespace, result_id, int(number))
+
+    def partition_address(self: JobMaster, partition_id: str) -> str:
+        """The TaskManager holding a partition: the one its producer reported it from, or
+        the one running its producer now (its completed splits' chunks are there)."""
+        if partition_id in self._partition_addresses:
+            return self._partition_addresses[partition_id]
+        partition = self.graph.partition(partition_id) if self.graph is not None else None
+        execution = partition.producer.current_execution if partition is not None else None
+        if execution is None or not execution.state.is_deployed or not execution.task_manager_id:
+            return ""
+        return self.gateway.task_manager_address(execution.task_manager_id) or ""
 
     def inputs_needed_after_stop(self: JobMaster) -> set[str]:
         return inputs_needed_after_stop(self.job_graph)

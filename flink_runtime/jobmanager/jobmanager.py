@@ -237,6 +237,9 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
     def tell_task_manager(self, address: str, message: Message) -> None:
         self.resource_manager.tell_task_manager(address, message)
 
+    def blocking_ask(self) -> Callable[[str, Message], Message]:
+        return self.resource_manager.blocking_ask()
+
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
         self.resource_manager.release_partitions(job_id, data_namespace)
 

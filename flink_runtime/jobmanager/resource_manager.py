@@ -24,6 +24,7 @@ the grace that keeps in-flight deployments and final states from tripping it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -64,8 +65,6 @@ log = logging.getLogger(__name__)
 
 Callback = Callable[[Any, BaseException | None], None]
 
-# Execution states in which the JobManager expects a TaskManager to report the task.
-
 
 @dataclass
 class RegisteredTaskManager:
@@ -96,6 +95,7 @@ class ResourceManagerHost(Protocol):
     jobs: dict[str, JobMaster]
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
+    def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None: ...
 
 
 class ResourceManager:
@@ -349,6 +349,20 @@ class ResourceManager:
             on_done(answer, error)
 
         self.host.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
+
+    def blocking_ask(self) -> Callable[[str, Message], Message]:
+        """An ask to call from a worker thread, waiting for the answer (RpcException when
+        the TaskManager is gone or silent past pekko.ask.timeout). Made in the mailbox: it
+        captures the loop the RPC runs on."""
+        loop = asyncio.get_running_loop()
+
+        def ask(address: str, message: Message) -> Message:
+            try:
+                return asyncio.run_coroutine_threadsafe(self.rpc.ask(address, message, self.ask_timeout), loop).result()
+            finally:
+                loop.call_soon_threadsafe(self.host.run_in_mailbox, self._drop_connection_if_unregistered, address)
+
+        return ask
 
     def tell_task_manager(self, address: str, message: Message) -> None:
         if self._registration_at(address) is not None:

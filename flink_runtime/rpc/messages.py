@@ -24,6 +24,8 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | RequestTaskLog             | TaskLogLines                                 |
 | TM -> TM     | RequestSubpartitionFiles   | SubpartitionFiles / PartitionRequestRefused  |
 | TM -> TM     | RequestPartitionFile       | PartitionFileChunk / PartitionRequestRefused |
+| JM -> TM     | RequestPartitionFiles      | PartitionFiles / PartitionRequestRefused     |
+| JM -> TM     | RequestPartitionFile       | PartitionFileChunk / PartitionRequestRefused |
 | JM -> subscribers | JobStatusChanged      |                                              |
 """
 
@@ -38,7 +40,7 @@ from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph, Partitioner, ResultPartitionType
 
 # Bumped on any incompatible change to a message below.
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
@@ -389,8 +391,21 @@ class SubpartitionFiles(Message):
     files: dict[str, int] = {}  # name inside the partition -> size in bytes
 
 
+class RequestPartitionFiles(Message):
+    """JM -> TM: every committed file of one partition (a savepoint copies them)."""
+
+    data_namespace: str
+    result_id: str
+    partition_number: int
+
+
+class PartitionFiles(Message):
+    files: dict[str, int] = {}  # name inside the partition -> size in bytes
+
+
 class RequestPartitionFile(Message):
-    """TM -> TM: at most `max_bytes` of one file that SubpartitionFiles named, from `offset`."""
+    """TM/JM -> TM: at most `max_bytes` of one file that SubpartitionFiles or
+    PartitionFiles named, from `offset`."""
 
     data_namespace: str
     result_id: str
@@ -449,6 +464,8 @@ WireMessage = (
     | RequestTaskLog
     | TaskLogLines
     | RequestSubpartitionFiles
+    | RequestPartitionFiles
+    | PartitionFiles
     | SubpartitionFiles
     | RequestPartitionFile
     | PartitionFileChunk

@@ -17,9 +17,7 @@ says what is fetched and where it goes).
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 
 import msgspec
@@ -30,20 +28,16 @@ from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.rpc.endpoint import handles
 from flink_runtime.rpc.messages import (
     InputGateDeploymentDescriptor,
-    Message,
     PartitionFileChunk,
+    PartitionFiles,
     PartitionRequestRefused,
     RequestPartitionFile,
+    RequestPartitionFiles,
     RequestSubpartitionFiles,
     SubpartitionFiles,
     TaskDeploymentDescriptor,
 )
-from flink_runtime.rpc.service import RpcException
-
-log = logging.getLogger(__name__)
-
-# Asks a peer TaskManager (address, message) and waits for the answer; raises RpcException.
-Ask = Callable[[str, Message], Message]
+from flink_runtime.shuffle.partition_client import Ask, answer, fetch_files
 
 
 class PartitionService:
@@ -56,6 +50,12 @@ class PartitionService:
         self, message: RequestSubpartitionFiles
     ) -> Awaitable[SubpartitionFiles | PartitionRequestRefused]:
         return asyncio.to_thread(list_subpartition, self.data_dir, message)
+
+    @handles(RequestPartitionFiles)
+    def _on_request_partition_files(
+        self, message: RequestPartitionFiles
+    ) -> Awaitable[PartitionFiles | PartitionRequestRefused]:
+        return asyncio.to_thread(list_partition, self.data_dir, message)
 
     @handles(RequestPartitionFile)
     def _on_request_partition_file(
@@ -74,6 +74,16 @@ def list_subpartition(data_dir: str, request: RequestSubpartitionFiles) -> Subpa
     )
     try:
         return SubpartitionFiles(files=pf.subpartition_files(data_dir, key))
+    except pf.InvalidPartitionRequest as exc:
+        return PartitionRequestRefused(kind="invalid", reason=str(exc))
+    except (PartitionNotFoundError, OSError, ValueError) as exc:
+        return PartitionRequestRefused(kind="not-found", reason=str(exc))
+
+
+def list_partition(data_dir: str, request: RequestPartitionFiles) -> PartitionFiles | PartitionRequestRefused:
+    key = pf.PartitionKey(request.data_namespace, request.result_id, request.partition_number, 0)
+    try:
+        return PartitionFiles(files=pf.committed_entry_files(data_dir, key))
     except pf.InvalidPartitionRequest as exc:
         return PartitionRequestRefused(kind="invalid", reason=str(exc))
     except (PartitionNotFoundError, OSError, ValueError) as exc:
@@ -136,65 +146,16 @@ def fetch_remote_inputs(
 
 
 def _fetch_subpartition(key: pf.PartitionKey, address: str, target: Path, ask: Ask) -> None:
-    started = time.monotonic()
-    files = _answer(
-        ask,
-        address,
-        key,
-        RequestSubpartitionFiles(
-            data_namespace=key.data_namespace,
-            result_id=key.result_id,
-            partition_number=key.partition_number,
-            subpartition_index=key.subpartition_index,
-            broadcast=key.broadcast,
-        ),
-        SubpartitionFiles,
-    ).files
-    for name, size in files.items():
-        if not pf.is_plain_name(name):
-            raise PartitionNotFoundError(key.result_id, address, f"its TaskManager named a file {name!r}")
-        path = target / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "wb") as out:
-            offset = 0
-            while offset < size:
-                request = RequestPartitionFile(
-                    data_namespace=key.data_namespace,
-                    result_id=key.result_id,
-                    partition_number=key.partition_number,
-                    name=name,
-                    offset=offset,
-                    max_bytes=pf.MAX_CHUNK_BYTES,
-                )
-                chunk = _answer(ask, address, key, request, PartitionFileChunk)
-                if chunk.offset != offset or not chunk.data or chunk.file_size != size:
-                    raise pf.PartitionUnreachableError(
-                        key.partition_id, address, f"{name} changed while it was fetched ({chunk.file_size} bytes)"
-                    )
-                out.write(chunk.data)
-                offset += len(chunk.data)
-    log.info(
-        "Fetched partition %s (%d files, %d bytes) from %s in %.3f s",
-        key.partition_id,
-        len(files),
-        sum(files.values()),
-        address,
-        time.monotonic() - started,
+    request = RequestSubpartitionFiles(
+        data_namespace=key.data_namespace,
+        result_id=key.result_id,
+        partition_number=key.partition_number,
+        subpartition_index=key.subpartition_index,
+        broadcast=key.broadcast,
     )
-
-
-def _answer(ask: Ask, address: str, key: pf.PartitionKey, request: Message, expected: type[Message]) -> Message:
-    try:
-        answer = ask(address, request)
-    except RpcException as exc:  # the producer's TaskManager is gone or does not answer
-        raise pf.PartitionUnreachableError(key.partition_id, address, f"{type(exc).__name__}: {exc}") from None
-    if isinstance(answer, PartitionRequestRefused):
-        if answer.kind == "invalid":
-            raise ValueError(f"TaskManager {address} refused the request for {key.partition_id}: {answer.reason}")
-        raise pf.PartitionUnreachableError(key.partition_id, address, answer.reason)
-    if not isinstance(answer, expected):
-        raise pf.PartitionUnreachableError(key.partition_id, address, f"unexpected answer {type(answer).__name__}")
-    return answer
+    listed = answer(ask, address, key, request, SubpartitionFiles)
+    assert isinstance(listed, SubpartitionFiles)
+    fetch_files(ask, address, key, listed.files, target)
 
 
 def _with_locations(gate: InputGateDeploymentDescriptor, locations: list[str]) -> InputGateDeploymentDescriptor:

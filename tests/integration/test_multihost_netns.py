@@ -218,6 +218,60 @@ def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
     hosts["tms"][producer_tm] = start_taskmanager(cluster, network, work, producer_tm)
 
 
+def two_sources_one_held(work: Path, name: str, output: Path) -> Any:
+    """Source A (two files) and source B (one file, held by wait_for_release until the
+    marker `release` exists), unioned and counted; each vertex in a slot of its own, so
+    with one slot per TaskManager A and B run on different hosts."""
+    pipeline = Pipeline(name, parallelism=1, config=dict(RESTARTS))
+    a = pipeline.read_csv(str(work / "corpus-a" / "*.csv"), schema="word STRING", header=False)
+    b = pipeline.read_csv(str(work / "corpus-b" / "*.csv"), schema="word STRING", header=False).transform(
+        "tests.helpers.transforms:wait_for_release"
+    )
+    a.union(b).key_by("word").agg("count(*) AS n").write_json(str(output), mode="overwrite")
+    graph = pipeline.job_graph()
+    for vertex in graph.vertices:
+        vertex.slot_sharing_group = None
+    return graph
+
+
+def test_a_savepoint_holds_the_partitions_taskmanagers_serve(hosts) -> None:
+    """A savepoint taken after source A finished, while B still runs: A's partition is
+    on A's TaskManager only (the JobManager cannot see that data directory), so the
+    JobManager fetches it from there into the savepoint. The job resumed from the
+    savepoint does not run A again, and counts exactly."""
+    cluster, work, markers = hosts["cluster"], hosts["work"] / "savepoint", hosts["markers"]
+    (markers / "release").unlink(missing_ok=True)  # an earlier test released its source
+    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
+    expected += write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
+    output = work / "counts"
+    graph = two_sources_one_held(work, "word count saved mid-way", output)
+    source_a = graph.vertices[0].id
+    with (
+        JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client,
+        httpx.Client(timeout=10, **cluster.http_options()) as http,
+    ):
+        job_id = client.submit(graph)
+
+        def source_a_status(job: str) -> str:
+            return http.get(f"{cluster.rest_url}/jobs/{job}/vertices/{source_a}").json()["subtasks"][0]["status"]
+
+        eventually(lambda: source_a_status(job_id) == "FINISHED", timeout=120, what="source A to finish")
+        location = client.savepoint(job_id, str(work / "savepoints"), cancel_job=True, timeout=120)
+        assert client.wait(job_id, timeout=60).value == "CANCELED"
+        markers.mkdir(parents=True, exist_ok=True)
+        (markers / "release").touch()
+
+        resumed = two_sources_one_held(work, "word count resumed", output)
+        resumed.config["execution.savepoint.path"] = location
+        resumed_id = client.submit(resumed)
+        finished(client, resumed_id)
+    assert read_counts(output) == dict(expected)
+    # A's partition is inside the savepoint, not only on the TaskManager that served it.
+    assert list((Path(location) / "data").rglob("_chunk.json")), sorted(Path(location).rglob("*"))[:20]
+    jobmanager_log = cluster.jobmanager.log()
+    assert "1 finished subtasks not run again" in jobmanager_log, jobmanager_log[-3000:]
+
+
 def test_namespaces_left_by_a_killed_run_are_cleaned_up(network: netns.Network) -> None:
     """A run killed before its clean-up must not break the next: its namespaces (named
     after a process that is gone) are removed when the next network comes up."""

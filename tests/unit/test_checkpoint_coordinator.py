@@ -31,6 +31,12 @@ class StubGateway:
     def tell_task_manager(self, address: str, message: Any) -> None:
         self.sent.append((address, message))
 
+    def blocking_ask(self) -> Any:
+        def ask(address: str, message: Any) -> Any:
+            raise AssertionError(f"no TaskManager serves partitions here ({address}: {message})")
+
+        return ask
+
     def schedule_once(self, delay: float, function: Any, *args: Any) -> Any:
         self.timers.append((delay, function, args))
 
@@ -71,7 +77,9 @@ class StubJob:
     def accepts_checkpoints(self) -> bool:
         return True
 
-    def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool) -> Any:
+    data_namespace = job_id
+
+    def progress_view(self, checkpoint_id: int, is_savepoint: bool, terminal: bool, served: Any) -> Any:
         return lambda: JobProgress(job_id=self.job_id, job_name=self.name, checkpoint_id=checkpoint_id, timestamp=1.0)
 
     def vertex_and_subtask(self, execution_id: str) -> tuple[str, int]:
