@@ -9,9 +9,11 @@ for each file one slice at a time (MAX_CHUNK_BYTES), appending each to its local
 memory stays bounded whatever the partition's size.
 
 `PartitionService` is the server side, a mixin of the TaskExecutor (as LogService):
-its reads run on worker threads, never in the mailbox. `fetch_remote_inputs` is the
-client side, run in a task's thread before its invokable starts (io/partition_files.py
-says what is fetched and where it goes).
+its reads run on worker threads, never in the mailbox. It answers consumers (one
+subpartition each) and the JobManager, which copies whole partitions into a savepoint
+(checkpoint/served_partitions.py). `fetch_remote_inputs` is the consumers' client
+side, run in a task's thread before its invokable starts (io/partition_files.py says
+what is fetched and where it goes; shuffle/partition_client.py copies it).
 """
 
 from __future__ import annotations
