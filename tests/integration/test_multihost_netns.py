@@ -272,6 +272,46 @@ def test_a_savepoint_holds_the_partitions_taskmanagers_serve(hosts) -> None:
     assert "1 finished subtasks not run again" in jobmanager_log, jobmanager_log[-3000:]
 
 
+def test_a_recovery_from_a_checkpoint_redoes_work_whose_chunks_a_taskmanager_held(hosts) -> None:
+    """Checkpoints copy nothing, and the JobManager cannot see a TaskManager's data
+    directory: a checkpoint taken after source A finished must not record A as done.
+    The JobManager is killed (SIGKILL) and started again in its namespace; the job it
+    recovers from that checkpoint runs A again and counts exactly."""
+    cluster, network, work, markers = hosts["cluster"], hosts["network"], hosts["work"] / "recovery", hosts["markers"]
+    (markers / "release").unlink(missing_ok=True)
+    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
+    expected += write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
+    output = work / "counts"
+    graph = two_sources_one_held(work, "word count recovered from a checkpoint", output)
+    graph.config.update({"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": str(work / "chk")})
+    source_a = graph.vertices[0].id
+    with (
+        JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client,
+        httpx.Client(timeout=10, **cluster.http_options()) as http,
+    ):
+        job_id = client.submit(graph)
+
+        def source_a_status() -> str:
+            return http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{source_a}").json()["subtasks"][0]["status"]
+
+        eventually(lambda: source_a_status() == "FINISHED", timeout=120, what="source A to finish")
+        taken = client.checkpoints(job_id)["counts"]["completed"]
+        eventually(
+            lambda: client.checkpoints(job_id)["counts"]["completed"] >= taken + 2,
+            timeout=60,
+            what="two checkpoints after source A finished",
+        )
+    cluster.jobmanager.kill()
+    cluster.start_jobmanager(prefix=network.prefix("jm"))
+    markers.mkdir(parents=True, exist_ok=True)
+    (markers / "release").touch()
+    with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
+        finished(client, job_id)
+    assert read_counts(output) == dict(expected)
+    jobmanager_log = cluster.jobmanager.log()
+    assert "0 finished subtasks not run again" in jobmanager_log, jobmanager_log[-3000:]
+
+
 def test_namespaces_left_by_a_killed_run_are_cleaned_up(network: netns.Network) -> None:
     """A run killed before its clean-up must not break the next: its namespaces (named
     after a process that is gone) are removed when the next network comes up."""
