@@ -160,16 +160,20 @@ def subpartition_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
         return files
     folder = f"{SUBPARTITION_FOLDER}={'all' if key.broadcast else key.subpartition_index}"
     for chunk in manifest.get("chunks", []):
-        chunk_manifest = location / chunk / CHUNK_MANIFEST
-        try:
-            listed = json.loads(chunk_manifest.read_text(encoding="utf-8"))["files"]
-        except FileNotFoundError:
-            raise PartitionNotFoundError(key.result_id, str(location), f"chunk {chunk} has no manifest") from None
-        files[f"{chunk}/{CHUNK_MANIFEST}"] = chunk_manifest.stat().st_size
-        for relative, size in listed.items():
-            if relative.rpartition("/")[0] == folder:
-                files[f"{chunk}/{relative}"] = size
+        for name, size in _chunk_files(location, chunk, key.result_id).items():
+            if name == CHUNK_MANIFEST or name.rpartition("/")[0] == folder:
+                files[f"{chunk}/{name}"] = size
     return files
+
+
+def _chunk_files(location: Path, chunk: str, result_id: str) -> dict[str, int]:
+    """A committed chunk's manifest and the files it lists (names inside the chunk)."""
+    chunk_manifest = location / chunk / CHUNK_MANIFEST
+    try:
+        listed = json.loads(chunk_manifest.read_text(encoding="utf-8"))["files"]
+    except FileNotFoundError:
+        raise PartitionNotFoundError(result_id, str(location), f"chunk {chunk} has no manifest") from None
+    return {CHUNK_MANIFEST: chunk_manifest.stat().st_size, **listed}
 
 
 def committed_entry_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
@@ -190,14 +194,8 @@ def committed_entry_files(data_dir: str, key: PartitionKey) -> dict[str, int]:
         if entry.is_file():  # a JSON-lines subpartition
             files[entry.name] = entry.stat().st_size
             continue
-        chunk_manifest = entry / CHUNK_MANIFEST
-        try:
-            listed = json.loads(chunk_manifest.read_text(encoding="utf-8"))["files"]
-        except FileNotFoundError:
-            raise PartitionNotFoundError(key.result_id, str(location), f"chunk {entry.name} has no manifest") from None
-        files[f"{entry.name}/{CHUNK_MANIFEST}"] = chunk_manifest.stat().st_size
-        for relative, size in listed.items():
-            files[f"{entry.name}/{relative}"] = size
+        for name, size in _chunk_files(location, entry.name, key.result_id).items():
+            files[f"{entry.name}/{name}"] = size
     return files
 
 

@@ -19,8 +19,9 @@ what is fetched and where it goes; shuffle/partition_client.py copies it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 
@@ -40,6 +41,8 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
 )
 from flink_runtime.shuffle.partition_client import Ask, answer, fetch_files
+
+T = TypeVar("T")
 
 
 class PartitionService:
@@ -74,18 +77,17 @@ def list_subpartition(data_dir: str, request: RequestSubpartitionFiles) -> Subpa
         request.subpartition_index,
         request.broadcast,
     )
-    try:
-        return SubpartitionFiles(files=pf.subpartition_files(data_dir, key))
-    except pf.InvalidPartitionRequest as exc:
-        return PartitionRequestRefused(kind="invalid", reason=str(exc))
-    except (PartitionNotFoundError, OSError, ValueError) as exc:
-        return PartitionRequestRefused(kind="not-found", reason=str(exc))
+    return _listed_or_refused(lambda: SubpartitionFiles(files=pf.subpartition_files(data_dir, key)))
 
 
 def list_partition(data_dir: str, request: RequestPartitionFiles) -> PartitionFiles | PartitionRequestRefused:
     key = pf.PartitionKey(request.data_namespace, request.result_id, request.partition_number, 0)
+    return _listed_or_refused(lambda: PartitionFiles(files=pf.committed_entry_files(data_dir, key)))
+
+
+def _listed_or_refused(listing: Callable[[], T]) -> T | PartitionRequestRefused:
     try:
-        return PartitionFiles(files=pf.committed_entry_files(data_dir, key))
+        return listing()
     except pf.InvalidPartitionRequest as exc:
         return PartitionRequestRefused(kind="invalid", reason=str(exc))
     except (PartitionNotFoundError, OSError, ValueError) as exc:

@@ -172,14 +172,11 @@ def test_builtin_invokables_fetch_json_lines_partitions(hosts) -> None:
     assert {r["key"]: r["sum"] for r in records} == expected and len(records) == 7
 
 
-def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
-    """Source A finishes on one TaskManager, which is killed before the consumer (which
-    waits for the slower source B) fetches A's partition: A runs again elsewhere."""
-    cluster, network, work, markers = hosts["cluster"], hosts["network"], hosts["work"], hosts["markers"]
-    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
-    expected += write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
-    output = work / "counts-after-loss"
-    pipeline = Pipeline("word count losing a host", parallelism=1, config=dict(RESTARTS))
+def two_sources_one_held(work: Path, name: str, output: Path) -> Any:
+    """Source A (two files) and source B (one file, held by wait_for_release until the
+    marker `release` exists), unioned and counted; each vertex in a slot of its own, so
+    with one slot per TaskManager A and B run on different hosts."""
+    pipeline = Pipeline(name, parallelism=1, config=dict(RESTARTS))
     a = pipeline.read_csv(str(work / "corpus-a" / "*.csv"), schema="word STRING", header=False)
     b = pipeline.read_csv(str(work / "corpus-b" / "*.csv"), schema="word STRING", header=False).transform(
         "tests.helpers.transforms:wait_for_release"
@@ -187,19 +184,43 @@ def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
     a.union(b).key_by("word").agg("count(*) AS n").write_json(str(output), mode="overwrite")
     graph = pipeline.job_graph()
     for vertex in graph.vertices:
-        # Slots of their own: with one slot per TaskManager, A and B run on different ones.
         vertex.slot_sharing_group = None
+    return graph
+
+
+def write_two_corpora(work: Path) -> collections.Counter[str]:
+    """corpus-a (two files) and corpus-b (one file) under `work`: what two_sources_one_held reads."""
+    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
+    return expected + write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
+
+
+def submit_until_source_a_finished(
+    cluster: StandaloneCluster, client: JobClient, http: httpx.Client, graph: Any
+) -> tuple[str, Any]:
+    """Submit a two_sources_one_held job and wait until source A finished; returns its id
+    and a function reading source A's subtask (REST)."""
     source_a = graph.vertices[0].id
+    job_id = client.submit(graph)
+
+    def source_a_subtask() -> dict[str, Any]:
+        return http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{source_a}").json()["subtasks"][0]
+
+    eventually(lambda: source_a_subtask()["status"] == "FINISHED", timeout=120, what="source A to finish")
+    return job_id, source_a_subtask
+
+
+def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
+    """Source A finishes on one TaskManager, which is killed before the consumer (which
+    waits for the slower source B) fetches A's partition: A runs again elsewhere."""
+    cluster, network, work, markers = hosts["cluster"], hosts["network"], hosts["work"], hosts["markers"]
+    expected = write_two_corpora(work)
+    output = work / "counts-after-loss"
+    graph = two_sources_one_held(work, "word count losing a host", output)
     with (
         JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client,
         httpx.Client(timeout=10, **cluster.http_options()) as http,
     ):
-        job_id = client.submit(graph)
-
-        def source_a_subtask() -> dict[str, Any]:
-            return http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{source_a}").json()["subtasks"][0]
-
-        eventually(lambda: source_a_subtask()["status"] == "FINISHED", timeout=120, what="source A to finish")
+        job_id, source_a_subtask = submit_until_source_a_finished(cluster, client, http, graph)
         first = source_a_subtask()
         producer_tm = first["taskmanager-id"]
         survivor = "tm2" if producer_tm == "tm1" else "tm1"
@@ -218,22 +239,6 @@ def test_a_partition_lost_with_its_taskmanager_is_recomputed(hosts) -> None:
     hosts["tms"][producer_tm] = start_taskmanager(cluster, network, work, producer_tm)
 
 
-def two_sources_one_held(work: Path, name: str, output: Path) -> Any:
-    """Source A (two files) and source B (one file, held by wait_for_release until the
-    marker `release` exists), unioned and counted; each vertex in a slot of its own, so
-    with one slot per TaskManager A and B run on different hosts."""
-    pipeline = Pipeline(name, parallelism=1, config=dict(RESTARTS))
-    a = pipeline.read_csv(str(work / "corpus-a" / "*.csv"), schema="word STRING", header=False)
-    b = pipeline.read_csv(str(work / "corpus-b" / "*.csv"), schema="word STRING", header=False).transform(
-        "tests.helpers.transforms:wait_for_release"
-    )
-    a.union(b).key_by("word").agg("count(*) AS n").write_json(str(output), mode="overwrite")
-    graph = pipeline.job_graph()
-    for vertex in graph.vertices:
-        vertex.slot_sharing_group = None
-    return graph
-
-
 def test_a_savepoint_holds_the_partitions_taskmanagers_serve(hosts) -> None:
     """A savepoint taken after source A finished, while B still runs: A's partition is
     on A's TaskManager only (the JobManager cannot see that data directory), so the
@@ -241,21 +246,14 @@ def test_a_savepoint_holds_the_partitions_taskmanagers_serve(hosts) -> None:
     savepoint does not run A again, and counts exactly."""
     cluster, work, markers = hosts["cluster"], hosts["work"] / "savepoint", hosts["markers"]
     (markers / "release").unlink(missing_ok=True)  # an earlier test released its source
-    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
-    expected += write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
+    expected = write_two_corpora(work)
     output = work / "counts"
     graph = two_sources_one_held(work, "word count saved mid-way", output)
-    source_a = graph.vertices[0].id
     with (
         JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client,
         httpx.Client(timeout=10, **cluster.http_options()) as http,
     ):
-        job_id = client.submit(graph)
-
-        def source_a_status(job: str) -> str:
-            return http.get(f"{cluster.rest_url}/jobs/{job}/vertices/{source_a}").json()["subtasks"][0]["status"]
-
-        eventually(lambda: source_a_status(job_id) == "FINISHED", timeout=120, what="source A to finish")
+        job_id, _ = submit_until_source_a_finished(cluster, client, http, graph)
         location = client.savepoint(job_id, str(work / "savepoints"), cancel_job=True, timeout=120)
         assert client.wait(job_id, timeout=60).value == "CANCELED"
         markers.mkdir(parents=True, exist_ok=True)
@@ -279,22 +277,15 @@ def test_a_recovery_from_a_checkpoint_redoes_work_whose_chunks_a_taskmanager_hel
     recovers from that checkpoint runs A again and counts exactly."""
     cluster, network, work, markers = hosts["cluster"], hosts["network"], hosts["work"] / "recovery", hosts["markers"]
     (markers / "release").unlink(missing_ok=True)
-    expected = write_corpus(work / "corpus-a", files=2, lines=1_500)
-    expected += write_corpus(work / "corpus-b", files=1, lines=1_000, offset=5)
+    expected = write_two_corpora(work)
     output = work / "counts"
     graph = two_sources_one_held(work, "word count recovered from a checkpoint", output)
     graph.config.update({"execution.checkpointing.interval": "1 s", "state.checkpoints.dir": str(work / "chk")})
-    source_a = graph.vertices[0].id
     with (
         JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client,
         httpx.Client(timeout=10, **cluster.http_options()) as http,
     ):
-        job_id = client.submit(graph)
-
-        def source_a_status() -> str:
-            return http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{source_a}").json()["subtasks"][0]["status"]
-
-        eventually(lambda: source_a_status() == "FINISHED", timeout=120, what="source A to finish")
+        job_id, _ = submit_until_source_a_finished(cluster, client, http, graph)
         taken = client.checkpoints(job_id)["counts"]["completed"]
         eventually(
             lambda: client.checkpoints(job_id)["counts"]["completed"] >= taken + 2,
