@@ -11,10 +11,12 @@ Which requests are retried:
   client's own) is retried only where it cannot have been handled: it was never sent
   (no connection), or the server answered 429/503 ("not handled, try again later").
 
-A standby JobManager (high-availability.type: database) answers 307 with the leader's
-URL in Location; the request is sent there again, method, body and headers (the REST
-token too) unchanged, at most MAX_REDIRECTS times. httpx's own redirect following is
-not used because it drops the Authorization header on the way to another port.
+A standby JobManager (high-availability.type: database) answers through the leader's
+REST API; one of an earlier version, or a proxy in front of the cluster, may instead
+answer 307/308 with the leader's URL in Location: the request is sent there again,
+method, body and headers (the REST token too) unchanged, at most MAX_REDIRECTS times.
+httpx's own redirect following is not used because it drops the Authorization header
+on the way to another port.
 
 After the last attempt: the last answer's status decides (`raise_for_status`:
 RestClientError with the JobManager's messages, JobNotFound for 404), or, with no
@@ -206,7 +208,7 @@ async def a_send(
 
 
 def _redirect_target(response: httpx.Response) -> str | None:
-    """The leader's URL from a standby's 307/308, or None for any other answer."""
+    """The URL a 307/308 points at, or None for any other answer."""
     if response.status_code not in REDIRECT_STATUSES:
         return None
     location = response.headers.get("Location", "")

@@ -105,7 +105,7 @@ class LeaderElectionService:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """addresses: () -> (rpc address, REST URL) of this contender, read at each attempt.
-        on_leader_seen: the lease as read by a standby (who leads now), for REST redirects."""
+        on_leader_seen: the lease as read by a standby (who leads now), for its REST proxy."""
         self.store = store
         self.contender_id = contender_id
         self.config = config

@@ -1,8 +1,8 @@
 """The JobManager as one of several on one job store (high-availability.type: database).
 
 Only the leader runs jobs. A JobManager starts as a standby: it accepts no TaskManager
-and no job, its job store refuses every write, and its REST API redirects to the leader
-(rest/leader_redirect.py). Granted the lease (highavailability/leader_election.py), it
+and no job, its job store refuses every write, and its REST API answers through the
+leader's (rest/leader_proxy.py). Granted the lease (highavailability/leader_election.py), it
 takes a fresh RPC fencing token (`jobmanager_id`, carried by every message between it
 and its TaskManagers), writes to the store fenced by the lease's token, and recovers the
 jobs the store says were running, as a restarted JobManager does. Revoked (it could not
@@ -130,7 +130,7 @@ class JobManagerLeadership:
         self._loop_for_election.call_soon_threadsafe(self.run_in_mailbox, function, *arguments)
 
     def _leader_seen(self: JobManager, lease: LeaderLease | None) -> None:
-        self.known_leader = lease  # read by the REST redirect; one assignment, from the election thread
+        self.known_leader = lease  # read by the REST proxy; one assignment, from the election thread
 
     def _grant_leadership(self: JobManager, lease: LeaderLease) -> None:
         if self.leader_lease is not None:  # not expected (revokes come first): end the old one cleanly

@@ -18,8 +18,8 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.rest.app import create_app
 from flink_runtime.rest.guard import RestGuard
-from flink_runtime.rest.leader_redirect import LeaderRedirect
-from flink_runtime.security import check_rest_exposure, rest_tls, rest_token
+from flink_runtime.rest.leader_proxy import LeaderProxy
+from flink_runtime.security import check_rest_exposure, client_verify, rest_tls, rest_token
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
@@ -78,7 +78,11 @@ class RestServer:
             ) from None
         self.port = sock.getsockname()[1]
         app = RestGuard(
-            LeaderRedirect(create_app(self.jobmanager, self.config, rest_url=self.url), self.jobmanager),
+            LeaderProxy(
+                create_app(self.jobmanager, self.config, rest_url=self.url),
+                self.jobmanager,
+                verify=client_verify(self.config),
+            ),
             self._token,
             self.scheme,
         )

@@ -11,7 +11,8 @@ database), one job through two failovers:
 and the job finishes with exact output, FINISHED in the store.
 
 Real processes, a real PostgreSQL server (tests/helpers/postgres.py), the TaskManagers
-finding the leader through the lease row, the client following the standby's redirect.
+finding the leader through the lease row, clients (ours and Flink's CLI) answered by the
+standby through the leader.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pytest
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import ClusterProcess, StandaloneCluster, free_ports
 from flink_runtime.jobmanager.jobstore import JobStore
+from tests.flink_tools import flink_cli, flink_home
 from tests.helpers.jobs import modulo_sum_job
 from tests.helpers.postgres import PostgresServer
 from tests.integration.test_jobmanager_failover import recovering
@@ -105,16 +107,26 @@ def test_one_job_survives_a_frozen_and_a_killed_leader_with_exact_output(
             cluster.start_taskmanager(f"tm-{index}", wait=False, **{"taskmanager.numberOfTaskSlots": 2})
         cluster.wait_for_taskmanagers(lambda ids: {"tm-0", "tm-1"} <= ids)
 
-        # The standby names the leader and redirects job calls to it; it runs nothing.
+        # The standby names the leader and answers through it; it runs nothing.
         assert leader_of(second)["is-leader"] is False
-        redirect = httpx.get(
+        with JobClient(second.rest_url, timeout=30, token=REST_TOKEN) as client:  # submitted through the standby
+            job_id = client.submit(graph)
+        through = httpx.get(
             f"{second.rest_url}/jobs/overview?x=1", timeout=5, headers={"Authorization": f"Bearer {REST_TOKEN}"}
         )
-        assert redirect.status_code == 307, redirect.text
-        assert redirect.headers["location"] == f"{first.rest_url}/jobs/overview?x=1"
-        assert first.rest_url in redirect.json()["errors"][0]
-        with JobClient(second.rest_url, timeout=30, token=REST_TOKEN) as client:  # follows the redirect
-            job_id = client.submit(graph)
+        assert through.status_code == 200, through.text
+        assert through.headers["x-flink-runtime-leader"] == first.rest_url
+        assert [job["jid"] for job in through.json()["jobs"]] == [job_id]
+        unauthenticated = httpx.get(f"{second.rest_url}/jobs/overview", timeout=5)
+        assert unauthenticated.status_code == 401  # the standby's own guard first
+        # Flink's own CLI, which follows no redirect, pointed at the standby.
+        listed = flink_cli(
+            flink_home(),
+            ["list", "-a"],
+            rest_address=second.rest_url.split("://", 1)[1],
+            env={"FLINK_REST_CLIENT_HEADERS": f"Authorization:Bearer {REST_TOKEN}"},
+        )
+        assert listed.returncode == 0 and job_id in listed.stdout, listed.stdout + listed.stderr
         wait_until(lambda: completed_checkpoints(first, job_id) >= 2, 90, "two checkpoints by the first leader")
 
         # 1. The leader freezes; the standby takes over; the thawed one stands by.

@@ -1,0 +1,121 @@
+"""A standby JobManager's REST API serves the leader's (high-availability.type: database).
+
+As in Flink, where every JobManager's REST endpoint answers through the leader's
+gateway, any JobManager of the cluster can be asked: a load balancer in front of all
+of them, Flink's own CLI (which follows no redirect) and the web dashboard all work
+whichever one they reach. Between the guard (which authenticates first, and checks a
+browser's Origin against this server) and the routes: while this JobManager is not
+the leader, every request except the few it answers for itself is sent on to the same
+path on the leader's REST URL, as read from the leader lease, and the leader's answer
+comes back as it is, streamed both ways (uploads, long polls). The leader checks the
+token again; the Origin the guard here already checked is not sent on (the leader
+would judge it against its own address). `X-Flink-Runtime-Leader` names who answered.
+
+With no leader elected yet, or one that does not answer, the answer is 503 with
+Retry-After, which the project's clients retry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
+
+# Answered by every JobManager about itself: who leads, and this process's own metrics.
+SERVED_BY_STANDBY = frozenset({"/leader", "/metrics"})
+LEADER_HEADER = b"x-flink-runtime-leader"
+# Not passed on either way: they describe one connection, not the request (RFC 9110
+# 7.6.1), or were checked here already (origin, referer).
+_HOP_BY_HOP = frozenset(
+    {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"transfer-encoding", b"upgrade"}
+)
+_NOT_SENT_ON = _HOP_BY_HOP | {b"host", b"origin", b"referer"}
+# Reaching the leader must be quick; its answer may take long (event long polls, uploads).
+_TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=None, pool=5.0)
+
+
+class LeaderProxy:
+    def __init__(self, app: ASGIApp, jobmanager: JobManager, verify: Any = True) -> None:
+        """verify: how to trust the leader's TLS certificate (httpx's `verify`)."""
+        self.app = app
+        self.jobmanager = jobmanager
+        self.verify = verify
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        jobmanager = self.jobmanager
+        if scope["type"] != "http" or jobmanager.is_leader or scope["path"].rstrip("/") in SERVED_BY_STANDBY:
+            await self.app(scope, receive, send)
+            return
+        leader = jobmanager.known_leader
+        if leader is None or not leader.rest_url or leader.rest_url == jobmanager.rest_url:
+            await _unavailable(
+                send,
+                f"No JobManager leads cluster {jobmanager.cluster_id!r} at the moment (this one is a standby); "
+                "a leader is being elected: retry shortly.",
+                jobmanager,
+            )
+            return
+        raw_path = scope.get("raw_path") or scope["path"].encode()
+        query = scope.get("query_string") or b""
+        url = leader.rest_url + raw_path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
+        headers = [(name, value) for name, value in scope["headers"] if name.lower() not in _NOT_SENT_ON]
+        async with httpx.AsyncClient(timeout=_TIMEOUT, verify=self.verify) as client:
+            request = client.build_request(scope["method"], url, headers=headers, content=_request_body(receive))
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                await _unavailable(
+                    send,
+                    f"This JobManager is a standby of cluster {jobmanager.cluster_id!r}, and the leader "
+                    f"{leader.leader_id} at {leader.rest_url} does not answer ({type(exc).__name__}): retry shortly.",
+                    jobmanager,
+                )
+                return
+            try:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": response.status_code,
+                        "headers": [
+                            (name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP
+                        ]
+                        + [(LEADER_HEADER, leader.rest_url.encode())],
+                    }
+                )
+                async for chunk in response.aiter_raw():  # as sent: compressed stays compressed
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                await response.aclose()
+
+
+async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        yield message.get("body", b"")
+        if not message.get("more_body"):
+            return
+
+
+async def _unavailable(send: Send, message: str, jobmanager: JobManager) -> None:
+    body = json.dumps({"errors": [message], "leader": jobmanager.leader_view()["leader"]}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", b"1"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,142 @@
+"""A standby JobManager's REST API answers through the leader's (rest/leader_proxy.py):
+method, path, query, body and token passed on, the leader's answer streamed back as it
+is; the Origin its own guard checked is not passed on; 503 + Retry-After while nobody
+leads or the leader does not answer; its own /leader. The leader is a real HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from flink_runtime.highavailability.lease_store import LeaderLease
+from flink_runtime.rest.leader_proxy import LeaderProxy
+
+
+class FakeJobManager:
+    cluster_id = "prod"
+    rest_url = "http://b:8082"
+
+    def __init__(self, is_leader: bool, known_leader: LeaderLease | None) -> None:
+        self.is_leader = is_leader
+        self.known_leader = known_leader
+
+    def leader_view(self) -> dict[str, Any]:
+        leader = self.known_leader
+        return {"is-leader": self.is_leader, "leader": None if leader is None else {"rest-url": leader.rest_url}}
+
+
+def leader_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/jobs")
+    async def submit(request: Request) -> dict[str, Any]:
+        body = await request.body()
+        return {
+            "bytes": len(body),
+            "query": str(request.url.query),
+            "authorization": request.headers.get("authorization"),
+            "origin": request.headers.get("origin"),
+            "host": request.headers.get("host"),
+        }
+
+    @app.get("/jobs/{job_id}")
+    async def missing(job_id: str) -> JSONResponse:
+        return JSONResponse({"errors": [f"Job {job_id} not found"]}, status_code=404)
+
+    @app.get("/events")
+    async def events() -> StreamingResponse:
+        async def lines() -> AsyncIterator[bytes]:
+            for n in range(3):
+                yield f"event {n}\n".encode()
+                await asyncio.sleep(0.05)
+
+        return StreamingResponse(lines(), media_type="text/plain")
+
+    return app
+
+
+@pytest.fixture
+async def leader() -> AsyncIterator[LeaderLease]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(leader_app(), log_level="warning", lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    port = sock.getsockname()[1]
+    yield LeaderLease("prod", "jm-a", 7, "tcp://a:6123", f"http://127.0.0.1:{port}", 1.0, 2.0)
+    server.should_exit = True
+    await task
+
+
+def standby(jobmanager: FakeJobManager) -> httpx.AsyncClient:
+    app = FastAPI()
+
+    @app.get("/leader")
+    async def own_leader() -> dict[str, Any]:
+        return jobmanager.leader_view()
+
+    @app.post("/jobs")
+    async def submit() -> dict[str, str]:
+        return {"served": "by this JobManager"}
+
+    transport = httpx.ASGITransport(app=LeaderProxy(app, jobmanager))  # type: ignore[arg-type]
+    return httpx.AsyncClient(transport=transport, base_url="http://b:8082", timeout=10)
+
+
+async def test_a_standby_answers_through_the_leader(leader: LeaderLease) -> None:
+    async with standby(FakeJobManager(False, leader)) as http:
+        body = b"x" * (3 << 20)  # an upload, streamed on
+        headers = {"Authorization": "Bearer t0ken", "Origin": "http://b:8082", "Content-Type": "application/json"}
+        answer = await http.post("/jobs?mode=detached", content=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        seen = answer.json()
+        assert seen["bytes"] == len(body) and seen["query"] == "mode=detached"
+        assert seen["authorization"] == "Bearer t0ken"  # the leader checks the token again
+        assert seen["origin"] is None  # checked by the standby's guard, meaningless to the leader
+        assert seen["host"] == leader.rest_url.removeprefix("http://")
+        assert answer.headers["x-flink-runtime-leader"] == leader.rest_url
+
+        missing = await http.get("/jobs/abc")  # the leader's errors come back as they are
+        assert missing.status_code == 404 and missing.json() == {"errors": ["Job abc not found"]}
+        streamed = await http.get("/events")
+        assert streamed.text == "event 0\nevent 1\nevent 2\n"
+
+        own = await http.get("/leader")  # answered by the standby itself
+        assert own.status_code == 200 and own.json()["is-leader"] is False
+
+
+async def test_while_nobody_leads_a_standby_says_retry_later() -> None:
+    for known in (None, LeaderLease("prod", "me", 3, "", "http://b:8082", 1.0, 2.0)):  # or only itself, stale
+        async with standby(FakeJobManager(False, known)) as http:
+            answer = await http.post("/jobs", content=b"{}")
+            assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+            assert "a leader is being elected: retry shortly" in answer.json()["errors"][0]
+
+
+async def test_a_leader_that_does_not_answer_is_a_503_naming_it() -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there
+    gone = LeaderLease("prod", "jm-a", 7, "tcp://a:6123", f"http://127.0.0.1:{port}", 1.0, 2.0)
+    async with standby(FakeJobManager(False, gone)) as http:
+        answer = await http.get("/jobs/abc")
+        assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+        assert (
+            f"the leader jm-a at http://127.0.0.1:{port} does not answer (ConnectError)" in answer.json()["errors"][0]
+        )
+
+
+async def test_the_leader_serves_everything_itself(leader: LeaderLease) -> None:
+    async with standby(FakeJobManager(True, leader)) as http:
+        answer = await http.post("/jobs", content=b"{}")
+        assert answer.status_code == 200 and answer.json() == {"served": "by this JobManager"}
