@@ -55,7 +55,7 @@ from flink_runtime.rpc.messages import (
     SubmitTask,
     TaskOperationResult,
 )
-from flink_runtime.rpc.service import RpcService
+from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
 
 if TYPE_CHECKING:
@@ -95,7 +95,6 @@ class ResourceManagerHost(Protocol):
     jobs: dict[str, JobMaster]
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
-    def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None: ...
 
 
 class ResourceManager:
@@ -351,16 +350,22 @@ class ResourceManager:
         self.host.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
 
     def blocking_ask(self) -> Callable[[str, Message], Message]:
-        """An ask to call from a worker thread, waiting for the answer (RpcException when
-        the TaskManager is gone or silent past pekko.ask.timeout). Made in the mailbox: it
-        captures the loop the RPC runs on."""
+        """An ask of a registered TaskManager to call from a worker thread, waiting for the
+        answer: RpcException when it is not registered (at once, not after a timeout), gone,
+        or silent past pekko.ask.timeout. Made in the mailbox: it captures the loop the RPC
+        (and the registry it checks) runs on."""
         loop = asyncio.get_running_loop()
 
-        def ask(address: str, message: Message) -> Message:
+        async def ask_registered(address: str, message: Message) -> Message:
+            if self._registration_at(address) is None:
+                raise RpcException(f"no TaskManager is registered at {address} (any more)")
             try:
-                return asyncio.run_coroutine_threadsafe(self.rpc.ask(address, message, self.ask_timeout), loop).result()
+                return await self.rpc.ask(address, message, self.ask_timeout)
             finally:
-                loop.call_soon_threadsafe(self.host.run_in_mailbox, self._drop_connection_if_unregistered, address)
+                self._drop_connection_if_unregistered(address)
+
+        def ask(address: str, message: Message) -> Message:
+            return asyncio.run_coroutine_threadsafe(ask_registered(address, message), loop).result()
 
         return ask
 
