@@ -19,7 +19,10 @@ JobManager could not start until someone cleaned up:
   nothing to hold (logged once for the latter).
 
 With standby JobManagers (high-availability.type: database) the leader lease and its
-fencing token do this job instead (leader_election.py, jobmanager/jobstore.py).
+fencing token decide who runs the jobs (leader_election.py, jobmanager/jobstore.py);
+each of them holds the same lock SHARED, so the two kinds never mix on one store: a
+JobManager without standbys cannot start beside an HA cluster, nor one of an HA
+cluster beside a JobManager without standbys.
 """
 
 from __future__ import annotations
@@ -52,10 +55,29 @@ _WHAT_TO_DO = (
     "two JobManagers on one job store would both run its jobs. Stop the other one first, give this one a "
     "jobstore.url of its own, or run standby JobManagers with high-availability.type: database"
 )
+_JOIN_THE_CLUSTER = (
+    "the JobManagers of a high-availability cluster use it. Start this one with high-availability.type: "
+    "database (and the same high-availability.cluster-id) to join them as a standby, or give it a jobstore.url "
+    "of its own"
+)
+_NOT_HA_HOLDER = (
+    "which runs without standbys (high-availability.type: NONE). Stop it first, or start every JobManager of "
+    "this store with high-availability.type: database"
+)
+# What a JobManager of an HA cluster writes into the SQLite lock file it holds shared.
+_HA_HOLDER = {"high-availability": True}
 
 
 class JobStoreInUse(Exception):
-    """Another JobManager without standbys holds the job store."""
+    """Another JobManager holds the job store in a way this one cannot share."""
+
+
+def _refusal(display_url: str, holder: str, shared: bool, holder_is_ha: bool) -> JobStoreInUse:
+    if shared:  # this one is of an HA cluster; the holder runs alone
+        return JobStoreInUse(f"job store {display_url} is in use by {holder}, {_NOT_HA_HOLDER}")
+    if holder_is_ha:
+        return JobStoreInUse(f"job store {display_url} is in use: {_JOIN_THE_CLUSTER}")
+    return JobStoreInUse(f"job store {display_url} is in use by {holder}: {_WHAT_TO_DO}")
 
 
 class StoreLock(Protocol):
@@ -65,8 +87,9 @@ class StoreLock(Protocol):
     def release(self) -> None: ...
 
 
-def acquire(engine: Engine, display_url: str) -> StoreLock:
-    """Hold `engine`'s database exclusively for this JobManager, or raise JobStoreInUse."""
+def acquire(engine: Engine, display_url: str, shared: bool = False) -> StoreLock:
+    """Hold `engine`'s database exclusively for this JobManager (`shared`: together with
+    the other JobManagers of an HA cluster), or raise JobStoreInUse."""
     url = engine.url
     backend = url.get_backend_name()
     if backend == "sqlite":
@@ -74,9 +97,9 @@ def acquire(engine: Engine, display_url: str) -> StoreLock:
         if database in ("", ":memory:") or "mode=memory" in database:
             return _NoLock()
         path = database.removeprefix("file:").split("?", 1)[0]
-        return _FileLock.acquire(Path(path).expanduser(), display_url)
+        return _FileLock.acquire(Path(path).expanduser(), display_url, shared)
     if backend == "postgresql":
-        return _AdvisoryLock.acquire(engine, display_url)
+        return _AdvisoryLock.acquire(engine, display_url, shared)
     log.warning(
         "Job store %s (%s): no exclusive lock for this database; make sure no other JobManager uses it.",
         display_url,
@@ -111,12 +134,12 @@ class _FileLock:
         self._file: IO[str] | None = file
 
     @classmethod
-    def acquire(cls, database: Path, display_url: str) -> _FileLock:
+    def acquire(cls, database: Path, display_url: str, shared: bool) -> _FileLock:
         path = database.with_name(database.name + ".jobmanager.lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         file = open(path, "a+")  # noqa: SIM115 - held open for the JobManager's life
         try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(file, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             file.seek(0)
             try:
@@ -124,10 +147,12 @@ class _FileLock:
             except ValueError:  # being written just now
                 holder = {}
             file.close()
-            raise JobStoreInUse(f"job store {display_url} is in use by {_describe(holder)}: {_WHAT_TO_DO}") from None
+            raise _refusal(display_url, _describe(holder), shared, holder == _HA_HOLDER) from None
+        # Who holds it, for the error of the next one; the JobManagers of an HA cluster all
+        # write the same words.
         file.seek(0)
         file.truncate()
-        file.write(json.dumps(_holder()))
+        file.write(json.dumps(_HA_HOLDER if shared else _holder()))
         file.flush()
         return cls(file)
 
@@ -143,33 +168,36 @@ class _FileLock:
 class _AdvisoryLock:
     """A PostgreSQL session-level advisory lock on a connection of its own."""
 
-    def __init__(self, engine: Engine, connection: Connection, display_url: str) -> None:
+    def __init__(self, engine: Engine, connection: Connection, display_url: str, shared: bool) -> None:
         self._engine = engine
         self._connection: Connection | None = connection
         self._display_url = display_url
+        self._shared = shared
 
     @classmethod
-    def acquire(cls, store_engine: Engine, display_url: str) -> _AdvisoryLock:
+    def acquire(cls, store_engine: Engine, display_url: str, shared: bool) -> _AdvisoryLock:
         # Not from the store's pool: a pooled connection outlives close(), and its session
         # would keep the lock after release().
         engine = create_engine(store_engine.url, poolclass=NullPool, connect_args={"connect_timeout": 10})
-        connection = cls._take(engine, display_url)
-        return cls(engine, connection, display_url)
+        connection = cls._take(engine, display_url, shared)
+        return cls(engine, connection, display_url, shared)
 
     @staticmethod
-    def _take(engine: Engine, display_url: str) -> Connection:
+    def _take(engine: Engine, display_url: str, shared: bool) -> Connection:
         # AUTOCOMMIT: the lock belongs to the session, and no transaction stays open on it
         # (the store's idle-in-transaction timeout would end the session and the lock with it).
         connection = engine.connect().execution_options(isolation_level="AUTOCOMMIT")
         try:
-            taken = connection.execute(text("SELECT pg_try_advisory_lock(:key)"), {"key": _ADVISORY_LOCK_KEY}).scalar()
+            function = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+            taken = connection.execute(text(f"SELECT {function}(:key)"), {"key": _ADVISORY_LOCK_KEY}).scalar()
             if taken:
-                application = f"flink-runtime jobmanager pid {os.getpid()} on {socket.gethostname()}"
+                kind = " of an HA cluster" if shared else ""
+                application = f"flink-runtime jobmanager{kind} pid {os.getpid()} on {socket.gethostname()}"
                 connection.execute(text("SELECT set_config('application_name', :name, false)"), {"name": application})
                 return connection
             holder = connection.execute(
                 text(
-                    "SELECT a.application_name, a.client_addr, a.backend_start FROM pg_locks l "
+                    "SELECT a.application_name, a.client_addr, a.backend_start, l.mode FROM pg_locks l "
                     "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
                     "AND l.classid::bigint = 0 AND l.objid::bigint = :key AND l.objsubid = 1 "
                     "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
@@ -181,11 +209,12 @@ class _AdvisoryLock:
             raise
         connection.close()
         who = "another JobManager"
-        if holder is not None:  # visible to the same database role (or pg_read_all_stats)
+        if holder is not None and holder.application_name:  # visible to the same role (or pg_read_all_stats)
             where = holder.client_addr or "a local socket"
             since = f"{holder.backend_start:%Y-%m-%d %H:%M:%S %Z}"
-            who = f"{holder.application_name or who} (connected from {where} since {since})"
-        raise JobStoreInUse(f"job store {display_url} is in use by {who}: {_WHAT_TO_DO}")
+            who = f"{holder.application_name} (connected from {where} since {since})"
+        holder_is_ha = holder is not None and holder.mode == "ShareLock"
+        raise _refusal(display_url, who, shared, holder_is_ha)
 
     def check(self) -> None:
         """Still holding the lock? A lost session is replaced and the lock taken again."""
@@ -200,7 +229,7 @@ class _AdvisoryLock:
                 self._connection.close()
             self._connection = None
         try:
-            self._connection = self._take(self._engine, self._display_url)
+            self._connection = self._take(self._engine, self._display_url, self._shared)
             log.info("Job store %s: the JobManager's lock is held again.", self._display_url)
         except SQLAlchemyError as exc:  # the database is still away: try again at the next check
             log.warning("Job store %s: cannot take the JobManager's lock again yet: %s", self._display_url, exc)

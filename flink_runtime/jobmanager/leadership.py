@@ -11,7 +11,8 @@ JobMasters on a revoked leadership), lets its TaskManagers go, and is a standby 
 
 Without high availability the JobManager leads from its start and holds its job store
 exclusively instead (highavailability/exclusive_store.py): a second JobManager on the
-same store refuses to start rather than run the same jobs beside it.
+same store refuses to start rather than run the same jobs beside it. The JobManagers of
+an HA cluster hold that lock shared, so neither kind starts beside the other.
 `JobManagerLeadership` is part of the JobManager (a mixin: it shares its state and
 runs in its mailbox; the election thread hands its decisions to the mailbox).
 """
@@ -58,13 +59,16 @@ class JobManagerLeadership:
         self.known_leader: LeaderLease | None = None  # the leader as last read (standby)
         self._election: LeaderElectionService | None = None
         self._store_lock: exclusive_store.StoreLock | None = None
+        if self.job_store is not None:
+            # Alone on its store, or shared with the other JobManagers of its HA cluster only.
+            try:
+                self._store_lock = exclusive_store.acquire(
+                    self.job_store.engine, self.job_store.url, shared=self.high_availability
+                )
+            except BaseException:
+                self.job_store.close()
+                raise
         if not self.high_availability:
-            if self.job_store is not None:
-                try:
-                    self._store_lock = exclusive_store.acquire(self.job_store.engine, self.job_store.url)
-                except BaseException:
-                    self.job_store.close()
-                    raise
             return
         assert self.job_store is not None  # high_availability_enabled() requires jobstore.url
         self._unfenced_store = self.job_store
@@ -97,7 +101,7 @@ class JobManagerLeadership:
             self._election.stop(release=True)
 
     def check_store_lock(self: JobManager) -> None:
-        """Without standbys: still the only JobManager on the store? (A PostgreSQL session
+        """Still holding the store's lock (exclusive_store.py)? (A PostgreSQL session
         can end under a live JobManager; exclusive_store.py takes the lock again, and
         raises JobStoreInUse, which ends a standalone JobManager's process, if another
         JobManager took it meanwhile.)"""

@@ -7,6 +7,7 @@ database), one job through two failovers:
    store's fencing) and stands by;
 2. the new leader is killed (kill -9) mid-job: the first one takes over again;
 3. the killed one, started again, comes back as a standby and writes nothing;
+4. a JobManager without HA pointed at the same store is refused at its start;
 
 and the job finishes with exact output, FINISHED in the store.
 
@@ -150,6 +151,14 @@ def test_one_job_survives_a_frozen_and_a_killed_leader_with_exact_output(
         time.sleep(1.5)  # several retry periods: time to (wrongly) take the lease or write
         wait_until(lambda: leads(returned) == first.rest_url, 10, "the returned JobManager naming the leader")
         assert leader_of(returned)["is-leader"] is False
+        # 4. A JobManager without HA on the cluster's store is refused, and told how to join.
+        rpc_port, rest_port = free_ports(2)
+        with pytest.raises(RuntimeError) as alone:
+            cluster.start_jobmanager(
+                name="jobmanager-alone",
+                **{"high-availability.type": "NONE", "jobmanager.rpc.port": rpc_port, "rest.port": rest_port},
+            )
+        assert "the JobManagers of a high-availability cluster use it" in str(alone.value), alone.value
         first_log, second_log, returned_log = first.log(), second.log(), returned.log()
 
     with JobStore(store_url) as store:

@@ -119,3 +119,27 @@ def test_a_postgresql_session_ended_under_the_holder_is_taken_again(postgres) ->
         finally:
             lock.release()
             admin.dispose()
+
+
+def test_the_jobmanagers_of_an_ha_cluster_share_the_store_but_never_with_one_alone(store: JobStore) -> None:
+    """high-availability.type: database holds the lock shared: standbys of one cluster start
+    side by side; a JobManager without standbys starts beside none of them, nor they beside it."""
+    leader = exclusive_store.acquire(store.engine, store.url, shared=True)
+    standby = exclusive_store.acquire(store.engine, store.url, shared=True)
+    try:
+        with pytest.raises(JobStoreInUse) as alone:
+            exclusive_store.acquire(store.engine, store.url)
+        assert "the JobManagers of a high-availability cluster use it" in str(alone.value)
+        assert "high-availability.type: database" in str(alone.value)
+    finally:
+        leader.release()
+        standby.release()
+
+    single = exclusive_store.acquire(store.engine, store.url)
+    try:
+        with pytest.raises(JobStoreInUse) as joining:
+            exclusive_store.acquire(store.engine, store.url, shared=True)
+        message = str(joining.value)
+        assert f"pid {os.getpid()}" in message and "runs without standbys" in message, message
+    finally:
+        single.release()
