@@ -79,7 +79,7 @@ class ServedPartitions:
         # Names are relative to the partition ("<chunk>/..."): fetched into the folder
         # that holds `target`, they land at `target`.
         if filesystem.is_local(target):
-            fetch_files(self._ask, address, key, files, Path(_local_path(target)).parent)
+            fetch_files(self._ask, address, key, files, Path(filesystem.local_path(target)).parent)
             return
         scratch = Path(tempfile.mkdtemp(prefix="flink-runtime-savepoint-"))
         try:  # a Hadoop URI: through a local copy, one chunk at a time
@@ -91,7 +91,3 @@ class ServedPartitions:
 
 def _locator(address: str, namespace: str, result_id: str, partition_number: int, chunk: str) -> str:
     return SERVED_PREFIX + json.dumps([address, namespace, result_id, partition_number, chunk])
-
-
-def _local_path(path: str) -> str:
-    return path[len("file:") :] if path.startswith("file:") else path

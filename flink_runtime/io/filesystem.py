@@ -42,7 +42,8 @@ def is_local(path: str) -> bool:
     return scheme in ("", "file") or (len(scheme) == 1 and os.name == "nt")
 
 
-def _local(path: str) -> str:
+def local_path(path: str) -> str:
+    """A local path or file: URI as the operating system names it."""
     return urlparse(path).path if path.startswith("file:") else path
 
 
@@ -53,11 +54,11 @@ def _hidden(name: str) -> bool:
 
 class LocalFileSystem:
     def glob(self, pattern: str) -> list[FileStatus]:
-        return [self._status(path) for path in sorted(glob.glob(_local(pattern)))]
+        return [self._status(path) for path in sorted(glob.glob(local_path(pattern)))]
 
     def list_files(self, path: str) -> list[FileStatus]:
         """Data files under `path` (recursively), hidden files skipped."""
-        local = _local(path)
+        local = local_path(path)
         if os.path.isfile(local):
             return [self._status(local)]
         found = []
@@ -67,34 +68,34 @@ class LocalFileSystem:
         return found
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(_local(path))
+        return os.path.exists(local_path(path))
 
     def makedirs(self, path: str) -> None:
-        os.makedirs(_local(path), exist_ok=True)
+        os.makedirs(local_path(path), exist_ok=True)
 
     def rename(self, source: str, target: str) -> None:
-        os.makedirs(os.path.dirname(_local(target)) or ".", exist_ok=True)
-        os.replace(_local(source), _local(target))
+        os.makedirs(os.path.dirname(local_path(target)) or ".", exist_ok=True)
+        os.replace(local_path(source), local_path(target))
 
     def delete(self, path: str) -> None:
-        local = _local(path)
+        local = local_path(path)
         if os.path.isdir(local):
             shutil.rmtree(local, ignore_errors=True)
         elif os.path.exists(local):
             os.remove(local)
 
     def write_text(self, path: str, text: str) -> None:
-        target = Path(_local(path))
+        target = Path(local_path(path))
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = target.with_name(f".{target.name}.tmp")
         staging.write_text(text)
         os.replace(staging, target)
 
     def read_text(self, path: str) -> str:
-        return Path(_local(path)).read_text()
+        return Path(local_path(path)).read_text()
 
     def copy_tree(self, source: str, target: str) -> None:
-        source, target = _local(source), _local(target)
+        source, target = local_path(source), local_path(target)
         if os.path.isdir(source):
             shutil.copytree(source, target, dirs_exist_ok=True)
         else:
@@ -248,4 +249,4 @@ def filesystem_for(path: str, spark: Any | None = None) -> FileSystem:
 
 
 def join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts]) if not is_local(base) else os.path.join(_local(base), *parts)
+    return "/".join([base.rstrip("/"), *parts]) if not is_local(base) else os.path.join(local_path(base), *parts)

@@ -29,7 +29,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from flink_runtime.io.filesystem import is_local
+from flink_runtime.io.filesystem import is_local, local_path
 from flink_runtime.io.partitions import (
     CHUNK_MANIFEST,
     PARTITION_MANIFEST,
@@ -119,11 +119,7 @@ class PartitionKey:
         return f"{self.result_id}#{self.partition_number}"
 
     def local_dir(self, data_dir: str) -> Path:
-        return Path(_local_path(partition_dir(data_dir, self.data_namespace, self.result_id, self.partition_number)))
-
-
-def _local_path(path: str) -> str:
-    return path[len("file:") :] if path.startswith("file:") else path
+        return Path(local_path(partition_dir(data_dir, self.data_namespace, self.result_id, self.partition_number)))
 
 
 def committed_by(location: str, producer: str) -> bool:
@@ -134,7 +130,7 @@ def committed_by(location: str, producer: str) -> bool:
     if not producer or not is_local(location):
         return False
     try:
-        manifest = json.loads((Path(_local_path(location)) / PARTITION_MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads((Path(local_path(location)) / PARTITION_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
     return isinstance(manifest, dict) and manifest.get("producer") == producer
@@ -225,7 +221,7 @@ def read_slice(path: Path, offset: int, max_bytes: int) -> tuple[bytes, int]:
 def fetched_dir(data_dir: str, data_namespace: str, execution_id: str) -> Path:
     """Where one consumer attempt keeps the partitions it fetched. Under the job's
     namespace, so ReleasePartitions removes what an attempt that died left behind."""
-    return Path(_local_path(data_dir)) / data_namespace / FETCHED_FOLDER / execution_id
+    return Path(local_path(data_dir)) / data_namespace / FETCHED_FOLDER / execution_id
 
 
 def fetched_partition_dir(base: Path, key: PartitionKey) -> Path:
