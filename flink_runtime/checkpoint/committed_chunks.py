@@ -92,14 +92,10 @@ def claims(data: dict[str, Any], unavailable: set[int]) -> Claims:
     keeps only the state it was restored with (the start of the work it does again)."""
     completed = {split: subtask for split, subtask in data["completed"].items() if subtask not in unavailable}
     files = {f for split in completed for f in data["split_files"].get(split, [])} | set(data["earlier_files"])
-    states = {
-        subtask: handle
-        for subtask in {*data["final_states"], *data["restored_states"]}
-        if (
-            handle := (None if int(subtask) in unavailable else data["final_states"].get(subtask))
-            or data["restored_states"].get(subtask)
-        )
-    }
+    states = dict(data["restored_states"])
+    states.update(
+        {subtask: handle for subtask, handle in data["final_states"].items() if int(subtask) not in unavailable}
+    )
     return Claims(
         completed=completed,
         finished=[subtask for subtask in data["finished"] if subtask not in unavailable],
