@@ -81,28 +81,43 @@ def _refusal(display_url: str, holder: str, shared: bool, holder_is_ha: bool) ->
 
 
 class StoreLock(Protocol):
+    #: Whether the lock can be lost while held (a database session can end), so the
+    #: JobManager must check() it now and then.
+    can_be_lost: bool
+
     def check(self) -> None:
         """Raise JobStoreInUse if the lock was lost to another JobManager."""
 
     def release(self) -> None: ...
 
 
-def acquire(engine: Engine, display_url: str, shared: bool = False) -> StoreLock:
-    """Hold `engine`'s database exclusively for this JobManager (`shared`: together with
+class LockableStore(Protocol):
+    """The job store as this module sees it (jobmanager/jobstore.py)."""
+
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def url(self) -> str:
+        """With its password masked."""
+        ...
+
+    @property
+    def sqlite_file(self) -> Path | None: ...
+
+
+def acquire(store: LockableStore, shared: bool = False) -> StoreLock:
+    """Hold the store's database exclusively for this JobManager (`shared`: together with
     the other JobManagers of an HA cluster), or raise JobStoreInUse."""
-    url = engine.url
-    backend = url.get_backend_name()
+    backend = store.engine.url.get_backend_name()
     if backend == "sqlite":
-        database = url.database or ""
-        if database in ("", ":memory:") or "mode=memory" in database:
+        if store.sqlite_file is None:
             return _NoLock()
-        path = database.removeprefix("file:").split("?", 1)[0]
-        return _FileLock.acquire(Path(path).expanduser(), display_url, shared)
+        return _FileLock.acquire(store.sqlite_file, store.url, shared)
     if backend == "postgresql":
-        return _AdvisoryLock.acquire(engine, display_url, shared)
+        return _AdvisoryLock.acquire(store.engine, store.url, shared)
     log.warning(
         "Job store %s (%s): no exclusive lock for this database; make sure no other JobManager uses it.",
-        display_url,
+        store.url,
         backend,
     )
     return _NoLock()
@@ -120,6 +135,8 @@ def _describe(holder: dict[str, Any]) -> str:
 
 
 class _NoLock:
+    can_be_lost = False
+
     def check(self) -> None:
         pass
 
@@ -129,6 +146,8 @@ class _NoLock:
 
 class _FileLock:
     """flock on a file beside the SQLite database."""
+
+    can_be_lost = False  # a held flock goes only with its holder
 
     def __init__(self, file: IO[str]) -> None:
         self._file: IO[str] | None = file
@@ -157,7 +176,7 @@ class _FileLock:
         return cls(file)
 
     def check(self) -> None:
-        pass  # a held flock cannot be lost
+        pass
 
     def release(self) -> None:
         if self._file is not None:
@@ -167,6 +186,8 @@ class _FileLock:
 
 class _AdvisoryLock:
     """A PostgreSQL session-level advisory lock on a connection of its own."""
+
+    can_be_lost = True
 
     def __init__(self, engine: Engine, connection: Connection, display_url: str, shared: bool) -> None:
         self._engine = engine

@@ -172,7 +172,8 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self.schedule_every(interval, self.resource_manager.send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         self.schedule_every(BLOB_CLEANUP_INTERVAL, self._expire_blobs)
-        self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.check_store_lock)
+        if self._store_lock is not None and self._store_lock.can_be_lost:
+            self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.check_store_lock)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
         if self.config.get(cfg.PLANNER_WARM_UP):
             self.planner.warm_up()

@@ -52,7 +52,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
 from flink_runtime.highavailability.lease_store import fencing_problem
-from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine
+from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine, sqlite_file
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
     TERMINAL_STATUSES,
@@ -164,6 +164,11 @@ class JobStore:
 
     #: Execution options of a write transaction (SQLite: BEGIN IMMEDIATE).
     WRITE_OPTIONS: dict[str, Any] = WRITE_OPTIONS
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The database's file when it is SQLite on disk (its lock file lies beside it)."""
+        return sqlite_file(self._url)
 
     @property
     def url(self) -> str:

@@ -35,17 +35,27 @@ def create_store_engine(url: str, idle_transaction_timeout: float | None = None)
                 milliseconds = max(int(idle_transaction_timeout * 1000), 1)
                 connect_args["options"] = f"-c idle_in_transaction_session_timeout={milliseconds}"
         return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args), False
-    database = parsed.database or ""
-    in_memory = database in ("", ":memory:") or "mode=memory" in database
-    if in_memory:
+    database_file = sqlite_file(url)
+    in_memory = database_file is None
+    if database_file is None:
         engine = create_engine(parsed, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
-        if not database.startswith("file:"):
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        if not (parsed.database or "").startswith("file:"):  # a URI names a folder that exists
+            database_file.parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed, connect_args={"timeout": _SQLITE_BUSY_TIMEOUT_S})
     if parsed.get_driver_name() == "pysqlite":
         _configure_pysqlite(engine, wal=not in_memory)
     return engine, in_memory
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database URL (a path or a `file:` URI); None for an in-memory
+    database or another backend."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:") or "mode=memory" in database:
+        return None
+    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
 
 
 def _configure_pysqlite(engine: Engine, wal: bool) -> None:

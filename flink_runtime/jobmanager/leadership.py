@@ -62,9 +62,7 @@ class JobManagerLeadership:
         if self.job_store is not None:
             # Alone on its store, or shared with the other JobManagers of its HA cluster only.
             try:
-                self._store_lock = exclusive_store.acquire(
-                    self.job_store.engine, self.job_store.url, shared=self.high_availability
-                )
+                self._store_lock = exclusive_store.acquire(self.job_store, shared=self.high_availability)
             except BaseException:
                 self.job_store.close()
                 raise

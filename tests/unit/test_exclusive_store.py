@@ -33,17 +33,17 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[JobStore]:
 
 
 def test_a_second_holder_is_refused_and_told_who_holds_it(store: JobStore) -> None:
-    first = exclusive_store.acquire(store.engine, store.url)
+    first = exclusive_store.acquire(store)
     try:
         with pytest.raises(JobStoreInUse) as refused:
-            exclusive_store.acquire(store.engine, store.url)
+            exclusive_store.acquire(store)
         message = str(refused.value)
         assert store.url in message
         assert f"pid {os.getpid()}" in message, message  # the holder, named
         assert "high-availability.type: database" in message  # and what to do instead
     finally:
         first.release()
-    exclusive_store.acquire(store.engine, store.url).release()  # released: free again
+    exclusive_store.acquire(store).release()  # released: free again
 
 
 def test_the_lock_goes_with_a_killed_holder(store: JobStore, tmp_path: Path) -> None:
@@ -55,10 +55,10 @@ def test_the_lock_goes_with_a_killed_holder(store: JobStore, tmp_path: Path) -> 
             "-c",
             textwrap.dedent(f"""
                 import pathlib, time
-                from sqlalchemy import create_engine
                 from flink_runtime.highavailability import exclusive_store
-                engine = create_engine({str(store.engine.url.render_as_string(hide_password=False))!r})
-                lock = exclusive_store.acquire(engine, "the store")  # held while referenced
+                from flink_runtime.jobmanager.jobstore import JobStore
+                store = JobStore({str(store.engine.url.render_as_string(hide_password=False))!r})
+                lock = exclusive_store.acquire(store)  # held while referenced
                 pathlib.Path({str(ready)!r}).touch()
                 time.sleep(600)
             """),
@@ -68,7 +68,7 @@ def test_the_lock_goes_with_a_killed_holder(store: JobStore, tmp_path: Path) -> 
     try:
         eventually(ready.exists, timeout=60, what="the holder process taking the lock")
         with pytest.raises(JobStoreInUse, match=f"pid {holder.pid}|another JobManager|flink-runtime jobmanager"):
-            exclusive_store.acquire(store.engine, store.url)
+            exclusive_store.acquire(store)
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
@@ -80,7 +80,7 @@ def test_the_lock_goes_with_a_killed_holder(store: JobStore, tmp_path: Path) -> 
 
 def _try_acquire(store: JobStore, taken: list[exclusive_store.StoreLock]) -> bool:
     try:
-        taken.append(exclusive_store.acquire(store.engine, store.url))
+        taken.append(exclusive_store.acquire(store))
     except JobStoreInUse:
         return False
     return True
@@ -88,13 +88,13 @@ def _try_acquire(store: JobStore, taken: list[exclusive_store.StoreLock]) -> boo
 
 def test_in_memory_sqlite_needs_no_lock() -> None:
     with JobStore("sqlite://") as store:
-        exclusive_store.acquire(store.engine, store.url)
-        exclusive_store.acquire(store.engine, store.url)  # private to this process: nothing to guard
+        exclusive_store.acquire(store)
+        exclusive_store.acquire(store)  # private to this process: nothing to guard
 
 
 def test_a_postgresql_session_ended_under_the_holder_is_taken_again(postgres) -> None:
     with JobStore(postgres.new_database("exclusive")) as store:
-        lock = exclusive_store.acquire(store.engine, store.url)
+        lock = exclusive_store.acquire(store)
         admin = create_engine(postgres.url(store.engine.url.database), isolation_level="AUTOCOMMIT")
         try:
             terminate = text(
@@ -105,12 +105,12 @@ def test_a_postgresql_session_ended_under_the_holder_is_taken_again(postgres) ->
                 assert connection.execute(terminate).scalar() is True  # the holder's session is gone
             lock.check()  # notices, and takes the lock again
             with pytest.raises(JobStoreInUse):
-                exclusive_store.acquire(store.engine, store.url)
+                exclusive_store.acquire(store)
 
             # Ended again, and another JobManager takes the store before the holder checks:
             with admin.connect() as connection:
                 connection.execute(terminate)
-            other = exclusive_store.acquire(store.engine, store.url)
+            other = exclusive_store.acquire(store)
             try:
                 with pytest.raises(JobStoreInUse):
                     lock.check()
@@ -124,21 +124,21 @@ def test_a_postgresql_session_ended_under_the_holder_is_taken_again(postgres) ->
 def test_the_jobmanagers_of_an_ha_cluster_share_the_store_but_never_with_one_alone(store: JobStore) -> None:
     """high-availability.type: database holds the lock shared: standbys of one cluster start
     side by side; a JobManager without standbys starts beside none of them, nor they beside it."""
-    leader = exclusive_store.acquire(store.engine, store.url, shared=True)
-    standby = exclusive_store.acquire(store.engine, store.url, shared=True)
+    leader = exclusive_store.acquire(store, shared=True)
+    standby = exclusive_store.acquire(store, shared=True)
     try:
         with pytest.raises(JobStoreInUse) as alone:
-            exclusive_store.acquire(store.engine, store.url)
+            exclusive_store.acquire(store)
         assert "the JobManagers of a high-availability cluster use it" in str(alone.value)
         assert "high-availability.type: database" in str(alone.value)
     finally:
         leader.release()
         standby.release()
 
-    single = exclusive_store.acquire(store.engine, store.url)
+    single = exclusive_store.acquire(store)
     try:
         with pytest.raises(JobStoreInUse) as joining:
-            exclusive_store.acquire(store.engine, store.url, shared=True)
+            exclusive_store.acquire(store, shared=True)
         message = str(joining.value)
         assert f"pid {os.getpid()}" in message and "runs without standbys" in message, message
     finally:
