@@ -46,6 +46,14 @@ class LeaderProxy:
         self.app = app
         self.jobmanager = jobmanager
         self.verify = verify
+        # One client (its connection pool and TLS context) for every request passed on,
+        # made on first use: most JobManagers never stand by.
+        self._client: httpx.AsyncClient | None = None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         jobmanager = self.jobmanager
@@ -65,34 +73,29 @@ class LeaderProxy:
         query = scope.get("query_string") or b""
         url = leader.rest_url + raw_path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
         headers = [(name, value) for name, value in scope["headers"] if name.lower() not in _NOT_SENT_ON]
-        async with httpx.AsyncClient(timeout=_TIMEOUT, verify=self.verify) as client:
-            request = client.build_request(scope["method"], url, headers=headers, content=_request_body(receive))
-            try:
-                response = await client.send(request, stream=True)
-            except httpx.HTTPError as exc:
-                await _unavailable(
-                    send,
-                    f"This JobManager is a standby of cluster {jobmanager.cluster_id!r}, and the leader "
-                    f"{leader.leader_id} at {leader.rest_url} does not answer ({type(exc).__name__}): retry shortly.",
-                    jobmanager,
-                )
-                return
-            try:
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": response.status_code,
-                        "headers": [
-                            (name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP
-                        ]
-                        + [(LEADER_HEADER, leader.rest_url.encode())],
-                    }
-                )
-                async for chunk in response.aiter_raw():  # as sent: compressed stays compressed
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b""})
-            finally:
-                await response.aclose()
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=_TIMEOUT, verify=self.verify)
+        client = self._client
+        request = client.build_request(scope["method"], url, headers=headers, content=_request_body(receive))
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            await _unavailable(
+                send,
+                f"This JobManager is a standby of cluster {jobmanager.cluster_id!r}, and the leader "
+                f"{leader.leader_id} at {leader.rest_url} does not answer ({type(exc).__name__}): retry shortly.",
+                jobmanager,
+            )
+            return
+        headers = [(name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP]
+        headers.append((LEADER_HEADER, leader.rest_url.encode()))
+        try:
+            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            async for chunk in response.aiter_raw():  # as sent: compressed stays compressed
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            await response.aclose()
 
 
 async def _request_body(receive: Receive) -> AsyncIterator[bytes]:

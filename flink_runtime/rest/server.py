@@ -38,6 +38,7 @@ class RestServer:
         self.config = config
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
+        self._leader_proxy: LeaderProxy | None = None
         self.port = 0
         # Read (and checked) at construction: a bad token file or TLS setting stops the
         # JobManager before it listens anywhere.
@@ -77,15 +78,12 @@ class RestServer:
                 "set rest.port to a free port (0 picks one)"
             ) from None
         self.port = sock.getsockname()[1]
-        app = RestGuard(
-            LeaderProxy(
-                create_app(self.jobmanager, self.config, rest_url=self.url),
-                self.jobmanager,
-                verify=client_verify(self.config),
-            ),
-            self._token,
-            self.scheme,
+        self._leader_proxy = LeaderProxy(
+            create_app(self.jobmanager, self.config, rest_url=self.url),
+            self.jobmanager,
+            verify=client_verify(self.config),
         )
+        app = RestGuard(self._leader_proxy, self._token, self.scheme)
         server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", **(self._tls or {}))
         self._server = _EmbeddedServer(server_config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rest-server")
@@ -104,3 +102,5 @@ class RestServer:
                 await self._task
         self._server = None
         self._task = None
+        if self._leader_proxy is not None:
+            await self._leader_proxy.aclose()

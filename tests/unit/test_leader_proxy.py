@@ -6,6 +6,7 @@ leads or the leader does not answer; its own /leader. The leader is a real HTTP 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -77,7 +78,8 @@ async def leader() -> AsyncIterator[LeaderLease]:
     await task
 
 
-def standby(jobmanager: FakeJobManager) -> httpx.AsyncClient:
+@contextlib.asynccontextmanager
+async def standby(jobmanager: FakeJobManager) -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
 
     @app.get("/leader")
@@ -88,8 +90,13 @@ def standby(jobmanager: FakeJobManager) -> httpx.AsyncClient:
     async def submit() -> dict[str, str]:
         return {"served": "by this JobManager"}
 
-    transport = httpx.ASGITransport(app=LeaderProxy(app, jobmanager))  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=transport, base_url="http://b:8082", timeout=10)
+    proxy = LeaderProxy(app, jobmanager)
+    transport = httpx.ASGITransport(app=proxy)  # type: ignore[arg-type]
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://b:8082", timeout=10) as http:
+            yield http
+    finally:
+        await proxy.aclose()  # as the REST server does when it stops
 
 
 async def test_a_standby_answers_through_the_leader(leader: LeaderLease) -> None:
