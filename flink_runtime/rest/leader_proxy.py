@@ -87,10 +87,10 @@ class LeaderProxy:
                 jobmanager,
             )
             return
-        headers = [(name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP]
-        headers.append((LEADER_HEADER, leader.rest_url.encode()))
+        answer_headers = [(name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP]
+        answer_headers.append((LEADER_HEADER, leader.rest_url.encode()))
         try:
-            await send({"type": "http.response.start", "status": response.status_code, "headers": headers})
+            await send({"type": "http.response.start", "status": response.status_code, "headers": answer_headers})
             async for chunk in response.aiter_raw():  # as sent: compressed stays compressed
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b""})
