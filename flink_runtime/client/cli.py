@@ -32,11 +32,12 @@ server's that a JobManager sends with an error (FLINK_RUNTIME_CLI_VERBOSE=1 or
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -191,16 +192,25 @@ def _root_exception(client: JobClient, job_id: str) -> str | None:
 
 def _cmd_jobmanager(args: argparse.Namespace) -> int:
     from flink_runtime import entrypoints
-    from flink_runtime.highavailability.exclusive_store import JobStoreInUse
-    from flink_runtime.jobmanager.jobstore import JobStoreError
 
     config = _load_config(args)
     _setup_logging(args, "INFO")
-    try:
+    with _job_store_errors():
         entrypoints.run_jobmanager(config)
-    except (JobStoreError, JobStoreInUse) as exc:  # the store's URL, database or another JobManager
-        raise CliError(f"cannot start the JobManager: {exc}") from exc
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _job_store_errors() -> Iterator[None]:
+    """A JobManager that cannot open its job store (its URL, its database, or another
+    JobManager holding it) is one line, not an unexpected error."""
+    from flink_runtime.highavailability.exclusive_store import JobStoreInUse
+    from flink_runtime.jobmanager.jobstore import JobStoreError
+
+    try:
+        yield
+    except (JobStoreError, JobStoreInUse) as exc:
+        raise CliError(f"cannot start the JobManager: {exc}") from exc
 
 
 def _cmd_taskmanager(args: argparse.Namespace) -> int:
@@ -223,7 +233,8 @@ def _cmd_minicluster(args: argparse.Namespace) -> int:
         # configured one (default 8081) is what `flink-runtime run` will look for.
         config.set(cfg.REST_PORT.key, config.get(cfg.REST_PORT))
     _setup_logging(args, "INFO")
-    entrypoints.run_minicluster(config, num_taskmanagers=args.taskmanagers)
+    with _job_store_errors():
+        entrypoints.run_minicluster(config, num_taskmanagers=args.taskmanagers)
     return EXIT_OK
 
 

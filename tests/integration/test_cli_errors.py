@@ -125,3 +125,9 @@ def test_a_flink_servers_stack_traces_are_shown_only_on_request(flink: str, tmp_
     assert "\tat org.apache.flink.runtime.rest.handler.AbstractHandler.respondAsLeader" in verbose.stderr
     debug = run_cli("savepoint", "-m", flink, unknown, str(tmp_path), "--log-level", "DEBUG")
     assert "\tat org.apache.flink.runtime.dispatcher.Dispatcher" in debug.stderr
+
+
+@pytest.mark.parametrize("command", ["jobmanager", "minicluster"])
+def test_a_job_store_that_cannot_be_opened_stops_the_start_in_one_line(command: str) -> None:
+    result = run_cli(command, "-D", "jobstore.url=nosuchdb://host/db", "-D", "rest.port=0")
+    assert_one_clean_error(result, "cannot start the JobManager", "job store nosuchdb://host/db")
