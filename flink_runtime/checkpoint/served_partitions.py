@@ -76,6 +76,8 @@ class ServedPartitions:
         key = pf.PartitionKey(namespace, result_id, partition_number, 0)
         listed = self._listed.get((address, result_id, partition_number), {})
         files = {name: size for name, size in listed.items() if name == chunk or name.startswith(chunk + "/")}
+        if not files:  # never an empty copy standing in for a chunk
+            raise ValueError(f"chunk {chunk} of partition {key.partition_id} was not listed by this savepoint")
         # Names are relative to the partition ("<chunk>/..."): fetched into the folder
         # that holds `target`, they land at `target`.
         if filesystem.is_local(target):

@@ -154,3 +154,14 @@ def test_a_chunk_without_its_manifest_or_a_missing_partition_is_not_found(tmp_pa
         str(tmp_path), RequestPartitionFiles(data_namespace="../etc", result_id="r1", partition_number=0)
     )
     assert refused.kind == "invalid"  # a namespace that is not one: refused, never a path
+
+
+def test_a_chunk_this_savepoint_did_not_list_is_never_copied_as_empty(tmp_path: Path) -> None:
+    producer_dir = tmp_path / "producer"
+    write_partition(producer_dir, "r1", 1, {"split-1": b"b"})
+    listing = ServedPartitions(serving_taskmanager(producer_dir), NAMESPACE)
+    (locator,) = [path for _, path in listing.chunks(ADDRESS, "r1", 1) or []]
+    another = ServedPartitions(serving_taskmanager(producer_dir), NAMESPACE)  # listed nothing
+    with pytest.raises(ValueError, match="was not listed by this savepoint"):
+        another.fetch(locator, str(tmp_path / "savepoint" / "split-1"))
+    assert not (tmp_path / "savepoint").exists()
