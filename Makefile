@@ -1,15 +1,20 @@
 # The two commands a newcomer needs: `make demo` and `make test`.
-# Both set everything up first (virtual environment, Python packages, Java, Chromium) and are
-# quick the second time: the install re-runs only when setup.cfg or pyproject.toml change.
+# Both set up what they need first and are quick the second time (the Python install re-runs
+# only when setup.cfg or pyproject.toml change): the demo needs the virtual environment and
+# Java; the tests need those plus Chromium (browser tests) and PostgreSQL (job store tests).
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
+.PHONY: setup runtime java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
 
-setup: $(STAMP) java chromium postgresql
+# What running the runtime needs: the demo waits for this only.
+runtime: $(STAMP) java
+
+# Everything, tests included.
+setup: runtime chromium postgresql
 
 $(STAMP): setup.cfg pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,10 +34,10 @@ chromium:
 postgresql:
 	@scripts/ensure-postgresql.sh
 
-demo: setup
+demo: runtime
 	$(BIN)/python -m flink_runtime.airflow.demo
 
-demo-pipeline: setup
+demo-pipeline: runtime
 	$(BIN)/python -m flink_runtime.demo
 
 # Flink's own CLI (the apache-flink wheel) for tests/integration/test_flink_cli.py: installed
