@@ -103,7 +103,8 @@ ALLOWED_DIRECTORIES = _option(
     "security.allowed-directories",
     "",
     "Directories (a YAML list, or separated by ',') under which jobs may read, write, checkpoint "
-    "and savepoint; empty: anywhere the processes may. Paths with '..' are refused always.",
+    "and savepoint, symbolic links resolved; empty: anywhere the processes may. Paths with '..' are "
+    "refused always. A TaskManager enforces the JobManager's list (sent with each task) and its own.",
 )
 SSL_REST_ENABLED = _option("security.ssl.rest.enabled", False, "Serve the REST API over HTTPS.", "bool")
 SSL_REST_CERTIFICATE = _option(

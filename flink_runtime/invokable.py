@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.io.metrics import NO_IO, IOMetrics
+from flink_runtime.security.paths import AllowedDirectories
 
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
@@ -84,6 +85,9 @@ class Environment:
     # adds what went through `inputs` and `outputs` (the JSON-lines partitions) and the
     # busy and idle times itself; an invokable that writes its own partitions counts those.
     io_metrics: IOMetrics = NO_IO
+    # security.allowed-directories, the JobManager's and this TaskManager's: checked again
+    # where files are opened or committed (a link may have appeared since submit).
+    allowed_directories: AllowedDirectories = field(default_factory=AllowedDirectories)
 
     def input_splits(self, commits_per_split: bool = False) -> Iterator[InputSplit]:
         """Pull splits one at a time until none is left (or the task is cancelled).

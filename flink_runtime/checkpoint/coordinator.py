@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, copy_into, write_metadata
-from flink_runtime.checkpoint.progress import STATE_BACKEND_KEY
+from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, STATE_BACKEND_KEY
 from flink_runtime.checkpoint.retention import retention_of
 from flink_runtime.checkpoint.served_partitions import ServedPartitions
 from flink_runtime.checkpoint.statistics import (
@@ -43,7 +43,7 @@ from flink_runtime.checkpoint.statistics import (
 from flink_runtime.configuration import Configuration, parse_duration_ms
 from flink_runtime.io import filesystem
 from flink_runtime.rpc.messages import TriggerCheckpoint
-from flink_runtime.security.paths import allowed_directories, path_problem
+from flink_runtime.security.paths import AllowedDirectories
 
 if TYPE_CHECKING:
     from flink_runtime.checkpoint.job import CheckpointedJob
@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 INTERVAL_KEY = "execution.checkpointing.interval"
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 RETAINED_KEY = "state.checkpoints.num-retained"
-CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
 SAVEPOINTS_DIR_KEY = "state.savepoints.dir"
 
 
@@ -77,7 +76,15 @@ class PendingCheckpoint:
 
 
 class CheckpointCoordinator:
-    def __init__(self, job: CheckpointedJob, config: Configuration, first_checkpoint_id: int = 1) -> None:
+    def __init__(
+        self,
+        job: CheckpointedJob,
+        config: Configuration,
+        first_checkpoint_id: int = 1,
+        checkpoints_dir_confined: bool = False,
+    ) -> None:
+        """checkpoints_dir_confined: the job chose state.checkpoints.dir, so it is checked with
+        security.allowed-directories when written (the cluster's own is the operator's choice)."""
         self.job = job
         interval = config.raw(INTERVAL_KEY)
         self.interval = parse_duration_ms(interval, INTERVAL_KEY) / 1000 if interval not in (None, "", "0") else None
@@ -87,6 +94,8 @@ class CheckpointCoordinator:
             config.raw(CHECKPOINTS_DIR_KEY) or os.path.join(tempfile.gettempdir(), "flink-runtime-checkpoints")
         )
         self.savepoints_dir = config.raw(SAVEPOINTS_DIR_KEY)
+        self.allowed = AllowedDirectories.of(config)
+        self.checkpoints_dir_confined = checkpoints_dir_confined
         self.retention = retention_of(config)  # ConfigurationError for a value Flink does not know
         self._next_id = first_checkpoint_id
         self.pending: dict[int, PendingCheckpoint] = {}
@@ -125,11 +134,14 @@ class CheckpointCoordinator:
         target = target_directory or self.savepoints_dir
         if not target:
             raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
-        problem = path_problem(target, allowed_directories(self.job.config))
-        if problem:
-            raise CheckpointFailure(f"savepoint directory {problem}")
+        self._check_allowed(target, "savepoint directory")
         _check_writable(target, "a savepoint")
         return target
+
+    def _check_allowed(self, path: str, what: str) -> None:
+        """CheckpointFailure when `path` (links resolved) is outside security.allowed-directories."""
+        if problem := self.allowed.problem(path):
+            raise CheckpointFailure(f"{what} {problem}")
 
     def check_checkpoint_storage(self) -> None:
         """Refuse a checkpoint on request before it is triggered if its storage
@@ -245,8 +257,12 @@ class CheckpointCoordinator:
                 progress.vertices.setdefault(vertex_id, VertexProgress()).operator_state[str(subtask)] = handle
         if pending.is_savepoint:
             assert pending.target_directory is not None
+            # Checked at the request too; a link made since must not redirect the write.
+            self._check_allowed(pending.target_directory, "savepoint directory")
             return self._write_savepoint(pending.target_directory, progress, served)
         directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
+        if self.checkpoints_dir_confined:
+            self._check_allowed(directory, f"checkpoint directory ({CHECKPOINTS_DIR_KEY})")
         write_metadata(directory, progress)
         return directory, len(msgspec.json.encode(progress))
 

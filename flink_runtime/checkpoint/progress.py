@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 SAVEPOINT_PATH_KEY = cfg.SAVEPOINT_PATH.key
 IGNORE_UNCLAIMED_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
 STATE_BACKEND_KEY = "state.backend.type"
+CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
 # Vertex config key with a subtask's keyed-state settings (see SparkTask).
 STATE_CONFIG_KEY = "__state__"
 
@@ -43,9 +44,11 @@ class UnavailableChunks(RuntimeError):
 
 
 class ProgressTracker:
-    def __init__(self, job: CheckpointedJob, checkpoints_dir: str) -> None:
+    def __init__(self, job: CheckpointedJob, checkpoints_dir: str, checkpoints_dir_confined: bool = False) -> None:
         self.job = job
         self._checkpoints_dir = checkpoints_dir  # keyed-state snapshots go under it
+        # The job chose it: tasks check it with security.allowed-directories before writing.
+        self._checkpoints_dir_confined = checkpoints_dir_confined
         self.restore: JobProgress | None = None
         self.restore_location: str | None = None
         # (vertex id, subtask) -> state handle reported by a FINISHED stateful subtask
@@ -161,6 +164,7 @@ class ProgressTracker:
             "snapshot_dir": filesystem.join(self._checkpoints_dir, self.job.job_id, "state", attempt_id),
             "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
             "restored": restored,
+            "confined": self._checkpoints_dir_confined,
         }
 
     # -- checkpointing ------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from flink_runtime.rpc.messages import (
     ResultPartitionDeploymentDescriptor,
     TaskDeploymentDescriptor,
 )
+from flink_runtime.security.paths import AllowedDirectories
 
 
 def task_deployment_descriptor(
@@ -34,6 +35,7 @@ def task_deployment_descriptor(
     partition_locations: Mapping[str, str],
     chunk_locations: Callable[[str, range], list[str]],
     partition_addresses: Mapping[str, str] | None = None,
+    allowed_directories: list[str] | None = None,
 ) -> TaskDeploymentDescriptor:
     """What a TaskManager needs to run this execution. `partition_locations` holds where
     finished partitions were committed, `partition_addresses` the RPC address of the
@@ -90,6 +92,7 @@ def task_deployment_descriptor(
         libraries=libraries,
         produced_partitions=produced,
         input_gates=gates,
+        allowed_directories=list(allowed_directories or []),
     )
 
 
@@ -123,6 +126,7 @@ def task_environment(
     cancelled: threading.Event,
     data_dir: str,
     spark: Callable[[], Any],
+    own_allowed_directories: list[str] | None = None,
 ) -> Environment:
     """Everything the running subtask may touch, from its descriptor and its TaskManager."""
     return Environment(
@@ -148,4 +152,5 @@ def task_environment(
         produced_partitions=descriptor.produced_partitions,
         input_gates=descriptor.input_gates,
         spark=spark,
+        allowed_directories=AllowedDirectories(descriptor.allowed_directories, own_allowed_directories or []),
     )

@@ -21,6 +21,7 @@ from flink_runtime.executiongraph import Execution, ExecutionState, ExecutionVer
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY
 from flink_runtime.jobmanager.gateway import supervised
 from flink_runtime.rpc.messages import CancelTask, SubmitTask, TaskDeploymentDescriptor, TaskOperationResult
+from flink_runtime.security.paths import allowed_directories
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -123,6 +124,7 @@ class ExecutionDeployment:
             partition_locations=self._partition_locations,
             partition_addresses=self._partition_addresses,
             chunk_locations=self.tracker.chunks_for,
+            allowed_directories=allowed_directories(self.config),
         )
 
     def _vertex_config(self: JobMaster, vertex_id: str, subtask_index: int) -> dict[str, Any]:

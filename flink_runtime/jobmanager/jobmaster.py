@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
-from flink_runtime.checkpoint.progress import ProgressTracker
+from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, ProgressTracker
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import (
     Execution,
@@ -128,8 +128,11 @@ class JobMaster(ExecutionDeployment, JobCheckpoints, ContinuousRounds, TaskRepor
         )
         self._restart_delay = 0.0
         self.splits = SourceSplits()
-        self.coordinator = CheckpointCoordinator(self, self.config)
-        self.tracker = ProgressTracker(self, self.coordinator.checkpoints_dir)
+        # A checkpoint directory the job chose is checked with security.allowed-directories
+        # where it is written; the cluster's own is the operator's choice.
+        confined = CHECKPOINTS_DIR_KEY in job_graph.config
+        self.coordinator = CheckpointCoordinator(self, self.config, checkpoints_dir_confined=confined)
+        self.tracker = ProgressTracker(self, self.coordinator.checkpoints_dir, checkpoints_dir_confined=confined)
         self.savepoint_requests = OperationRequests(
             "savepoint", lambda request_id, status: gateway.savepoint_request_changed(self, request_id, status)
         )

@@ -111,11 +111,14 @@ class CollectSink(AbstractInvokable):
         if self.environment.cancelled.is_set():
             raise TaskCancelledError("cancelled before commit")
         target_dir = Path(self.environment.config["path"])
-        target_dir.mkdir(parents=True, exist_ok=True)
         target = target_dir / f"part-{self.environment.subtask_index}.json"
         attempt = f"{self.environment.subtask_index}.{self.environment.attempt_number}.{uuid.uuid4().hex[:8]}"
         staging = target_dir / f".part-{attempt}.tmp"
+        # security.allowed-directories, links resolved: before writing and before the rename.
+        self.environment.allowed_directories.check(str(staging), "collect-sink path")
+        target_dir.mkdir(parents=True, exist_ok=True)
         staging.write_text(json.dumps(records))
+        self.environment.allowed_directories.check(str(target), "collect-sink path")
         os.replace(staging, target)
         # Its output is a file of its own, not a partition the Task counts.
         self.environment.io_metrics += IOMetrics(records_out=len(records), bytes_out=target.stat().st_size)

@@ -218,6 +218,9 @@ class TaskDeploymentDescriptor(Message):
     libraries: list[str] = []
     produced_partitions: list[ResultPartitionDeploymentDescriptor] = []
     input_gates: list[InputGateDeploymentDescriptor] = []
+    # The JobManager's security.allowed-directories (normalized): the TaskManager confines
+    # the task's reads and commits to them (and to its own list, if it has one).
+    allowed_directories: list[str] = []
 
 
 class SubmitTask(Message):

@@ -63,6 +63,7 @@ class Task:
         spark: Callable[[], Any] = lambda: None,
         blob_server: BlobServer | None = None,
         fetch_inputs: FetchInputs | None = None,
+        allowed_directories: list[str] | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -73,6 +74,8 @@ class Task:
         self._notify_partition_ready = notify_partition_ready
         self._spark = spark
         self._fetch_inputs = fetch_inputs
+        # This TaskManager's own security.allowed-directories (the JobManager's come with the task).
+        self._allowed_directories = allowed_directories or []
         # Set when the task fails because a finished input partition could not be fetched
         # from its producer's TaskManager: the JobManager runs those producers again.
         self.missing_partitions: list[str] = []
@@ -186,6 +189,7 @@ class Task:
                 cancelled=self.cancelled,
                 data_dir=self.data_dir,
                 spark=self._spark,
+                own_allowed_directories=self._allowed_directories,
             )
             self.invokable = invokable_class(environment)
             self._environment = environment

@@ -49,6 +49,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
+from flink_runtime.security.paths import allowed_directories
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
 from flink_runtime.taskmanager.log_service import LogService
@@ -95,6 +96,9 @@ class TaskExecutor(JobManagerConnection, LogService, PartitionService, RpcEndpoi
         self.host = config.get(cfg.TASKMANAGER_HOST)
         self.slots = config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
         self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()
+        # Its own security.allowed-directories, enforced beside the JobManager's (sent with
+        # each task): a TaskManager without the key still confines tasks to the cluster's list.
+        self.allowed_directories = allowed_directories(config)
         self._data_folder_checked = False
         self._data_folder_error: DataFolderNotShared | None = None
         try:
@@ -230,6 +234,7 @@ class TaskExecutor(JobManagerConnection, LogService, PartitionService, RpcEndpoi
             spark=self.spark,
             blob_server=BlobServer(self.jobmanager_rest_url, self._rest_headers, self._rest_verify),
             fetch_inputs=self._input_fetcher() if self.partition_serving == NETWORK else None,
+            allowed_directories=self.allowed_directories,
         )
         self.tasks[task.execution_id] = task
         task.start()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from flink_runtime.checkpoint.coordinator import CheckpointCoordinator
+from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.metadata import JobProgress, read_metadata
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
@@ -257,3 +257,25 @@ def test_a_recovered_job_removes_its_half_written_savepoints(tmp_path: Path) -> 
         folder.mkdir(parents=True)
     coord.resume_after([3], [])
     assert sorted(p.name for p in target.iterdir()) == sorted([another_jobs.name, complete.name])
+
+
+async def test_a_savepoint_target_that_became_a_link_out_after_the_request_is_not_written(tmp_path: Path) -> None:
+    """security.allowed-directories, links resolved: checked at the request and again at
+    the write (issue 22), so a link made in between writes nothing outside."""
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    outside.mkdir()
+    allowed.mkdir()
+    coord, job = coordinator(tmp_path, **{"security.allowed-directories": str(allowed)})
+    target = coord.check_savepoint_target(str(allowed / "sp"))
+    outcomes: list[tuple[Any, Any]] = []
+    checkpoint_id = coord.trigger(True, target, on_complete=lambda loc, err: outcomes.append((loc, err)))
+    shutil.rmtree(allowed / "sp")  # the check made it; the job's code, say, replaces it by a link
+    (allowed / "sp").symlink_to(outside)
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)
+    await settle(job)
+    assert outcomes[0][0] is None
+    assert f"resolves to '{outside}'" in str(outcomes[0][1]), outcomes
+    assert list(outside.iterdir()) == []
+    with pytest.raises(CheckpointFailure, match=f"savepoint directory .* resolves to '{outside}'"):
+        coord.check_savepoint_target(str(allowed / "sp"))

@@ -16,13 +16,17 @@ job publishes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import filesystem
 from flink_runtime.io.partitions import chunk_file_sizes, committed_chunk_file_sizes
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
+from flink_runtime.security.paths import AllowedDirectories, local_resolved
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +40,9 @@ STAGING_DIR = "_flink_staging"
 SINK_MODES = ("overwrite", "append", "error")
 
 _GLOB_CHARS = set("*?[{")
+_NOWHERE = AllowedDirectories()
+
+log = logging.getLogger(__name__)
 
 
 class SourceError(ValueError):
@@ -65,6 +72,29 @@ def list_source_files(source: dict[str, Any]) -> list[filesystem.FileStatus]:
         else:
             files.extend(fs.list_files(path))
     return files
+
+
+def confined_source_files(
+    files: list[filesystem.FileStatus], allowed: AllowedDirectories
+) -> list[filesystem.FileStatus]:
+    """With security.allowed-directories: every listed file checked with its links resolved
+    (PathNotAllowedError: a glob match or a file in a source directory that links outside),
+    and named by its resolved path, so the split a TaskManager reads is the file checked."""
+    if not allowed:
+        return files
+    confined = []
+    for status in files:
+        allowed.check(status.path, "input file")
+        if filesystem.is_local(status.path):
+            status = dataclasses.replace(status, path=local_resolved(status.path))
+        confined.append(status)
+    return confined
+
+
+def check_paths(allowed: AllowedDirectories, paths: Iterable[str], what: str) -> None:
+    """PathNotAllowedError for the first of `paths` outside the allowed directories."""
+    for path in paths:
+        allowed.check(path, what)
 
 
 def _glob_parent(pattern: str) -> str:
@@ -198,10 +228,15 @@ def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
     return sum(status.size for status in fs.list_files(directory)) if fs.exists(directory) else 0
 
 
-def restore_sink_chunks(sink: dict[str, Any], job_id: str, chunks: list[str]) -> None:
+def restore_sink_chunks(
+    sink: dict[str, Any], job_id: str, chunks: list[str], allowed: AllowedDirectories = _NOWHERE
+) -> None:
     """Savepointed, committed sink chunks become part of the new job's staged output."""
     root = sink_staging_root(sink, job_id)
     fs = filesystem.filesystem_for(root)
+    # Where they go is the job's sink; where they come from is the savepoint's metadata
+    # (maybe a checkpoint of the cluster's own, outside the list, for a recovered job).
+    allowed.check(root, "sink staging directory")
     for chunk in chunks:
         name = chunk.rstrip("/").rsplit("/", 1)[-1]
         fs.copy_tree(chunk, filesystem.join(root, f"restored-{name}"))
@@ -218,39 +253,66 @@ def check_sink_target(sink: dict[str, Any]) -> None:
         )
 
 
-def publish_sink(sink: dict[str, Any], job_id: str, continuation: bool = False, replace: bool = True) -> int:
+def publish_sink(
+    sink: dict[str, Any],
+    job_id: str,
+    continuation: bool = False,
+    replace: bool = True,
+    allowed: AllowedDirectories = _NOWHERE,
+) -> int:
     """Phase two, on the JobManager once the job finished: move committed files into place.
 
     A continuation (the job published to this path before, in an earlier round) adds to
     what it published, or with mode 'overwrite' and `replace` (its output covers all its
     input so far) replaces it. Returns the number of files published.
+
+    With security.allowed-directories, the sink's path and staging directory and every
+    file moved are checked (links resolved) before anything changes, so a link the job
+    made while it ran cannot redirect the publishing outside (PathNotAllowedError).
     """
     path = sink["path"]
     fs = filesystem.filesystem_for(path)
     root = sink_staging_root(sink, job_id)
+    allowed.check(path, "sink path")
+    allowed.check(root, "sink staging directory")
+    moves = _staged_moves(fs, root, path)
+    for source, target in moves:
+        allowed.check(source, "staged sink file")
+        allowed.check(target, "sink file")
     mode = sink.get("mode", "error")
     if mode == "error" and not continuation:
         check_sink_target(sink)  # nothing appeared at the path while the job ran
     if mode == "overwrite" and replace:
         for entry in _visible_entries(path):
             fs.delete(entry)
-    published = 0
-    # Committed chunks only: `split-<n>` of source subtasks, `subtask-<i>` of the others;
-    # in-progress ones (dot names) of failed attempts are skipped and deleted below.
+    # Committed chunks only (`moves`): `split-<n>` of source subtasks, `subtask-<i>` of the
+    # others; in-progress ones (dot names) of failed attempts are skipped and deleted below.
+    for source, target in moves:
+        fs.rename(source, target)
+    discard_sink_staging(sink, job_id, allowed)
+    fs.write_text(filesystem.join(path, "_SUCCESS"), "")
+    return len(moves)
+
+
+def _staged_moves(fs: filesystem.FileSystem, root: str, path: str) -> list[tuple[str, str]]:
+    """(staged file, its published name) for every file of every committed chunk."""
+    moves = []
     for chunk in _visible_entries(root):
         chunk_name = chunk.rstrip("/").rsplit("/", 1)[-1]
         for status in fs.list_files(chunk):
             name = status.path.rstrip("/").rsplit("/", 1)[-1]
-            fs.rename(status.path, filesystem.join(path, f"{chunk_name}-{name}"))
-            published += 1
-    discard_sink_staging(sink, job_id)
-    fs.write_text(filesystem.join(path, "_SUCCESS"), "")
-    return published
+            moves.append((status.path, filesystem.join(path, f"{chunk_name}-{name}")))
+    return moves
 
 
-def discard_sink_staging(sink: dict[str, Any], data_namespace: str) -> None:
+def discard_sink_staging(sink: dict[str, Any], data_namespace: str, allowed: AllowedDirectories = _NOWHERE) -> None:
     """The job ended: remove everything it staged, earlier runs' included (a run
-    recovered after a JobManager restart stages under `<job>/run-<8 hex>`)."""
+    recovered after a JobManager restart stages under `<job>/run-<8 hex>`). Nothing is
+    removed where the staging directory now resolves outside the allowed directories."""
+    staging_dir = filesystem.join(sink["path"], STAGING_DIR)
+    if problem := allowed.problem(staging_dir):
+        log.warning("Not removing the staged output of %s: %s", sink["path"], problem)
+        return
     fs = filesystem.filesystem_for(sink["path"])
     fs.delete(filesystem.join(sink["path"], STAGING_DIR, data_namespace.split("/")[0]))
     staging = filesystem.join(sink["path"], STAGING_DIR)

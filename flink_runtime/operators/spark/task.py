@@ -44,6 +44,7 @@ from flink_runtime.io.partitions import (
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
+from flink_runtime.security.paths import AllowedDirectories
 from flink_runtime.spark.session import TaskScope
 
 if TYPE_CHECKING:
@@ -71,13 +72,21 @@ class SparkTask(AbstractInvokable):
         splits = []
         files: list[str] = []
         restored = context.restored.get(vertex.id)
+        allowed = AllowedDirectories.of(context.config)
         if "source" in config:
             source = config["source"]
             # Files a savepoint recorded as read are never read again.
             done = set(restored.completed_files) if restored is not None else set()
             if not all(is_local(path) for path in source["paths"]):
                 context.spark()  # Hadoop's FileSystem for hdfs://, s3a://, ... lives in its JVM
-            statuses = [status for status in io.list_source_files(source) if status.path not in done]
+            listed = io.list_source_files(source)
+            # Resolved (links followed) and checked with security.allowed-directories; a
+            # savepoint may name a file by the path it was listed under before.
+            statuses = [
+                status
+                for status, original in zip(io.confined_source_files(listed, allowed), listed, strict=True)
+                if status.path not in done and original.path not in done
+            ]
             files = [status.path for status in statuses]
             split_size = parse_size_bytes(source.get("split_size") or io.DEFAULT_SPLIT_SIZE, "source.split_size", 1)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
@@ -85,7 +94,7 @@ class SparkTask(AbstractInvokable):
             if not context.continuation:  # a later round: the data there is the job's own
                 io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
-                io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks)
+                io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         monitor = config.get("source", {}).get("monitor_interval")
         return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema, monitor_interval=monitor)
@@ -100,14 +109,15 @@ class SparkTask(AbstractInvokable):
         sink = vertex.config.get("sink")
         if sink is None:
             return
+        allowed = AllowedDirectories.of(context.config)
         if status is JobStatus.FINISHED:
             replace = not context.continuation or reemits_all_it_read(vertex.config.get("operators") or [])
             published = io.publish_sink(
-                sink, context.data_namespace, continuation=context.continuation, replace=replace
+                sink, context.data_namespace, continuation=context.continuation, replace=replace, allowed=allowed
             )
             log.info("Published %d files of %s to %s", published, vertex.name, sink["path"])
         else:
-            io.discard_sink_staging(sink, context.data_namespace)
+            io.discard_sink_staging(sink, context.data_namespace, allowed)
 
     # -- in the TaskManager -------------------------------------------------------------------
 
@@ -127,6 +137,9 @@ class SparkTask(AbstractInvokable):
                 chunks = [f"split-{number}" for number in sorted(completed)]
                 schema = io.schema_from_json(resolved["source_schema"])
                 for split in env.input_splits(commits_per_split=True):
+                    # Resolved when listed; a link made since (by this job's own code, say)
+                    # must not lead the read outside the allowed directories.
+                    io.check_paths(env.allowed_directories, split.payload["files"], f"input split {split.split_number}")
                     df = io.read_source(spark, config["source"], split.payload["files"], schema)
                     env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
@@ -182,6 +195,8 @@ class SparkTask(AbstractInvokable):
                 )
             schema = apply_operators(spark, partials.limit(0), [spec]).schema
             rows = [(*key, *final_values(aggregates, partial)) for key, partial in backend.items()]
+            if state.get("confined"):  # under the job's own state.checkpoints.dir
+                self.environment.allowed_directories.check(state["snapshot_dir"], "keyed-state snapshot")
             self.final_state_handle = backend.snapshot(state["snapshot_dir"])
             self.environment.io_metrics += IOMetrics(records_in=merged)
         finally:
@@ -221,14 +236,18 @@ class SparkTask(AbstractInvokable):
             io.write_partition(df, partition, in_progress)
             written += write_chunk_manifest(in_progress)
         if sink is not None:
-            in_progress, _ = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
-            written += io.write_sink(df, sink, in_progress)
+            sink_chunk = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
+            # Before writing and again before committing: the sink's folders may have
+            # become links out of the allowed directories since submit.
+            io.check_paths(env.allowed_directories, sink_chunk, "sink")
+            written += io.write_sink(df, sink, sink_chunk[0])
         env.io_metrics += IOMetrics(records_out=rows(), bytes_out=written)
         env.check_cancelled()
         for directory, _partition in targets:
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
         if sink is not None:
-            commit_partition_dir(*chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id))
+            io.check_paths(env.allowed_directories, sink_chunk, "sink")
+            commit_partition_dir(*sink_chunk)
         return True
 
     def _seal_partitions(self, chunks: list[str]) -> None:
