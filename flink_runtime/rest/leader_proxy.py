@@ -3,16 +3,17 @@
 As in Flink, where every JobManager's REST endpoint answers through the leader's
 gateway, any JobManager of the cluster can be asked: a load balancer in front of all
 of them, Flink's own CLI (which follows no redirect) and the web dashboard all work
-whichever one they reach. Between the guard (which authenticates first, and checks a
-browser's Origin against this server) and the routes: while this JobManager is not
-the leader, every request except the few it answers for itself is sent on to the same
-path on the leader's REST URL, as read from the leader lease, and the leader's answer
-comes back as it is, streamed both ways (uploads, long polls). The path goes on byte
-for byte as it came (no `..` or `.` segment resolved, no escape changed): the leader
-must judge the request a client made, and `/taskmanagers/x/logs/..` is not
-`/taskmanagers/x`. The leader checks the token again; the Host and Origin the guard
-here already checked are not sent on (the leader would judge them against its own
-address). `X-Flink-Runtime-Leader` names who answered.
+whichever one they reach. Between the guard (which checks the Host, authenticates,
+and checks a browser's Origin against this server) and the routes: while this
+JobManager is not the leader, every request except the few it answers for itself is
+sent on to the same path on the leader's REST URL, as read from the leader lease, and
+the leader's answer comes back as it is, streamed both ways (uploads, long polls).
+The path goes on byte for byte as it came (no `..` or `.` segment resolved, no escape
+changed): the leader must judge the request a client made, and
+`/taskmanagers/x/logs/..` is not `/taskmanagers/x`. The leader checks the token
+again; the Host and Origin the guard here already checked are not sent on (the leader
+would judge them against its own address). `X-Flink-Runtime-Leader` names who
+answered.
 
 With no leader elected yet, or one that does not answer, the answer is 503 with
 Retry-After, which the project's clients retry.
