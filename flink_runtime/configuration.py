@@ -120,6 +120,14 @@ SSL_REST_TRUSTSTORE = _option(
 # -- REST ----------------------------------------------------------------------------------
 REST_ADDRESS = _option("rest.address", "127.0.0.1", "Address clients use to reach the REST API.")
 REST_BIND_ADDRESS = _option("rest.bind-address", "127.0.0.1", "Address the REST server binds to.")
+REST_ALLOWED_HOSTS = _option(
+    "rest.allowed-hosts",
+    "",
+    "Host names the REST API answers to besides IP addresses, localhost, rest.address and "
+    "rest.bind-address (and this machine's names when it binds every interface): a YAML list or "
+    "separated by ','; 'name' (any port), 'name:port', '*.example.com', or '*' (no check: a web "
+    "page could reach the API through DNS rebinding). Other Host headers are refused (403).",
+)
 REST_PORT = _option("rest.port", 8081, "REST port (0 picks a free one).", "int")
 REST_SUBMIT_WAIT = _option(
     "rest.submit.wait-timeout",

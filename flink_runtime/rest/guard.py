@@ -7,17 +7,22 @@ unknown paths and errors that no endpoint handler caught as well:
    client call `/v1/jobs/overview`, ...). The prefix is dropped here, before anything
    else looks at the path, so one route table (and one OpenAPI document) serves both
    and every rule below holds for both spellings alike.
-1. Authentication. With a token configured, a request without `Authorization:
+1. Host. A request whose Host header is not a name this server is reachable as gets
+   403 before anything else is checked, whatever its method and path
+   (security/hosts.py): a web page that reaches a JobManager on its visitor's machine
+   through DNS rebinding sends the attacker's name, and the Origin check below compares
+   Origin with Host, so it would take the page for this server's own.
+2. Authentication. With a token configured, a request without `Authorization:
    Bearer <token>` gets 401 (compared in constant time), whatever its path, except
    a GET or HEAD of the web dashboard's own files (`/` and `/web/...`): a browser
    cannot send the header with a page load, and those files hold no data; the page
    sends the token with every REST call it makes.
-2. No cross-site requests. A browser sends `Origin` on every cross-site POST; a
+3. No cross-site requests. A browser sends `Origin` on every cross-site POST; a
    request whose Origin is not this server's own is refused (403). A state-changing
    request must also say `Content-Type: application/json` (`application/octet-stream`
    for a blob upload), which a page cannot send without a CORS preflight that this
    server never approves (it sends no CORS headers): 415 otherwise.
-3. Every error is JSON. An exception no handler caught answers 500 `{"errors": [...]}`
+4. Every error is JSON. An exception no handler caught answers 500 `{"errors": [...]}`
    with a request id that the JobManager's log line carries too.
 """
 
@@ -32,6 +37,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from flink_runtime.security.hosts import AllowedHosts
 from flink_runtime.web import ASSET_PREFIX
 
 log = logging.getLogger(__name__)
@@ -48,10 +54,12 @@ REQUEST_ID = "flink_runtime.request_id"
 
 
 class RestGuard:
-    def __init__(self, app: ASGIApp, token: str = "", scheme: str = "http") -> None:
+    def __init__(self, app: ASGIApp, token: str = "", scheme: str = "http", hosts: AllowedHosts | None = None) -> None:
+        """hosts: the Host names answered (default: IP addresses and localhost only)."""
         self.app = app
         self._expected = f"Bearer {token}".encode() if token else b""
         self._scheme = scheme
+        self._hosts = hosts if hosts is not None else AllowedHosts()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -67,10 +75,13 @@ class RestGuard:
         await self._call_catching(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, str, dict[str, str]] | None:
+        host = headers.get("host")
+        if not self._hosts.allows(host):
+            return 403, self._hosts.refusal(host or ""), {}
         if self._expected and not is_dashboard_file(scope):
             given = headers.get("authorization", "").encode("latin-1", "replace")
             if not hmac.compare_digest(given, self._expected):
-                reason = "wrong bearer token" if given else "no Authorization header"
+                reason = _why_not(given)
                 return (
                     401,
                     f"Authentication required ({reason}): send 'Authorization: Bearer <token>' with the "
@@ -141,6 +152,16 @@ def internal_error(scope: Scope, exc: BaseException) -> tuple[int, dict[str, Any
         "under that id. This is a bug: please report it with the request."
     )
     return 500, {"errors": [message], "request-id": request_id}
+
+
+def _why_not(given: bytes) -> str:
+    """What is wrong with an Authorization header that is not the expected one."""
+    if not given:
+        return "no Authorization header"
+    scheme, _, credentials = given.strip().partition(b" ")
+    if scheme.lower() == b"bearer" and not credentials.strip():
+        return "empty bearer token"
+    return "wrong bearer token"
 
 
 def _has_body(headers: Headers) -> bool:

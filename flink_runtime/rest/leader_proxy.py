@@ -3,13 +3,17 @@
 As in Flink, where every JobManager's REST endpoint answers through the leader's
 gateway, any JobManager of the cluster can be asked: a load balancer in front of all
 of them, Flink's own CLI (which follows no redirect) and the web dashboard all work
-whichever one they reach. Between the guard (which authenticates first, and checks a
-browser's Origin against this server) and the routes: while this JobManager is not
-the leader, every request except the few it answers for itself is sent on to the same
-path on the leader's REST URL, as read from the leader lease, and the leader's answer
-comes back as it is, streamed both ways (uploads, long polls). The leader checks the
-token again; the Origin the guard here already checked is not sent on (the leader
-would judge it against its own address). `X-Flink-Runtime-Leader` names who answered.
+whichever one they reach. Between the guard (which checks the Host, authenticates,
+and checks a browser's Origin against this server) and the routes: while this
+JobManager is not the leader, every request except the few it answers for itself is
+sent on to the same path on the leader's REST URL, as read from the leader lease, and
+the leader's answer comes back as it is, streamed both ways (uploads, long polls).
+The path goes on byte for byte as it came (no `..` or `.` segment resolved, no escape
+changed): the leader must judge the request a client made, and
+`/taskmanagers/x/logs/..` is not `/taskmanagers/x`. The leader checks the token
+again; the Host and Origin the guard here already checked are not sent on (the leader
+would judge them against its own address). `X-Flink-Runtime-Leader` names who
+answered.
 
 With no leader elected yet, or one that does not answer, the answer is 503 with
 Retry-After, which the project's clients retry.
@@ -71,14 +75,31 @@ class LeaderProxy:
             return
         raw_path = scope.get("raw_path") or scope["path"].encode()
         query = scope.get("query_string") or b""
-        url = leader.rest_url + raw_path.decode("latin-1") + ("?" + query.decode("latin-1") if query else "")
-        headers = [(name, value) for name, value in scope["headers"] if name.lower() not in _NOT_SENT_ON]
+        # httpx resolves dot segments of a URL's path (RFC 3986 5.2.4); the request target
+        # extension goes to the wire as it is.
+        target = raw_path + (b"?" + query if query else b"")
+        # Surrounding whitespace is no part of a header's value (RFC 9110 5.5); the server
+        # here may keep it ("Authorization: Bearer "), the client there refuses to send it.
+        headers = [(name, value.strip(b" \t")) for name, value in scope["headers"] if name.lower() not in _NOT_SENT_ON]
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=_TIMEOUT, verify=self.verify)
         client = self._client
-        request = client.build_request(scope["method"], url, headers=headers, content=_request_body(receive))
+        request = client.build_request(
+            scope["method"],
+            leader.rest_url,
+            headers=headers,
+            content=_request_body(receive),
+            extensions={"target": target},
+        )
         try:
             response = await client.send(request, stream=True)
+        except httpx.LocalProtocolError as exc:
+            # The request itself cannot be written (a header the HTTP client refuses): the
+            # client's mistake, not an unavailable leader to retry.
+            await _send_json(
+                send, 400, {"errors": [f"This request cannot be passed on to the leader as it is: {exc}"]}, []
+            )
+            return
         except httpx.HTTPError as exc:
             await _unavailable(
                 send,
@@ -109,16 +130,12 @@ async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
 
 
 async def _unavailable(send: Send, message: str, jobmanager: JobManager) -> None:
-    body = json.dumps({"errors": [message], "leader": jobmanager.leader_view()["leader"]}).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"retry-after", b"1"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    body = {"errors": [message], "leader": jobmanager.leader_view()["leader"]}
+    await _send_json(send, 503, body, [(b"retry-after", b"1")])
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()), *extra]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

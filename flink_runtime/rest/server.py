@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -20,9 +21,12 @@ from flink_runtime.rest.app import create_app
 from flink_runtime.rest.guard import RestGuard
 from flink_runtime.rest.leader_proxy import LeaderProxy
 from flink_runtime.security import check_rest_exposure, client_verify, rest_tls, rest_token
+from flink_runtime.security.hosts import AllowedHosts
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmanager import JobManager
+
+log = logging.getLogger(__name__)
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -45,6 +49,13 @@ class RestServer:
         self._token = rest_token(config)
         check_rest_exposure(config, self._token)
         self._tls = rest_tls(config)
+        self._hosts = AllowedHosts.from_config(config)
+        if self._hosts.any_host:
+            log.warning(
+                "%s has '*': the REST API answers any Host name, so a web page can reach it through "
+                "DNS rebinding; only safe behind a proxy that checks Host itself.",
+                cfg.REST_ALLOWED_HOSTS.key,
+            )
 
     @property
     def scheme(self) -> str:
@@ -83,7 +94,7 @@ class RestServer:
             self.jobmanager,
             verify=client_verify(self.config),
         )
-        app = RestGuard(self._leader_proxy, self._token, self.scheme)
+        app = RestGuard(self._leader_proxy, self._token, self.scheme, self._hosts)
         server_config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", **(self._tls or {}))
         self._server = _EmbeddedServer(server_config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="rest-server")

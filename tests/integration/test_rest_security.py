@@ -1,9 +1,12 @@
 """The REST API with a token and TLS, as a deployment runs it: a JobManager that listens
 on every interface, TaskManagers that download a job's library over HTTPS with the
-token, and the outside clients (JobClient, the CLI, raw httpx) with and without it."""
+token, and the outside clients (JobClient, the CLI, raw httpx) with and without it.
+And the Host check (no DNS rebinding) on the default cluster, a MiniCluster on loopback
+without a token, driven as a rebound web page would drive it."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,9 +18,12 @@ import pytest
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.client.job_client import ClusterUnreachable
 from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
+from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph import JobGraph, JobVertex
+from flink_runtime.minicluster import MiniCluster
 from flink_runtime.security import trust
+from tests.conftest import fast_config
 from tests.helpers.jobs import sleep_job
 from tests.helpers.tls import self_signed_certificate
 
@@ -195,3 +201,85 @@ def test_a_jobmanager_on_every_interface_without_a_token_refuses_to_start(tmp_pa
     assert "security.rest.token" in started.stderr
     assert "security.rest.allow-unauthenticated" in started.stderr
     assert "ready" not in started.stdout
+
+
+# -- Host: no DNS rebinding --------------------------------------------------------------------------
+
+
+def test_a_rebound_page_can_neither_submit_nor_read(minicluster: MiniCluster) -> None:
+    # What a page at http://evil.example:PORT sends once evil.example resolves to 127.0.0.1:
+    # its own name as Host and Origin, a valid JobGraph as JSON (curl in issue 22).
+    url = minicluster.rest_url
+    port = url.rsplit(":", 1)[1]
+    rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    graph = sleep_job(0.1, name="rebound-submission").to_json()
+    answer = httpx.post(f"{url}/jobs", content=graph, headers={**rebound, "Content-Type": "application/json"})
+    assert answer.status_code == 403, answer.text
+    assert "rest.allowed-hosts" in answer.json()["errors"][0]
+    for path in ("/jobs/overview", "/v1/jobmanager/config", "/", "/web/js/app.js"):
+        read = httpx.get(f"{url}{path}", headers=rebound)
+        assert read.status_code == 403, (path, read.text)
+        assert read.json()["errors"]
+    with JobClient(url) as client:
+        assert all(job["name"] != "rebound-submission" for job in client.list_jobs())
+        # The same request from the cluster's own page is accepted: the graph was valid.
+        own = {"Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}", "Content-Type": "application/json"}
+        accepted = httpx.post(f"{url}/jobs", content=graph, headers=own)
+        assert accepted.status_code == 202, accepted.text
+        assert client.wait(accepted.json()["jobid"], timeout=60) is JobStatus.FINISHED
+
+
+def http10_get(port: int, path: str) -> tuple[int, bytes]:
+    """An HTTP/1.0 request with no Host header, as old tools send it."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+def test_the_names_a_local_cluster_is_reachable_as_are_answered(minicluster: MiniCluster) -> None:
+    url = minicluster.rest_url
+    port = int(url.rsplit(":", 1)[1])
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", "localhost", f"[::1]:{port}", f"127.0.1.1:{port}"):
+        answer = httpx.get(f"{url}/overview", headers={"Host": host})
+        assert answer.status_code == 200, (host, answer.text)
+    status, body = http10_get(port, "/overview")  # no Host at all: not a browser
+    assert status == 200 and b"taskmanagers" in body
+
+
+def test_rest_allowed_hosts_lets_a_load_balancers_name_in(tmp_path: Path) -> None:
+    # As an operator sets it: -D with a comma-separated list.
+    config = Configuration.load(
+        dynamic_properties=["rest.allowed-hosts=flink.lb.example:443, *.svc.example"], environ={}
+    )
+    with MiniCluster(fast_config(**config.to_dict()), num_taskmanagers=0) as cluster:
+        url = cluster.rest_url
+        for host, status in (
+            ("flink.lb.example:443", 200),
+            ("jobmanager.flink.svc.example", 200),
+            ("flink.lb.example:8443", 403),  # listed with a port: that port only
+            ("evil.example", 403),
+        ):
+            answer = httpx.get(f"{url}/overview", headers={"Host": host})
+            assert answer.status_code == status, (host, answer.text)
+        # A load balancer passes the client's Host and Origin on: its page is same-origin.
+        lb = {"Host": "flink.lb.example:443", "Origin": "http://flink.lb.example:443"}
+        cancel = httpx.patch(f"{url}/jobs/{'0' * 32}?mode=cancel", headers=lb)
+        assert cancel.status_code == 404, cancel.text  # past the guard, to the route
+
+
+def test_a_jobmanager_on_every_interface_answers_its_own_host_name(cluster: StandaloneCluster) -> None:
+    # rest.bind-address 0.0.0.0: reached by the machine's name (`jobmanager:8081` from
+    # another container), not by any name.
+    verify = trust(cluster.properties["security.ssl.rest.truststore"])
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    port = cluster.rest_port
+    own = httpx.get(
+        f"{cluster.rest_url}/overview", headers={**auth, "Host": f"{socket.gethostname()}:{port}"}, verify=verify
+    )
+    assert own.status_code == 200, own.text
+    foreign = httpx.get(f"{cluster.rest_url}/overview", headers={**auth, "Host": f"evil.example:{port}"}, verify=verify)
+    assert foreign.status_code == 403 and "rest.allowed-hosts" in foreign.json()["errors"][0]

@@ -9,7 +9,9 @@ database), one job through two failovers:
 3. the killed one, started again, comes back as a standby and writes nothing;
 4. a JobManager without HA pointed at the same store is refused at its start;
 
-and the job finishes with exact output, FINISHED in the store.
+and the job finishes with exact output, FINISHED in the store. On the way, a standby's
+REST API at its edges: a foreign Host refused by the standby itself, a raw path passed
+on byte for byte (answered as the leader answers it), an empty bearer token a 401.
 
 Real processes, a real PostgreSQL server (tests/helpers/postgres.py), the TaskManagers
 finding the leader through the lease row, clients (ours and Flink's CLI) answered by the
@@ -18,6 +20,7 @@ standby through the leader.
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import signal
@@ -79,6 +82,50 @@ def completed_checkpoints(process: ClusterProcess, job_id: str) -> int:
         return client.checkpoints(job_id)["counts"]["completed"]
 
 
+def raw_get(rest_url: str, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """GET `target` as it is: httpx would resolve its dot segments before sending it."""
+    host, port = rest_url.split("://", 1)[1].rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request("GET", target, headers=headers)
+        answer = connection.getresponse()
+        return answer.status, {name.lower(): value for name, value in answer.getheaders()}, answer.read()
+    finally:
+        connection.close()
+
+
+def check_a_standbys_edges(standby: ClusterProcess, leader: ClusterProcess, taskmanager_id: str) -> None:
+    """A foreign Host is refused by the standby itself; a raw path goes on byte for byte
+    (answered as the leader answers it, not as the path with its `..` resolved); an empty
+    bearer token is refused as any wrong one, not a 503."""
+    wait_until(lambda: leads(standby) == leader.rest_url, 10, "the standby naming the leader")
+    auth = {"Authorization": f"Bearer {REST_TOKEN}"}
+    # The TaskManager is there: a path collapsed to /taskmanagers/<id> would answer 200.
+    status, headers, _ = raw_get(standby.rest_url, f"/taskmanagers/{taskmanager_id}", auth)
+    assert status == 200 and headers["x-flink-runtime-leader"] == leader.rest_url
+    for target in (
+        f"/taskmanagers/{taskmanager_id}/logs/..",
+        f"/v1/taskmanagers/{taskmanager_id}/logs/..",
+        "/jobs/overview/..",
+    ):
+        through = raw_get(standby.rest_url, target, auth)
+        direct = raw_get(leader.rest_url, target, auth)
+        assert through[0] == direct[0] and through[2] == direct[2], (target, through, direct)
+        assert through[0] in (400, 404), (target, through)
+        assert through[1]["x-flink-runtime-leader"] == leader.rest_url
+
+    port = standby.rest_url.rsplit(":", 1)[1]
+    rebound = {**auth, "Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}
+    status, headers, body = raw_get(standby.rest_url, "/jobs/overview", rebound)
+    assert status == 403 and "rest.allowed-hosts" in json.loads(body)["errors"][0]
+    assert "x-flink-runtime-leader" not in headers  # refused by the standby itself
+
+    status, headers, body = raw_get(standby.rest_url, "/jobs/overview", {"Authorization": "Bearer "})
+    assert status == 401, body
+    assert headers["www-authenticate"].startswith("Bearer")
+    assert "empty bearer token" in json.loads(body)["errors"][0]
+
+
 def test_one_job_survives_a_frozen_and_a_killed_leader_with_exact_output(
     tmp_path: Path, postgres: PostgresServer
 ) -> None:
@@ -110,6 +157,7 @@ def test_one_job_survives_a_frozen_and_a_killed_leader_with_exact_output(
 
         # The standby names the leader and answers through it; it runs nothing.
         assert leader_of(second)["is-leader"] is False
+        check_a_standbys_edges(second, first, "tm-0")  # before the job: its timing must not depend on this
         with JobClient(second.rest_url, timeout=30, token=REST_TOKEN) as client:  # submitted through the standby
             job_id = client.submit(graph)
         through = httpx.get(

@@ -1,12 +1,15 @@
 """A standby JobManager's REST API answers through the leader's (rest/leader_proxy.py):
-method, path, query, body and token passed on, the leader's answer streamed back as it
-is; the Origin its own guard checked is not passed on; 503 + Retry-After while nobody
-leads or the leader does not answer; its own /leader. The leader is a real HTTP server."""
+method, path (byte for byte), query, body and token passed on, the leader's answer
+streamed back as it is; the Host and Origin its own guard checked are not passed on;
+503 + Retry-After while nobody leads or the leader does not answer; its own /leader.
+The leader is a real HTTP server; so is the standby where raw requests matter."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from flink_runtime.highavailability.lease_store import LeaderLease
+from flink_runtime.rest.guard import RestGuard
 from flink_runtime.rest.leader_proxy import LeaderProxy
 
 
@@ -52,6 +56,10 @@ def leader_app() -> FastAPI:
     async def missing(job_id: str) -> JSONResponse:
         return JSONResponse({"errors": [f"Job {job_id} not found"]}, status_code=404)
 
+    @app.get("/taskmanagers/{rest:path}")
+    async def echo(request: Request) -> dict[str, Any]:
+        return {"raw-path": request.scope["raw_path"].decode(), "authorization": request.headers.get("authorization")}
+
     @app.get("/events")
     async def events() -> StreamingResponse:
         async def lines() -> AsyncIterator[bytes]:
@@ -64,18 +72,26 @@ def leader_app() -> FastAPI:
     return app
 
 
-@pytest.fixture
-async def leader() -> AsyncIterator[LeaderLease]:
+@contextlib.asynccontextmanager
+async def served(app: Any) -> AsyncIterator[int]:
+    """`app` served by uvicorn on a free loopback port (the port)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(leader_app(), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
-    port = sock.getsockname()[1]
-    yield LeaderLease("prod", "jm-a", 7, "tcp://a:6123", f"http://127.0.0.1:{port}", 1.0, 2.0)
-    server.should_exit = True
-    await task
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture
+async def leader() -> AsyncIterator[LeaderLease]:
+    async with served(leader_app()) as port:
+        yield LeaderLease("prod", "jm-a", 7, "tcp://a:6123", f"http://127.0.0.1:{port}", 1.0, 2.0)
 
 
 @contextlib.asynccontextmanager
@@ -147,3 +163,67 @@ async def test_the_leader_serves_everything_itself(leader: LeaderLease) -> None:
     async with standby(FakeJobManager(True, leader)) as http:
         answer = await http.post("/jobs", content=b"{}")
         assert answer.status_code == 200 and answer.json() == {"served": "by this JobManager"}
+
+
+@contextlib.asynccontextmanager
+async def served_standby(leader: LeaderLease) -> AsyncIterator[int]:
+    """A standby's guard and proxy served by uvicorn, as the REST server composes them (the port)."""
+    proxy = LeaderProxy(FastAPI(), FakeJobManager(False, leader))
+    try:
+        async with served(RestGuard(proxy)) as port:
+            yield port
+    finally:
+        await proxy.aclose()
+
+
+def raw_get(port: int, target: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """GET `target` exactly as given (httpx would resolve its dot segments), with exactly
+    `headers` (no Host unless given)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.putrequest("GET", target, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            connection.putheader(name, value)
+        connection.endheaders()
+        answer = connection.getresponse()
+        return answer.status, {k.lower(): v for k, v in answer.getheaders()}, answer.read()
+    finally:
+        connection.close()
+
+
+async def test_a_standby_passes_the_path_on_byte_for_byte(leader: LeaderLease) -> None:
+    async with served_standby(leader) as port:
+        host = {"Host": f"127.0.0.1:{port}"}
+        for target in ("/taskmanagers/x/logs/..", "/taskmanagers/x/./logs/%2e%2e/a%2Fb", "/v1/taskmanagers/x/.."):
+            status, _, body = await asyncio.to_thread(raw_get, port, target, host)
+            assert status == 200, body
+            assert json.loads(body)["raw-path"] == target.removeprefix("/v1"), target
+
+
+async def test_a_standby_strips_an_empty_bearer_token_instead_of_failing(leader: LeaderLease) -> None:
+    # Without a token configured the leader ignores the header; the standby used to fail
+    # to send "Bearer " on (503, the leader "does not answer").
+    async with served_standby(leader) as port:
+        headers = {"Host": f"127.0.0.1:{port}", "Authorization": "Bearer "}
+        status, _, body = await asyncio.to_thread(raw_get, port, "/taskmanagers/x", headers)
+        assert status == 200, body
+        assert json.loads(body)["authorization"] == "Bearer"
+
+
+async def test_a_standby_refuses_a_foreign_host_itself(leader: LeaderLease) -> None:
+    async with served_standby(leader) as port:
+        status, headers, body = await asyncio.to_thread(
+            raw_get, port, "/taskmanagers/x", {"Host": f"evil.example:{port}"}
+        )
+        assert status == 403 and "rest.allowed-hosts" in json.loads(body)["errors"][0]
+        assert "x-flink-runtime-leader" not in headers  # never reached the leader
+
+
+async def test_a_request_that_cannot_be_passed_on_is_a_client_error_not_a_retry(leader: LeaderLease) -> None:
+    # What the standby's HTTP server accepts and its HTTP client refuses to write ("Bearer "
+    # with its space was one; a NUL, sent here through the ASGI transport, is another) must
+    # not read as "the leader does not answer" (503), which clients retry for ever.
+    async with standby(FakeJobManager(False, leader)) as http:
+        answer = await http.get("/taskmanagers/x", headers={"X-Odd": "a\x00b"})
+        assert answer.status_code == 400 and "retry-after" not in answer.headers
+        assert "cannot be passed on to the leader" in answer.json()["errors"][0]

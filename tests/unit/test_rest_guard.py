@@ -24,10 +24,13 @@ from flink_runtime.security import (
     masked_config,
     rest_token,
 )
+from flink_runtime.security.hosts import AllowedHosts
 from tests.unit.test_rest_savepoints import JOB_ID, StubJobManager
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# The name TestClient sends as Host; a real server answers the names it is reachable as.
+TESTSERVER = AllowedHosts.of(["testserver"])
 
 
 @pytest.fixture
@@ -37,14 +40,14 @@ def jobmanager(tmp_path: Path) -> StubJobManager:
 
 @pytest.fixture
 def guarded(jobmanager: StubJobManager) -> Iterator[TestClient]:
-    app = RestGuard(create_app(jobmanager, Configuration()), token=TOKEN)  # type: ignore[arg-type]
+    app = RestGuard(create_app(jobmanager, Configuration()), token=TOKEN, hosts=TESTSERVER)  # type: ignore[arg-type]
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
 
 @pytest.fixture
 def open_api(jobmanager: StubJobManager) -> Iterator[TestClient]:
-    app = RestGuard(create_app(jobmanager, Configuration()))  # type: ignore[arg-type]
+    app = RestGuard(create_app(jobmanager, Configuration()), hosts=TESTSERVER)  # type: ignore[arg-type]
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -168,6 +171,49 @@ def test_the_openapi_document_lists_each_path_once(open_api: TestClient) -> None
     assert not any(path.startswith("/v1") for path in paths)
 
 
+# -- Host: no DNS rebinding ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def loopback_only(jobmanager: StubJobManager) -> Iterator[TestClient]:
+    """A guard with the default Host names (addresses and localhost), no token."""
+    app = RestGuard(create_app(jobmanager, Configuration()))  # type: ignore[arg-type]
+    with TestClient(app, base_url="http://127.0.0.1:8081", raise_server_exceptions=False) as client:
+        yield client
+
+
+@pytest.mark.parametrize(
+    "method,path", [("GET", "/jobs/overview"), ("GET", "/"), ("GET", "/no/such/path"), ("POST", f"/jobs/{JOB_ID}/stop")]
+)
+def test_a_foreign_host_is_refused_before_anything_else(
+    loopback_only: TestClient, jobmanager: StubJobManager, method: str, path: str
+) -> None:
+    rebound = {"Host": "evil.example:8081", "Origin": "http://evil.example:8081"}
+    answer = loopback_only.request(method, path, headers=rebound, json={"drain": False})
+    assert answer.status_code == 403
+    assert answer.headers["content-type"] == "application/json"
+    message = answer.json()["errors"][0]
+    assert "'evil.example:8081'" in message and "rest.allowed-hosts" in message and "DNS rebinding" in message
+    assert jobmanager.calls == []
+
+
+def test_the_host_is_checked_before_the_token(guarded: TestClient) -> None:
+    answer = guarded.get("/overview", headers={**AUTH, "Host": "evil.example"})
+    assert answer.status_code == 403 and "www-authenticate" not in answer.headers
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8081", "localhost:8081", "LOCALHOST.", "[::1]:8081", "127.1.2.3"])
+def test_loopback_hosts_are_answered(loopback_only: TestClient, host: str) -> None:
+    answer = loopback_only.get(f"/jobs/{JOB_ID}/checkpoints", headers={"Host": host})
+    assert answer.status_code == 200, answer.text
+
+
+def test_an_empty_bearer_token_is_named_as_such(guarded: TestClient) -> None:
+    answer = guarded.get("/overview", headers={"Authorization": "Bearer "})
+    assert answer.status_code == 401 and answer.headers["www-authenticate"].startswith("Bearer")
+    assert "empty bearer token" in answer.json()["errors"][0]
+
+
 # -- cross-site requests -------------------------------------------------------------------------
 
 
@@ -244,7 +290,7 @@ def test_an_uncaught_exception_answers_json_with_a_request_id(
         async def boom() -> None:
             raise RuntimeError("deep inside")
 
-    with TestClient(RestGuard(app), raise_server_exceptions=False) as client:
+    with TestClient(RestGuard(app, hosts=TESTSERVER), raise_server_exceptions=False) as client:
         answer = client.get("/boom")
     assert answer.status_code == 500
     body = answer.json()
