@@ -47,10 +47,23 @@ class UserCodeError(RuntimeError):
 
 def describe(exc: BaseException) -> str:
     """What the job's code raised, in words a submitter can act on."""
-    if isinstance(exc, MemoryError) and guard.memory_limited():
-        return guard.memory_limit_reason()
     # SystemExit and its kind say nothing by themselves ("3", or a DataFrame's repr).
-    return str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
+    text = str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
+    if guard.memory_limited() and _caused_by(exc, MemoryError):
+        # The planner's own limit, whatever wrapped it (an operator's error names the operator).
+        return guard.memory_limit_reason() if isinstance(exc, MemoryError) else f"{text}: {guard.memory_limit_reason()}"
+    return text
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class VertexPreparationError(UserCodeError):
