@@ -80,7 +80,10 @@ def _watch_parent(parent_pid: int) -> None:
 
 def _end_group(*_: object) -> None:
     # SIGKILL to the group this process leads: its JVM, what the job's code started, itself.
-    os.killpg(os.getpid(), signal.SIGKILL)
+    try:
+        os.killpg(os.getpid(), signal.SIGKILL)
+    except OSError:  # not a group leader after all: at least this process goes
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def kill_group(pid: int) -> None:

@@ -45,6 +45,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
 from flink_runtime.planner import guard, tasks
 
 log = logging.getLogger(__name__)
@@ -121,7 +123,7 @@ class PlannerPool:
             ) from None
         except MemoryError:  # raised outside the job's own code (tasks.py names it there)
             raise PlanningError(
-                guard.memory_limit_reason(str(self._config.get("jobmanager.planner.memory", "")))
+                guard.memory_limit_reason(str(Configuration(self._config).raw(cfg.PLANNER_MEMORY)))
             ) from None
 
     def close(self) -> None:
