@@ -90,8 +90,8 @@ def initialize(config: dict[str, Any], parent_pid: int) -> None:
     os.dup2(devnull, 1)
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)-7s planner %(name)s: %(message)s")
-    memory = Configuration(config)
-    guard.limit_memory(memory.get(cfg.PLANNER_MEMORY), str(memory.raw(cfg.PLANNER_MEMORY)))
+    options = Configuration(config)
+    guard.limit_memory(options.get(cfg.PLANNER_MEMORY), str(options.raw(cfg.PLANNER_MEMORY)))
 
 
 def _own_spark() -> Any:

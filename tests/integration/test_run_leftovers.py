@@ -13,8 +13,11 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration  # a whole pytest run in a process of its own
 
 LEAKY = """
 import subprocess, sys
