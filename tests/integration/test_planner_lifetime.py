@@ -18,6 +18,7 @@ from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import ClusterProcess, StandaloneCluster, free_port
 from flink_runtime.executiongraph import JobStatus
 from flink_runtime.pipeline import Pipeline
+from tests.helpers import leftovers
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
@@ -35,13 +36,8 @@ def family(process: ClusterProcess) -> list[psutil.Process]:
 def survivors(processes: list[psutil.Process], within: float = GRACE) -> list[str]:
     """Those of `processes` still alive after `within` seconds, described; they are killed."""
     _, alive = psutil.wait_procs(processes, timeout=within)
-    described = []
-    for process in alive:
-        try:
-            described.append(f"{process.pid} (parent {process.ppid()}): {' '.join(process.cmdline())[:200]}")
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
+    described = [leftovers.describe(process) for process in alive]
+    leftovers.kill(alive)
     return described
 
 
