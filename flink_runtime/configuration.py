@@ -80,6 +80,15 @@ PLANNER_WARM_UP = _option(
     "JobManager that seldom plans; the first Spark job's planning then includes Spark's start).",
     "bool",
 )
+PLANNER_MEMORY = _option(
+    "jobmanager.planner.memory",
+    "2 gb",
+    "Memory the planner process's Python side may use (its data segment, RLIMIT_DATA; about 200 MB "
+    "with its SparkSession started). Job code that allocates more while its plan is prepared gets "
+    "MemoryError and the submission is refused (400) naming this key. 0: no limit. The planner's "
+    "JVM is bounded by spark.driver.memory instead.",
+    "size",
+)
 CLUSTER_SECRET = _option(
     "security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check."
 )

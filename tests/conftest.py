@@ -11,6 +11,7 @@ import pytest
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
 from tests import spark_cds
+from tests.helpers import leftovers
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
 
 logging.getLogger("flink_runtime").setLevel(logging.INFO)
@@ -36,6 +37,25 @@ os.environ.setdefault(
     "FLINK_PROPERTIES",
     f'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
 )
+
+# Before any process starts: every process of this run carries the run's id (leftovers.py).
+RUN_ID = leftovers.mark_run()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Fails the run naming every process it started that outlived it (a planner, a Spark
+    JVM, a cluster process a test did not stop), then kills them. Autouse and session-wide:
+    set up first, so torn down after every other fixture has stopped what it started."""
+    yield
+    left = leftovers.survivors(RUN_ID)
+    if left:
+        described = [leftovers.describe(process) for process in left]
+        leftovers.kill(left)
+        pytest.fail(
+            f"{len(left)} process(es) started by this test run outlived it (killed now):\n  " + "\n  ".join(described),
+            pytrace=False,
+        )
 
 
 def fast_config(**overrides: object) -> Configuration:

@@ -139,6 +139,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
             InProcessPlanner(self.spark) if embedded else PlannerPool(config.to_dict(), start_spark_ahead=warm_up)
         )
         self.planner_timeout = config.get_seconds(cfg.PLANNER_TIMEOUT)
+        config.get(cfg.PLANNER_MEMORY)  # a malformed size stops the start, named (not each planner's)
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )

@@ -10,10 +10,21 @@ code does there cannot reach the JobManager:
   raises PlanningError with the exit code, and the next call starts a new process;
 - it does not return within the time limit (`jobmanager.planner.timeout`, counted
   from when the call starts: the process and its SparkSession are started ahead, at
-  JobManager start and after each replacement): the
-  process is killed (its Spark JVM exits with it: PySpark's gateway dies when its
-  parent's pipe closes) and the call raises PlanningError;
+  JobManager start and after each replacement): the process is killed with its process
+  group (its Spark JVM, anything the job's code started) and the call raises PlanningError;
+- it allocates more than `jobmanager.planner.memory`: the allocation raises MemoryError
+  in the planner (guard.py), the call fails naming the limit, the planner serves on;
 - it prints: the process's stdout goes nowhere, not into the JobManager's log.
+
+A call never waits on a warm-up longer than its own time limit: a warm-up that failed, or
+has not finished by then (a Spark start that hangs), is abandoned (its process group is
+killed) and the call runs in a new process that starts Spark only if the call needs it,
+within the call's own limit. So a recovered job or a submission is never held behind a
+stuck warm-up.
+
+The planner dies with the JobManager, even one killed with SIGKILL (guard.py): it is
+started from a thread of the pool's own, because the parent-death signal it arms fires
+when the thread that started it ends.
 
 A MiniCluster plans in its own process (InProcessPlanner): its JobManager shares the
 process with TaskManagers that run the job's code anyway, as Flink's MiniCluster runs
@@ -24,16 +35,19 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol, TypeVar
 
-from flink_runtime.planner import tasks
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
+from flink_runtime.planner import guard, tasks
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +85,6 @@ class PlannerPool:
     """One planner process, started on first use and replaced when it dies or hangs.
     `run` may be called from several threads; calls queue for the one process."""
 
-    # Starting the process and its SparkSession: not counted in a call's time limit.
-    WARM_UP_TIMEOUT = 300.0
-
     def __init__(self, config: dict[str, Any], start_spark_ahead: bool = True) -> None:
         """start_spark_ahead: warm_up starts the process's SparkSession too (else the
         first call that needs Spark starts it, within that call's time limit)."""
@@ -81,24 +92,23 @@ class PlannerPool:
         self._start_spark_ahead = start_spark_ahead
         self._lock = threading.Lock()
         self._executor: ProcessPoolExecutor | None = None
+        # The current process's warm-up (starting its SparkSession); None: a cold process.
         self._warm: Future[None] | None = None
         self._workers: dict[int, list[Any]] = {}  # id(executor) -> its worker processes
+        # Starts every planner process: it must outlive them (see the module's comment).
+        self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-start")
 
     def warm_up(self) -> None:
         """Start the process and its SparkSession now, so the first submission is fast."""
-        self._current()
+        self._current(self._start_spark_ahead)
 
     def run(self, function: Callable[..., T], *args: Any, timeout: float) -> T:
-        executor = self._current()
+        executor, warm = self._current(self._start_spark_ahead)
+        if warm is not None and not _finished(warm, timeout):
+            self._discard(executor, replace=False)
+            executor, _ = self._current(start_spark=False)
         try:
-            assert self._warm is not None
-            self._warm.result(timeout=self.WARM_UP_TIMEOUT)
-        except BaseException as exc:  # noqa: BLE001 - a broken or stuck start: try a new one next time
-            self._discard(executor)
-            raise PlanningError(f"the planner process did not start: {exc!r}") from None
-        future = executor.submit(function, *args)
-        try:
-            return future.result(timeout=timeout)
+            return executor.submit(function, *args).result(timeout=timeout)
         except FutureTimeout:
             self._discard(executor)
             raise PlanningError(
@@ -111,43 +121,84 @@ class PlannerPool:
                 f"the job's code ended the planner process ({_describe_exit(codes)}): a transform, invokable or "
                 "library called sys.exit/os._exit or crashed the interpreter while the plan was prepared"
             ) from None
+        except MemoryError:  # raised outside the job's own code (tasks.py names it there)
+            raise PlanningError(
+                guard.memory_limit_reason(str(Configuration(self._config).raw(cfg.PLANNER_MEMORY)))
+            ) from None
 
     def close(self) -> None:
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:
             _kill(executor, self._workers.pop(id(executor), []))
+        self._starter.shutdown(wait=False)
 
-    def _current(self) -> ProcessPoolExecutor:
+    def _current(self, start_spark: bool) -> tuple[ProcessPoolExecutor, Future[None] | None]:
         with self._lock:
             if self._executor is None:
-                self._executor = ProcessPoolExecutor(
-                    max_workers=1,
-                    mp_context=multiprocessing.get_context("spawn"),
-                    initializer=tasks.initialize,
-                    initargs=(self._config,),
-                )
-                self._warm = self._executor.submit(tasks.warm_up, self._start_spark_ahead)
-                # submit() started the worker. Kept here: when the worker dies, the
-                # executor forgets its processes, and with them the exit code to report.
-                self._workers[id(self._executor)] = list((self._executor._processes or {}).values())  # noqa: SLF001
-            return self._executor
+                self._executor, self._warm = self._starter.submit(self._start, start_spark).result()
+            return self._executor, self._warm
 
-    def _discard(self, executor: ProcessPoolExecutor) -> list[int | None]:
-        """Kill `executor`'s process and forget it (if it is still the current one)."""
+    def _start(self, start_spark: bool) -> tuple[ProcessPoolExecutor, Future[None] | None]:
+        """On the starter thread: a new planner process, its SparkSession starting if asked."""
+        executor = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=tasks.initialize,
+            initargs=(self._config, os.getpid()),
+        )
+        started = time.monotonic()
+        warm = executor.submit(tasks.warm_up, start_spark)  # starts the process, on this thread
+        # Kept here: when the worker dies, the executor forgets its processes, and with
+        # them the exit code to report.
+        processes = self._workers[id(executor)] = list((executor._processes or {}).values())  # noqa: SLF001
+        if not start_spark:
+            return executor, None
+        pid = processes[0].pid if processes else None
+        log.info("Planner process %s started; starting its SparkSession.", pid)
+        warm.add_done_callback(lambda done: _report_warm(done, pid, time.monotonic() - started))
+        return executor, warm
+
+    def _discard(self, executor: ProcessPoolExecutor, replace: bool = True) -> list[int | None]:
+        """Kill `executor`'s process and forget it (if it is still the current one);
+        `replace`: start the next one ahead, warm."""
         with self._lock:
             if self._executor is executor:
                 self._executor = None
         codes = _kill(executor, self._workers.pop(id(executor), []))
-        if self._start_spark_ahead:
+        if replace and self._start_spark_ahead:
             self.warm_up()  # the next submission should not wait for a new process
         return codes
+
+
+def _report_warm(warm: Future[None], pid: int | None, seconds: float) -> None:
+    if not warm.cancelled() and warm.exception() is None:
+        log.info("Planner process %s is warm: its SparkSession started in %.1f s.", pid, seconds)
+
+
+def _finished(warm: Future[None], timeout: float) -> bool:
+    """Whether the warm-up finished well within `timeout` (the waiting call's own limit)."""
+    try:
+        warm.result(timeout=timeout)
+        return True
+    except FutureTimeout:
+        log.warning(
+            "The planner's warm-up (its SparkSession start) did not finish within %g s, the time a call may "
+            "take (jobmanager.planner.timeout): abandoned; the call runs in a new planner process.",
+            timeout,
+        )
+    except BaseException as exc:  # noqa: BLE001 - a broken start: the call tries a new process
+        log.warning("The planner's warm-up failed (%r): the call runs in a new planner process.", exc)
+    return False
 
 
 def _kill(executor: ProcessPoolExecutor, known: list[Any]) -> list[int | None]:
     # The executor has no public way to stop a worker that is stuck in a call.
     processes = known or list((executor._processes or {}).values())  # noqa: SLF001
     for process in processes:
+        # Its process group first: a Spark JVM stuck in its start would not notice its parent's death.
+        if process.pid is not None:
+            guard.kill_group(process.pid)
         if process.is_alive():
             process.kill()
     executor.shutdown(wait=False, cancel_futures=True)

@@ -16,11 +16,13 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from flink_runtime import configuration as cfg
 from flink_runtime.blob import activate_libraries
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
 from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
+from flink_runtime.planner import guard
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +42,28 @@ class UserCodeError(RuntimeError):
 
     @classmethod
     def wrapping(cls, message: str, exc: BaseException) -> UserCodeError:
-        # SystemExit and its kind say nothing by themselves ("3", or a DataFrame's repr).
-        text = str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
-        return cls(f"{message}: {text}", type(exc).__name__, "".join(traceback.format_exception(exc)))
+        return cls(f"{message}: {describe(exc)}", type(exc).__name__, "".join(traceback.format_exception(exc)))
+
+
+def describe(exc: BaseException) -> str:
+    """What the job's code raised, in words a submitter can act on."""
+    # SystemExit and its kind say nothing by themselves ("3", or a DataFrame's repr).
+    text = str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
+    if guard.memory_limited() and _caused_by(exc, MemoryError):
+        # The planner's own limit, whatever wrapped it (an operator's error names the operator).
+        return guard.memory_limit_reason() if isinstance(exc, MemoryError) else f"{text}: {guard.memory_limit_reason()}"
+    return text
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class VertexPreparationError(UserCodeError):
@@ -58,22 +79,30 @@ class HookError(UserCodeError):
 _config: dict[str, Any] = {}
 
 
-def initialize(config: dict[str, Any]) -> None:
-    """Runs once in a new planner process."""
+def initialize(config: dict[str, Any], parent_pid: int) -> None:
+    """Runs once in a new planner process: it dies with `parent_pid` (the JobManager) and
+    gets its memory limit (guard.py)."""
     global _config
+    guard.bind_to_parent(parent_pid)
     _config = config
     # Whatever the job's code prints goes nowhere (not into the JobManager's log).
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)-7s planner %(name)s: %(message)s")
+    options = Configuration(config)
+    guard.limit_memory(options.get(cfg.PLANNER_MEMORY), str(options.raw(cfg.PLANNER_MEMORY)))
 
 
 def _own_spark() -> Any:
     """The planner process's SparkSession (local[1], plan checks only), started on first use."""
     from flink_runtime.spark.session import acquire_session, current_session
 
-    return current_session() or acquire_session(_config, default_cores=1, planning_only=True)
+    session = current_session()
+    if session is None:
+        with guard.memory_limit_lifted():  # the JVM inherits rlimits: spark.driver.memory bounds its heap
+            session = acquire_session(_config, default_cores=1, planning_only=True)
+    return session
 
 
 def warm_up(start_spark: bool) -> None:
@@ -175,6 +204,6 @@ def run_terminal_hooks(
             if status is not JobStatus.FINISHED:
                 log.warning("cleanup of vertex %s after %s failed: %s", vertex_id, status.value, exc)
                 continue
-            errors.append(f"vertex {vertex_id!r}: {exc}")
+            errors.append(f"vertex {vertex_id!r}: {describe(exc)}")
     if errors:
         raise HookError("publishing the job's output failed: " + "; ".join(errors))

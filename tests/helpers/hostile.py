@@ -30,3 +30,9 @@ def segfaults(df):
 def prints(df):
     print("HOSTILE-PRINT from a transform")
     return df
+
+
+def allocates_3_gib(df):
+    # Touched, not only reserved: a zero-filled bytearray is written through.
+    blob = bytearray(3 << 30)
+    return df if blob else df

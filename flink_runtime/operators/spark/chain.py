@@ -167,6 +167,6 @@ def _describe(spec: dict[str, Any]) -> str:
 
 def _spark_message(exc: Exception) -> str:
     # AnalysisException carries the whole plan after the first line; keep the useful part.
-    text = str(exc).strip()
+    text = str(exc).strip() or type(exc).__name__  # MemoryError, for one, says nothing else
     first = text.split("\n", 1)[0]
     return first if len(first) > 20 else text[:500]

@@ -1,0 +1,63 @@
+"""The suite fails a run that leaves a process behind (tests/helpers/leftovers.py, issue 22.4).
+
+A real pytest run of a test that starts a detached process and forgets it: the run fails
+naming that process, and the process is gone afterwards. Processes of other runs (this
+one's, around it) are not its business."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.integration  # a whole pytest run in a process of its own
+
+LEAKY = """
+import subprocess, sys
+
+def test_forgets_a_process():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)  # LEAKED"], start_new_session=True)
+
+def test_stops_its_process():
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    process.kill()
+    process.wait()
+"""
+
+
+def run_pytest(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_inner.py").write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "tests.conftest", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
+    )
+
+
+def test_a_run_that_leaves_a_process_behind_fails_naming_it_and_the_process_is_killed(tmp_path: Path) -> None:
+    # A process of this (outer) run, alive all along: not the inner run's to report.
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        result = run_pytest(tmp_path, LEAKY)
+        assert ours.poll() is None
+    finally:
+        ours.kill()
+        ours.wait()
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "2 passed" in output and "1 error" in output, output  # the tidy test is not blamed
+    match = re.search(r"pid (\d+) \(parent \d+(, orphaned)?\): \S+ -c import time; time.sleep\(600\)  # LEAKED", output)
+    assert match, output
+    assert "1 process(es) started by this test run outlived it" in output, output
+    leaked = int(match.group(1))
+    assert not psutil.pid_exists(leaked) or psutil.Process(leaked).status() == psutil.STATUS_ZOMBIE

@@ -1,0 +1,70 @@
+"""The planner process's confinement (flink_runtime/planner/guard.py, issue 22.4), on a
+real planner process without Spark: its memory limit, and its death, with everything it
+started, when its parent is killed with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from flink_runtime.planner import PlannerPool, PlanningError
+from tests.conftest import PROJECT_ROOT
+from tests.helpers import planner_calls
+
+
+def test_an_allocation_past_the_memory_limit_fails_naming_the_key_and_the_planner_serves_on() -> None:
+    pool = PlannerPool({"jobmanager.planner.memory": "256 mb"}, start_spark_ahead=False)
+    try:
+        planner = pool.run(planner_calls.pid, timeout=60)
+        with pytest.raises(PlanningError) as refused:
+            pool.run(planner_calls.allocate, 512 << 20, timeout=60)
+        assert "jobmanager.planner.memory" in str(refused.value) and "256 mb" in str(refused.value)
+        assert pool.run(planner_calls.allocate, 16 << 20, timeout=60) == 16 << 20
+        assert pool.run(planner_calls.pid, timeout=60) == planner  # the same process
+    finally:
+        pool.close()
+
+
+def test_no_limit_with_0() -> None:
+    pool = PlannerPool({"jobmanager.planner.memory": "0"}, start_spark_ahead=False)
+    try:
+        assert pool.run(planner_calls.allocate, 512 << 20, timeout=60) == 512 << 20
+    finally:
+        pool.close()
+
+
+DRIVER = """
+import time
+from flink_runtime.planner import PlannerPool
+from tests.helpers import planner_calls
+
+pool = PlannerPool({}, start_spark_ahead=False)
+print(pool.run(planner_calls.pid, timeout=60), pool.run(planner_calls.start_sleeper, timeout=60), flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_planner_and_what_it_started_die_with_a_parent_killed_with_sigkill() -> None:
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
+    )
+    try:
+        planner_pid, sleeper_pid = (int(word) for word in driver.stdout.readline().split())
+        planner, sleeper = psutil.Process(planner_pid), psutil.Process(sleeper_pid)
+        assert os.getpgid(planner_pid) == planner_pid  # it leads a group of its own
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    _, alive = psutil.wait_procs([planner, sleeper], timeout=10)
+    for process in alive:
+        process.kill()
+    assert not alive, f"outlived their parent: {alive}"
