@@ -93,4 +93,4 @@ def test_a_function_that_returns_nothing_fails_saying_what_to_return(task_contex
 
         operator = forgot_return().operator
     with pytest.raises(TypeError, match="returned None: return the Pipeline or JobGraph"):
-        operator._build_job_graph(task_context(run_id="r"))
+        operator.build_job_graph(task_context(run_id="r"))

@@ -55,3 +55,13 @@ def wait_for_release(df):
     while not release.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     return df
+
+
+def slow_to_plan(df):
+    """Keeps a job INITIALIZING for 12 s (longer than POST /jobs waits, 10 s): the
+    JobManager's plan check (empty input) sleeps, as a plan that starts a SparkSession
+    on a fresh cluster does; each split then takes 0.3 s."""
+    import time
+
+    time.sleep(12 if df.isEmpty() else 0.3)
+    return df

@@ -151,8 +151,9 @@ class FlinkRuntimeHook(BaseHook):
         return self._get_settings().rest_url
 
     def job_url(self, job_id: str) -> str:
-        """Where the job's details are (``GET /jobs/:id``); the extra link points there."""
-        return f"{self.rest_url}/jobs/{_quote(job_id)}"
+        """The job's page on the cluster's dashboard (``<REST URL>/#/jobs/<id>``), as the
+        worker reaches the cluster; the JSON is at ``<REST URL>/jobs/<id>``."""
+        return f"{self.rest_url}/#/jobs/{_quote(job_id)}"
 
     def get_conn(self) -> JobClient:
         """The JobClient this hook sends its synchronous requests with."""
@@ -341,6 +342,41 @@ class FlinkRuntimeHook(BaseHook):
         return str(latest["external_path"])
 
     # -- waiting -------------------------------------------------------------------------------------
+
+    def wait_until_running(self, job_id: str, timeout: float, parameter: str = "wait_for_running_timeout") -> None:
+        """Return once the job is RUNNING, waiting at most ``timeout`` seconds (0: no wait).
+
+        A savepoint or a stop needs a RUNNING job, and a job just submitted is
+        INITIALIZING or CREATED for as long as its TaskManagers take to deploy it (tens
+        of seconds on a cluster whose Spark is still starting). Raises
+        FlinkRuntimeTimeout naming the state it is still in and ``parameter`` (the
+        caller's name for ``timeout``), or FlinkRuntimeJobFailed at once for a job that
+        has already ended: it will never run again.
+        """
+        running = JobStatus.RUNNING.value
+        state = self.get_job_status(job_id)
+        if state != running and not is_globally_terminal(state) and timeout > 0:
+            try:
+                state = self.wait_for_job(job_id, [running], timeout, poll_timeout=min(timeout, 30.0))
+            except FlinkRuntimeTimeout:
+                state = self.get_job_status(job_id)
+                if state != running:
+                    raise FlinkRuntimeTimeout(
+                        f"job {job_id} is still {state}, not RUNNING, after {timeout:g} s: a savepoint needs a "
+                        f"running job. Raise {parameter} (now {timeout:g} s) if the cluster is slow to start jobs"
+                    ) from None
+        if is_globally_terminal(state):
+            raise FlinkRuntimeJobFailed(
+                job_id,
+                state,
+                f"job {job_id} has already ended {state}: there is no running job to take a savepoint of "
+                "(resume a finished pipeline from an earlier savepoint with SubmitJobOperator(from_savepoint=...))",
+            )
+        if state != running:
+            raise FlinkRuntimeTimeout(
+                f"job {job_id} is {state}, not RUNNING: a savepoint needs a running job. Give {parameter} "
+                "some seconds so the operator waits for it"
+            )
 
     def wait_for_job(
         self,
