@@ -129,7 +129,12 @@ REST_SUBMIT_WAIT = _option(
 
 # -- TaskManager ---------------------------------------------------------------------------
 TASKMANAGER_HOST = _option("taskmanager.host", "127.0.0.1", "Host the TaskManager's RPC binds to.")
-TASKMANAGER_RPC_PORT = _option("taskmanager.rpc.port", 0, "TaskManager RPC port (0 picks a free one).", "int")
+TASKMANAGER_RPC_PORT = _option(
+    "taskmanager.rpc.port",
+    0,
+    "TaskManager RPC port (0 picks a free one). In a MiniCluster the i-th TaskManager takes this port + i.",
+    "int",
+)
 TASKMANAGER_RESOURCE_ID = _option("taskmanager.resource-id", "", "TaskManager id; generated when empty.")
 TASKMANAGER_SLOTS = _option("taskmanager.numberOfTaskSlots", 0, "Slots a TaskManager offers (0: its CPU count).", "int")
 TASK_CANCELLATION_INTERVAL = _option(

@@ -42,7 +42,13 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
-from flink_runtime.airflow.hooks.connection import ClusterSettings, cluster_settings
+from flink_runtime.airflow.hooks.connection import (
+    ClusterSettings,
+    check_embedded,
+    cluster_settings,
+    describe_overview,
+    embedded_options,
+)
 from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
@@ -183,16 +189,21 @@ class FlinkRuntimeHook(BaseHook):
         self.close()
 
     def test_connection(self) -> tuple[bool, str]:
-        """For the UI's "Test" button: does GET /overview answer?"""
+        """For the UI's "Test" button: does GET /overview answer?
+
+        An embedded connection is checked, not started: the button runs in Airflow's API
+        server, which must not become the host of a cluster meant for the workers. Its
+        options are validated and a running embedded cluster (on this host) is asked.
+        """
         try:
+            embedded = embedded_options(self.get_connection(self.flink_runtime_conn_id))
+            if embedded is not None:
+                return check_embedded(embedded)
             with _translated():
                 overview = self.get_conn().overview()
         except FlinkRuntimeException as exc:
             return False, str(exc)
-        return True, (
-            f"Connected to {self.rest_url}: {overview.get('taskmanagers', 0)} TaskManagers, "
-            f"{overview.get('slots-available', 0)} of {overview.get('slots-total', 0)} slots free"
-        )
+        return True, f"Connected to {self.rest_url}: {describe_overview(overview)}"
 
     # -- jobs ----------------------------------------------------------------------------------------
 
