@@ -267,6 +267,15 @@ CHECKPOINTING_MIN_INTERVAL = _option(
 PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")
 RESTART_STRATEGY = _option("restart-strategy.type", "none", "none | fixed-delay | exponential-delay | failure-rate.")
 SAVEPOINT_PATH = _option("execution.savepoint.path", None, "Savepoint or retained checkpoint a job starts from.")
+SAVEPOINT_RESTORE_MODE = _option(
+    "execution.savepoint-restore-mode",
+    "NO_CLAIM",
+    "Who owns the snapshot a job starts from (Flink's RestoreMode): NO_CLAIM leaves it to the user; "
+    "CLAIM hands it to the job, which deletes it once it is no longer needed: when the job FINISHED, "
+    "or ended keeping a checkpoint of its own (made self-contained, so nothing points into the old one).",
+    "enum",
+    ("CLAIM", "NO_CLAIM"),
+)
 SAVEPOINT_IGNORE_UNCLAIMED_STATE = _option(
     "execution.savepoint.ignore-unclaimed-state",
     False,

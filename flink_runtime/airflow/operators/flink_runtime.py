@@ -39,7 +39,7 @@ from flink_runtime.airflow.links import JOB_ID_XCOM_KEY
 from flink_runtime.airflow.operators.base import FlinkRuntimeBaseOperator, raise_job_failure
 from flink_runtime.airflow.operators.job_control import CancelJobOperator, StopJobOperator, TriggerSavepointOperator
 from flink_runtime.airflow.progress import ProgressLog
-from flink_runtime.airflow.repair import RESUMABLE_JOB_CONFIG, failed_job_to_resume
+from flink_runtime.airflow.repair import RESUMABLE_JOB_CONFIG, RESUMED_JOB_CONFIG, failed_job_to_resume
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
@@ -286,6 +286,7 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
             failed = failed_job_to_resume(self.hook, partial(_job_id_of_try, ti), int(ti.try_number), self.log)
             if failed is not None:
                 savepoint = failed.checkpoint_path
+                config = RESUMED_JOB_CONFIG
                 self.log.info(
                     "Resuming job %s (try %d, FAILED) from its checkpoint %s instead of starting over; it got "
                     "as far as: %s",
