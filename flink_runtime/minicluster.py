@@ -91,11 +91,13 @@ class MiniCluster:
             tm_config = tm_config.copy({cfg.PARTITION_SERVING.key: "shared"})
         first_port = int(tm_config.get(cfg.TASKMANAGER_RPC_PORT))
         for index in range(self.num_taskmanagers):
-            overrides: dict[str, Any] = {cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}
             if first_port:
                 # TaskManagers of one process cannot share a port: the i-th takes port + i.
-                overrides[cfg.TASKMANAGER_RPC_PORT.key] = first_port + index
-            taskmanager = TaskExecutor(tm_config.copy(overrides), jobmanager_address=self.jobmanager.address)
+                tm_config = tm_config.copy({cfg.TASKMANAGER_RPC_PORT.key: first_port + index})
+            taskmanager = TaskExecutor(
+                tm_config.copy({cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}),
+                jobmanager_address=self.jobmanager.address,
+            )
             await taskmanager.start()
             self.taskmanagers.append(taskmanager)
         await asyncio.gather(*(tm.registered.wait() for tm in self.taskmanagers))
