@@ -83,55 +83,6 @@ def _utc_seconds(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
-def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(
-    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client
-) -> None:
-    run_id = runs["sensor_success"]
-    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["success"], timeout=120)
-    # The state the triggerer pushed, as a downstream task pulls it.
-    airflow.wait_for_task("e2e_sensor", run_id, "downstream", ["success"], timeout=60)
-    assert airflow.xcom("e2e_sensor", run_id, "downstream") == repr("FINISHED")
-    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
-    assert "the task succeeds (ended by the triggerer)" in log
-    # Deferred once and never handed back: a worker started the task exactly once.
-    assert log.count("Worker startup parse complete") == 1, log
-    job_id = airflow.xcom("e2e_sensor", run_id, "submit", key="job_id")
-    job = cluster.get(f"/jobs/{job_id}").json()
-    assert job["state"] == "FINISHED"
-    latency = _utc_seconds(ti["end_date"]) - job["end-time"] / 1000
-    print(f"job FINISHED -> sensor task success: {latency:.3f} s")
-    assert latency >= -0.05  # the task cannot end before the job did (clocks are the same host's)
-
-
-def test_a_failed_job_fails_the_deferred_sensor_from_the_triggerer_with_the_root_exception(
-    airflow: AirflowDeployment, runs: Runs
-) -> None:
-    run_id = runs["sensor_failure"]
-    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["failed"], timeout=120)
-    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
-    assert "Root exception of job" in log
-    assert "RuntimeError: e2e failure" in log
-    assert log.count("Worker startup parse complete") == 1, log
-
-
-def test_a_task_killed_with_sigkill_is_retried_onto_the_same_job(
-    airflow: AirflowDeployment, cluster: httpx.Client, work_dir: Path
-) -> None:
-    # Triggered here, not with the others: the kill must come while try 1 still waits.
-    run_id = airflow.trigger("e2e_retry", {"seconds": 15})
-    name = f"e2e e2e_retry {run_id}"
-    pid_file = work_dir / "e2e_retry.submit.1.pid"
-    eventually(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
-    os.kill(int(pid_file.read_text()), signal.SIGKILL)
-
-    ti = airflow.wait_for_task("e2e_retry", run_id, "submit", ["success"], timeout=120)
-    assert ti["try_number"] == 2
-    jobs = jobs_named(cluster, name)
-    assert len(jobs) == 1, jobs  # the retry re-attached instead of submitting again
-    assert jobs[0]["state"] == "FINISHED"
-    assert airflow.xcom("e2e_retry", run_id, "submit", key="job_id") == jobs[0]["jid"]
-
-
 def test_task_flink_runtime_gets_rendered_arguments_and_runs_its_function_once_per_try(
     airflow: AirflowDeployment, cluster: httpx.Client
 ) -> None:
@@ -179,6 +130,55 @@ def test_the_job_link_opens_the_jobs_dashboard_page_through_the_plugin(
     assert answer.headers["location"] == f"{minicluster.rest_url}/#/jobs/{job_id}"
     page = httpx.get(answer.headers["location"], timeout=30)
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")  # the dashboard
+
+
+def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(
+    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client
+) -> None:
+    run_id = runs["sensor_success"]
+    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["success"], timeout=120)
+    # The state the triggerer pushed, as a downstream task pulls it.
+    airflow.wait_for_task("e2e_sensor", run_id, "downstream", ["success"], timeout=60)
+    assert airflow.xcom("e2e_sensor", run_id, "downstream") == repr("FINISHED")
+    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
+    assert "the task succeeds (ended by the triggerer)" in log
+    # Deferred once and never handed back: a worker started the task exactly once.
+    assert log.count("Worker startup parse complete") == 1, log
+    job_id = airflow.xcom("e2e_sensor", run_id, "submit", key="job_id")
+    job = cluster.get(f"/jobs/{job_id}").json()
+    assert job["state"] == "FINISHED"
+    latency = _utc_seconds(ti["end_date"]) - job["end-time"] / 1000
+    print(f"job FINISHED -> sensor task success: {latency:.3f} s")
+    assert latency >= -0.05  # the task cannot end before the job did (clocks are the same host's)
+
+
+def test_a_failed_job_fails_the_deferred_sensor_from_the_triggerer_with_the_root_exception(
+    airflow: AirflowDeployment, runs: Runs
+) -> None:
+    run_id = runs["sensor_failure"]
+    ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["failed"], timeout=120)
+    log = airflow.task_log("e2e_sensor", run_id, "wait", ti)
+    assert "Root exception of job" in log
+    assert "RuntimeError: e2e failure" in log
+    assert log.count("Worker startup parse complete") == 1, log
+
+
+def test_a_task_killed_with_sigkill_is_retried_onto_the_same_job(
+    airflow: AirflowDeployment, cluster: httpx.Client, work_dir: Path
+) -> None:
+    # Triggered here, not with the others: the kill must come while try 1 still waits.
+    run_id = airflow.trigger("e2e_retry", {"seconds": 15})
+    name = f"e2e e2e_retry {run_id}"
+    pid_file = work_dir / "e2e_retry.submit.1.pid"
+    eventually(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+
+    ti = airflow.wait_for_task("e2e_retry", run_id, "submit", ["success"], timeout=120)
+    assert ti["try_number"] == 2
+    jobs = jobs_named(cluster, name)
+    assert len(jobs) == 1, jobs  # the retry re-attached instead of submitting again
+    assert jobs[0]["state"] == "FINISHED"
+    assert airflow.xcom("e2e_retry", run_id, "submit", key="job_id") == jobs[0]["jid"]
 
 
 def test_marking_a_deferred_submit_failed_cancels_its_job_within_seconds(
