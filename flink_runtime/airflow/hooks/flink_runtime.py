@@ -15,7 +15,8 @@ Connection (type ``flink_runtime``):
   host, the schema field, or extra ``"https": true`` choose the scheme.
 * host ``embedded`` (or extra ``"embedded": true``): a detached MiniCluster shared by
   all tasks (see ``flink_runtime.airflow.embedded``); extra ``taskmanagers``,
-  ``slots`` and ``state_dir`` size and place it.
+  ``slots`` and ``state_dir`` size and place it, ``taskmanager_rpc_port`` fixes its
+  TaskManagers' ports, ``embedded_idle_timeout`` when it stops itself.
 * password: a bearer token, sent as ``Authorization: Bearer ...``.
 * extra ``verify_tls`` (default true) and ``timeout`` (seconds per request).
 """
