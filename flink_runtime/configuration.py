@@ -147,7 +147,12 @@ REST_SUBMIT_WAIT = _option(
 
 # -- TaskManager ---------------------------------------------------------------------------
 TASKMANAGER_HOST = _option("taskmanager.host", "127.0.0.1", "Host the TaskManager's RPC binds to.")
-TASKMANAGER_RPC_PORT = _option("taskmanager.rpc.port", 0, "TaskManager RPC port (0 picks a free one).", "int")
+TASKMANAGER_RPC_PORT = _option(
+    "taskmanager.rpc.port",
+    0,
+    "TaskManager RPC port (0 picks a free one). In a MiniCluster the i-th TaskManager takes this port + i.",
+    "int",
+)
 TASKMANAGER_RESOURCE_ID = _option("taskmanager.resource-id", "", "TaskManager id; generated when empty.")
 TASKMANAGER_SLOTS = _option("taskmanager.numberOfTaskSlots", 0, "Slots a TaskManager offers (0: its CPU count).", "int")
 TASK_CANCELLATION_INTERVAL = _option(
@@ -280,6 +285,15 @@ CHECKPOINTING_MIN_INTERVAL = _option(
 PARALLELISM_DEFAULT = _option("parallelism.default", 1, "Parallelism of vertices that do not set one.", "int")
 RESTART_STRATEGY = _option("restart-strategy.type", "none", "none | fixed-delay | exponential-delay | failure-rate.")
 SAVEPOINT_PATH = _option("execution.savepoint.path", None, "Savepoint or retained checkpoint a job starts from.")
+SAVEPOINT_RESTORE_MODE = _option(
+    "execution.savepoint-restore-mode",
+    "NO_CLAIM",
+    "Who owns the snapshot a job starts from (Flink's RestoreMode): NO_CLAIM leaves it to the user; "
+    "CLAIM hands it to the job, which deletes it once it is no longer needed: when the job FINISHED, "
+    "or ended keeping a checkpoint of its own (made self-contained, so nothing points into the old one).",
+    "enum",
+    ("CLAIM", "NO_CLAIM"),
+)
 SAVEPOINT_IGNORE_UNCLAIMED_STATE = _option(
     "execution.savepoint.ignore-unclaimed-state",
     False,

@@ -89,7 +89,11 @@ class MiniCluster:
             # The TaskManagers share this process and its data directory: every partition
             # is visible to all of them, no network hop needed.
             tm_config = tm_config.copy({cfg.PARTITION_SERVING.key: "shared"})
+        first_port = int(tm_config.get(cfg.TASKMANAGER_RPC_PORT))
         for index in range(self.num_taskmanagers):
+            if first_port:
+                # TaskManagers of one process cannot share a port: the i-th takes port + i.
+                tm_config = tm_config.copy({cfg.TASKMANAGER_RPC_PORT.key: first_port + index})
             taskmanager = TaskExecutor(
                 tm_config.copy({cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}),
                 jobmanager_address=self.jobmanager.address,

@@ -7,7 +7,9 @@ flink-runtime package installed. It adds:
   server (an HTML page of the cluster behind the `flink_runtime_default` connection, or
   `?conn_id=`, and /flink-runtime/api/overview as JSON);
 - "Flink Runtime" under Browse in the UI, showing that page;
-- the "Flink Runtime Job" extra link on tasks.
+- the "Flink Runtime Job" extra link on tasks, which opens /flink-runtime/jobs/<id>: a
+  redirect to the job's page on the cluster's dashboard (with the connection's token in
+  the URL fragment for users allowed to read the connection).
 
 The plugin is defined here only, not also under an `airflow.plugins` entry point of the
 package: Airflow loads the plugins folder first and then entry points, and a second
@@ -18,10 +20,10 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from flink_runtime.airflow.links import FlinkRuntimeJobLink
+from flink_runtime.airflow.links import PLUGIN_URL_PREFIX, FlinkRuntimeJobLink
 from flink_runtime.airflow.plugin_views import create_app
 
-URL_PREFIX = "/flink-runtime"
+URL_PREFIX = PLUGIN_URL_PREFIX
 
 
 class FlinkRuntimePlugin(AirflowPlugin):

@@ -101,9 +101,21 @@ def get_provider_info() -> dict[str, Any]:
                     },
                     "state_dir": {
                         "label": "Embedded: state directory",
-                        "description": "Where the embedded cluster's state file and log live "
-                        "(default $AIRFLOW_HOME/flink-runtime).",
+                        "description": "Where the embedded cluster's state file, log, job store, checkpoints "
+                        "and savepoints live (default $AIRFLOW_HOME/flink-runtime).",
                         "schema": {"type": "string"},
+                    },
+                    "embedded_idle_timeout": {
+                        "label": "Embedded: idle timeout (seconds)",
+                        "description": "The embedded cluster stops itself after this long with no job running "
+                        "and no request; 0: never.",
+                        "schema": {"type": "number", "default": 3600, "minimum": 0},
+                    },
+                    "taskmanager_rpc_port": {
+                        "label": "Embedded: first TaskManager RPC port",
+                        "description": "The i-th TaskManager listens on this port + i (e.g. for a firewall); "
+                        "empty: free ports.",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 65535},
                     },
                 },
             }

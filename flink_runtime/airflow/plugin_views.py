@@ -7,10 +7,21 @@
                                         cluster behind a connection: TaskManagers, slots, jobs
     GET /flink-runtime/api/overview     the same as JSON
     GET /flink-runtime/api/jobs/{id}    one job's details, proxied from the JobManager
+    GET /flink-runtime/jobs/{id}        a redirect to the job's page on the cluster's own
+                                        dashboard (what the "Flink Runtime Job" link opens)
 
-Every route takes `?conn_id=` (default `flink_runtime_default`). The page links each job
-both to the JobManager's REST URL and to the proxied details: the REST address an Airflow
-worker uses (http://jobmanager:8081 in docker/) is often not one the browser can reach.
+Every route takes `?conn_id=` (default `flink_runtime_default`) and talks to the cluster
+with that connection's token (its password), TLS verification and scheme. The page links
+each job to the dashboard and to the proxied details: the REST address an Airflow worker
+uses (http://jobmanager:8081 in docker/) is often not one the browser can reach.
+
+The token and the browser: the dashboard takes a token from the URL fragment
+(`#token=...&/jobs/<id>`), which browsers never send to any server nor write to its logs.
+The redirect adds it at click time, and only for a user whom Airflow's auth manager lets
+read that connection (who could read the token on the Connections page anyway); anyone
+else lands on the dashboard without it, and the dashboard asks for the token. So the
+token is never stored by Airflow (the link in its database holds the job id and the
+connection id), and never leaves the API server for a user who may not see it.
 
 The routes ask Airflow's auth manager whether the user may see cluster activity, with the
 same JWT (header or cookie) the Airflow UI sends; the iframe the UI embeds the page in
@@ -24,13 +35,15 @@ import dataclasses
 import datetime
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import jinja2
 from fastapi import Depends, FastAPI, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from flink_runtime.client.job_client import ClusterUnreachable, JobClient, JobNotFound, RestClientError
 
@@ -43,11 +56,34 @@ REQUEST_TIMEOUT_SECONDS = 5.0
 class ClusterUnavailable(Exception):
     """The connection cannot be used, or the JobManager did not answer; `reason` says which."""
 
-    def __init__(self, conn_id: str, reason: str, rest_url: str | None = None) -> None:
+    def __init__(self, conn_id: str, reason: str, rest_url: str | None = None, refused: bool = False) -> None:
         super().__init__(reason)
         self.conn_id = conn_id
         self.reason = reason
         self.rest_url = rest_url
+        self.refused = refused  # it answered, but refused the connection's credentials (401/403)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterAccess:
+    """How the API server reaches the cluster behind a connection."""
+
+    rest_url: str
+    token: str | None = dataclasses.field(default=None, repr=False)
+    verify: bool = True
+
+    def client(self) -> JobClient:
+        # The page must answer quickly even when the JobManager is gone: one try.
+        return JobClient(
+            self.rest_url, timeout=REQUEST_TIMEOUT_SECONDS, retries=0, token=self.token or "", verify=self.verify
+        )
+
+    def dashboard_url(self, job_id: str, with_token: bool = False) -> str:
+        """The job's page on the cluster's dashboard; with the token in the fragment if asked."""
+        route = f"/jobs/{quote(job_id, safe='')}"
+        if with_token and self.token:
+            return f"{self.rest_url}/#token={quote(self.token, safe='')}&{route}"
+        return f"{self.rest_url}/#{route}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +106,8 @@ class ClusterSnapshot:
         }
 
 
-def rest_url_for(conn_id: str) -> str:
-    """The REST URL behind an Airflow connection of type flink_runtime.
+def cluster_for(conn_id: str) -> ClusterAccess:
+    """The REST URL, token and TLS verification behind an Airflow connection of type flink_runtime.
 
     Only flink_runtime connections are used: the page must not become a way to make the
     API server send requests to the host of any connection a user can name.
@@ -88,11 +124,15 @@ def rest_url_for(conn_id: str) -> str:
         )
     extra = connection.extra_dejson
     if (connection.host or "").strip().lower() == "embedded" or str(extra.get("embedded", "")).lower() in _TRUE:
-        return _running_embedded_cluster(conn_id, extra.get("state_dir") or None)
+        # The embedded cluster listens on 127.0.0.1 and has no token of its own.
+        return ClusterAccess(_running_embedded_cluster(conn_id, extra.get("state_dir") or None))
+    from flink_runtime.airflow.hooks.connection import cluster_settings
+
     try:
-        return FlinkRuntimeHook(flink_runtime_conn_id=conn_id).rest_url
+        settings = cluster_settings(connection)
     except Exception as exc:
         raise ClusterUnavailable(conn_id, f"connection {conn_id!r}: {exc}") from None
+    return ClusterAccess(settings.rest_url, settings.token, settings.verify)
 
 
 _TRUE = ("1", "true", "yes", "on")
@@ -114,16 +154,18 @@ def _running_embedded_cluster(conn_id: str, state_dir: str | None) -> str:
         ) from None
 
 
-def fetch_snapshot(conn_id: str, rest_url: str) -> ClusterSnapshot:
+def fetch_snapshot(conn_id: str, cluster: ClusterAccess) -> ClusterSnapshot:
+    rest_url = cluster.rest_url
     try:
-        with JobClient(rest_url, timeout=REQUEST_TIMEOUT_SECONDS, retries=0) as client:
+        with cluster.client() as client:
             overview = client.overview()
             taskmanagers = client.taskmanagers()
             jobs = client.list_jobs()
     except ClusterUnreachable as exc:
         raise ClusterUnavailable(conn_id, _unreachable_reason(exc), rest_url) from None
     except RestClientError as exc:
-        raise ClusterUnavailable(conn_id, str(exc), rest_url) from None
+        reason = _refusal_reason(conn_id, cluster, exc)
+        raise ClusterUnavailable(conn_id, reason, rest_url, refused=exc.status_code in (401, 403)) from None
     # Running jobs first, then the most recent.
     jobs.sort(key=lambda job: (job.get("state") != "RUNNING", -(job.get("start-time") or 0)))
     taskmanagers.sort(key=lambda tm: str(tm.get("id")))
@@ -135,6 +177,32 @@ def _unreachable_reason(exc: ClusterUnreachable) -> str:
     cause = exc.__cause__
     detail = f" ({type(cause).__name__}: {cause})" if cause is not None and str(cause) else ""
     return f"cannot reach the JobManager's REST API at {exc.rest_url}{detail}"
+
+
+def _refusal_reason(conn_id: str, cluster: ClusterAccess, exc: RestClientError) -> str:
+    if exc.status_code in (401, 403):
+        given = "refused the token of" if cluster.token else "wants a token, and there is none in"
+        return (
+            f"the JobManager at {cluster.rest_url} {given} connection {conn_id!r} ({exc.status_code}: {exc}); "
+            "set the connection's password to the cluster's security.rest.token"
+        )
+    return f"the JobManager at {cluster.rest_url} answered {exc.status_code}: {exc}"
+
+
+async def may_read_connection(request: Request, conn_id: str) -> bool:
+    """Whether Airflow's auth manager lets the requesting user read connection ``conn_id``."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails
+    from airflow.api_fastapi.core_api.security import bearer_scheme, get_user
+
+    user = await get_user(request, None, await bearer_scheme(request))
+    return bool(
+        get_auth_manager().is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn_id), user=user)
+    )
+
+
+async def _anyone(request: Request, conn_id: str) -> bool:
+    return True
 
 
 async def require_cluster_activity_access(request: Request) -> None:
@@ -203,18 +271,22 @@ _PAGE = """<!doctype html>
 <h1>Flink Runtime</h1>
 <form class="meta" method="get" action="">
   Connection <input name="conn_id" value="{{ conn_id }}" size="28"> <button type="submit">Show</button>
-  {% if snapshot %}&middot; REST API
-  <a href="{{ snapshot.rest_url }}/overview" target="_blank" rel="noopener">{{ snapshot.rest_url }}</a>
+  {% if snapshot %}&middot; REST API <code>{{ snapshot.rest_url }}</code>
   &middot; as of {{ fetched_at }}
   &middot; <a href="api/overview?conn_id={{ conn_id | urlencode }}">JSON</a>{% endif %}
 </form>
 {% if error %}
 <div class="error" role="alert">
+  {% if error.refused %}
+  <h2>Cluster refused the connection's credentials</h2>
+  <p>{{ error.reason }}</p>
+  {% else %}
   <h2>Cluster unreachable</h2>
   <p>{{ error.reason }}</p>
   {% if error.rest_url %}<p>REST API: <code>{{ error.rest_url }}</code></p>{% endif %}
   <p>Start the cluster (<code>flink-runtime minicluster</code>, or the services in docker/), or check the
   Airflow connection <code>{{ conn_id }}</code>.</p>
+  {% endif %}
 </div>
 {% else %}
 <div class="cards">
@@ -246,8 +318,9 @@ _PAGE = """<!doctype html>
   {% for job in snapshot.jobs %}
   {% set tasks = job.get("tasks") or {} %}
   {% set jid = job.get("jid", "") | urlencode %}
-  <tr><td><a href="api/jobs/{{ jid }}?conn_id={{ conn_id | urlencode }}"><code>{{ job.get("jid") }}</code></a>
-        (<a href="{{ snapshot.rest_url }}/jobs/{{ jid }}" target="_blank" rel="noopener">REST</a>)</td>
+  <tr><td><a href="jobs/{{ jid }}?conn_id={{ conn_id | urlencode }}" target="_blank" rel="noopener noreferrer"
+        ><code>{{ job.get("jid") }}</code></a>
+        (<a href="api/jobs/{{ jid }}?conn_id={{ conn_id | urlencode }}">JSON</a>)</td>
       <td>{{ job.get("name", "") }}</td>
       <td class="state {{ job.get('state', '') }}">{{ job.get("state", "") }}</td>
       <td>{{ when(job.get("start-time")) }}</td><td>{{ duration(job.get("duration")) }}</td>
@@ -284,13 +357,15 @@ def render_page(conn_id: str, snapshot: ClusterSnapshot | None, error: ClusterUn
 def create_app(
     *,
     require_auth: bool = True,
-    resolve_rest_url: Callable[[str], str] = rest_url_for,
+    resolve_cluster: Callable[[str], ClusterAccess] = cluster_for,
 ) -> FastAPI:
     """The FastAPI app the plugin mounts.
 
-    require_auth: check Airflow's auth manager (off only for a standalone app, e.g. tests).
-    resolve_rest_url: conn_id -> REST URL; raises ClusterUnavailable when it cannot.
+    require_auth: check Airflow's auth manager (off only for a standalone app, e.g. tests:
+        then the job redirect hands the token to anyone, as there is no one to check).
+    resolve_cluster: conn_id -> ClusterAccess; raises ClusterUnavailable when it cannot.
     """
+    may_see_token: Callable[[Request, str], Awaitable[bool]] = may_read_connection if require_auth else _anyone
     app = FastAPI(
         title="Flink Runtime",
         description="The flink-runtime cluster behind an Airflow connection.",
@@ -300,7 +375,7 @@ def create_app(
     )
 
     def snapshot_of(conn_id: str) -> ClusterSnapshot:
-        return fetch_snapshot(conn_id, resolve_rest_url(conn_id))
+        return fetch_snapshot(conn_id, resolve_cluster(conn_id))
 
     # Plain `def` routes: FastAPI runs them in its thread pool, so the blocking HTTP calls
     # to the JobManager never hold up the API server's event loop.
@@ -322,17 +397,34 @@ def create_app(
     @app.get("/api/jobs/{job_id}")
     def job(job_id: str, conn_id: str = Query(DEFAULT_CONN_ID, max_length=250)) -> JSONResponse:
         try:
-            rest_url = resolve_rest_url(conn_id)
-            with JobClient(rest_url, timeout=REQUEST_TIMEOUT_SECONDS, retries=0) as client:
+            cluster = resolve_cluster(conn_id)
+            with cluster.client() as client:
                 return JSONResponse(client.details(job_id))
         except ClusterUnavailable as error:
             return _unavailable(error)
         except JobNotFound as exc:
             return JSONResponse({"errors": exc.errors}, status_code=404)
         except ClusterUnreachable as exc:
-            return _unavailable(ClusterUnavailable(conn_id, _unreachable_reason(exc), rest_url))
+            return _unavailable(ClusterUnavailable(conn_id, _unreachable_reason(exc), cluster.rest_url))
         except RestClientError as exc:
-            return _unavailable(ClusterUnavailable(conn_id, str(exc), rest_url))
+            return _unavailable(ClusterUnavailable(conn_id, _refusal_reason(conn_id, cluster, exc), cluster.rest_url))
+
+    @app.get("/jobs/{job_id}", response_model=None)
+    async def job_dashboard(
+        request: Request, job_id: str, conn_id: str = Query(DEFAULT_CONN_ID, max_length=250)
+    ) -> RedirectResponse | HTMLResponse:
+        """The "Flink Runtime Job" link: off to the job's page on the cluster's dashboard."""
+        try:
+            cluster = await run_in_threadpool(resolve_cluster, conn_id)
+        except ClusterUnavailable as error:
+            return HTMLResponse(render_page(conn_id, None, error), status_code=503)
+        with_token = bool(cluster.token) and await may_see_token(request, conn_id)
+        return RedirectResponse(
+            cluster.dashboard_url(job_id, with_token),
+            status_code=302,
+            # Neither kept by a cache nor passed on as a Referer.
+            headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+        )
 
     return app
 

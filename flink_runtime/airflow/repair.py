@@ -6,7 +6,10 @@ Flink calls this batch job recovery, Databricks users a repair run. A job submit
 and takes them periodically; the next try of the task finds the newest earlier try's
 job, and if that job FAILED with a checkpoint left, submits the graph again from it
 (``execution.savepoint.path``): input files the checkpoint recorded as read are not
-read again, committed chunks and staged sink output are reused. A job the user
+read again, committed chunks and staged sink output are reused. The resumed job claims
+that checkpoint (``execution.savepoint-restore-mode: CLAIM``): the cluster deletes it
+once the job FINISHED, or failed again keeping a newer one, so a repair leaves no stale
+checkpoint behind. A job the user
 cancelled is not resumed (its checkpoints are gone by the retention, as Flink's
 DELETE_ON_CANCELLATION says), nor is a FINISHED one.
 """
@@ -22,7 +25,7 @@ from flink_runtime.airflow.exceptions import FlinkRuntimeException
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.executiongraph.states import JobStatus
 
-__all__ = ["RESUMABLE_JOB_CONFIG", "Resumption", "failed_job_to_resume"]
+__all__ = ["RESUMABLE_JOB_CONFIG", "RESUMED_JOB_CONFIG", "Resumption", "failed_job_to_resume"]
 
 # Job configuration a resumable job is submitted with, unless its graph sets the keys
 # itself: checkpoints kept when the job FAILS, and taken often enough to be worth it.
@@ -30,6 +33,8 @@ RESUMABLE_JOB_CONFIG: dict[str, str] = {
     cfg.CHECKPOINT_RETENTION.key: "DELETE_ON_CANCELLATION",
     "execution.checkpointing.interval": "10 s",
 }
+# And a job resumed from a failed try's checkpoint: that checkpoint is the job's to delete.
+RESUMED_JOB_CONFIG: dict[str, str] = {**RESUMABLE_JOB_CONFIG, cfg.SAVEPOINT_RESTORE_MODE.key: "CLAIM"}
 
 
 @dataclass(frozen=True)

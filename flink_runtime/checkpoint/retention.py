@@ -77,6 +77,9 @@ class JobEnd:
     keep: list[str]  # retained checkpoints to make self-contained and keep
     discard: list[str]  # retained checkpoints to delete
     protected: set[str] = field(default_factory=set)  # never deleted: the checkpoint the job started from
+    # The snapshot the job started from in CLAIM mode (execution.savepoint-restore-mode):
+    # deleted once the job FINISHED, or kept a self-contained checkpoint of its own.
+    claimed: str | None = None
 
 
 @dataclass
@@ -118,6 +121,12 @@ def clean_up(end: JobEnd, discard_staged_output: Callable[[], None] | None = Non
             report.discarded.append(location)
         except OSError as exc:
             report.problems.append(f"could not delete checkpoint {location}: {exc}")
+    if end.claimed is not None and (end.status is JobStatus.FINISHED or (report.kept and not report.not_externalized)):
+        try:
+            discard_checkpoint(end.claimed)
+            report.discarded.append(end.claimed)
+        except OSError as exc:
+            report.problems.append(f"could not delete the claimed snapshot {end.claimed}: {exc}")
     job_dir = filesystem.join(end.checkpoints_dir, end.job_id)
     try:
         report.removed += _remove_working_folders(job_dir)

@@ -44,6 +44,9 @@ def embedded_defaults(directory: Path, port: int, idle_timeout: float) -> dict[s
         cfg.MINICLUSTER_IDLE_TIMEOUT.key: f"{idle_timeout:g} s",
         # Savepoints without a target directory work.
         "state.savepoints.dir": str(directory / "savepoints"),
+        # Checkpoints (and the ones a FAILED job keeps for a repair) live with the rest of
+        # its state, not in the system temp dir, which a reboot or tmp cleaner empties.
+        "state.checkpoints.dir": str(directory / "checkpoints"),
         # Log files, so a failed task's log can show the failing subtask's lines.
         cfg.LOG_DIR.key: str(directory / "log"),
         # A job store, so the job history (and the extra links to it) survive a restart.

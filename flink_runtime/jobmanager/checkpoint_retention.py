@@ -55,6 +55,8 @@ class JobEndCleanup:
         coordinator = job.coordinator
         retained = coordinator.retained_checkpoints
         keep = retains(coordinator.retention, job.status)
+        restored_from = job.config.raw(cfg.SAVEPOINT_PATH)
+        claims = bool(restored_from) and str(job.config.get(cfg.SAVEPOINT_RESTORE_MODE)) == "CLAIM"
         end = JobEnd(
             job_id=job.job_id,
             status=job.status,
@@ -62,7 +64,8 @@ class JobEndCleanup:
             checkpoints_dir=coordinator.checkpoints_dir,
             keep=retained if keep else [],
             discard=[] if keep else retained,
-            protected={str(job.config.raw(cfg.SAVEPOINT_PATH))} if job.config.raw(cfg.SAVEPOINT_PATH) else set(),
+            protected={str(restored_from)} if restored_from and not claims else set(),
+            claimed=str(restored_from) if claims else None,
         )
         # A FINISHED job published its output already; any other end discards what its
         # sinks staged, after the kept checkpoints copied the part they record.

@@ -93,4 +93,24 @@ def test_a_function_that_returns_nothing_fails_saying_what_to_return(task_contex
 
         operator = forgot_return().operator
     with pytest.raises(TypeError, match="returned None: return the Pipeline or JobGraph"):
-        operator._build_job_graph(task_context(run_id="r"))
+        operator.build_job_graph(task_context(run_id="r"))
+
+
+def test_the_function_gets_the_arguments_rendered_on_the_task_airflow_executes() -> None:
+    """Airflow renders a copy of the task (prepare_for_execution) and runs that copy: the
+    function must see the copy's rendered arguments, not the DAG file's "{{ ds }}"."""
+    import jinja2
+
+    seen: list[str] = []
+    with DAG("decorated", schedule=None):
+
+        @task.flink_runtime(flink_runtime_conn_id="cluster")
+        def build(day: str) -> JobGraph:
+            seen.append(day)
+            return JobGraph(name=day, vertices=[JobVertex(id="v", name="V", invokable="noop")])
+
+        operator = build(day="{{ ds }}").operator
+    executed = operator.prepare_for_execution()
+    executed.render_template_fields({"ds": "2024-03-05"}, jinja2.Environment())
+    assert executed.build_job_graph({"ds": "2024-03-05"}).name == "2024-03-05"
+    assert seen == ["2024-03-05"]

@@ -382,7 +382,10 @@ def test_submit_and_wait_on_a_real_cluster(hook: FlinkRuntimeHook) -> None:
     job_id = hook.submit_job(graph("noop"))
     assert hook.wait_for_job(job_id, ["FINISHED"], timeout=60) == "FINISHED"
     assert hook.get_job(job_id)["state"] == "FINISHED"
-    assert httpx.get(hook.job_url(job_id)).json()["jid"] == job_id
+    # job_url is the job's page on the dashboard; its JSON is GET /jobs/:id.
+    assert hook.job_url(job_id) == f"{hook.rest_url}/#/jobs/{job_id}"
+    assert httpx.get(hook.job_url(job_id)).headers["content-type"].startswith("text/html")
+    assert httpx.get(f"{hook.rest_url}/jobs/{job_id}").json()["jid"] == job_id
 
 
 @pytest.mark.integration

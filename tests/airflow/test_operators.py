@@ -97,7 +97,14 @@ def test_submit_pushes_the_job_and_its_link_right_away(task_context: Callable[..
     }
 
     expected_url = f"{REST_URL}/jobs/{job_id_of(1)}"
-    assert context["ti"].xcoms == {"job_id": job_id_of(1), "job_url": expected_url, LINK_KEY: expected_url}
+    # The button: the plugin's redirect to the job's dashboard page (no token stored).
+    link = f"/flink-runtime/jobs/{job_id_of(1)}?conn_id=flink_runtime_default"
+    assert context["ti"].xcoms == {
+        "job_id": job_id_of(1),
+        "job_url": expected_url,
+        "job_link": link,
+        LINK_KEY: link,
+    }
     op.hook.submit_job.assert_called_once_with(GRAPH, job_id=job_id_of(1), savepoint_path=None, config_defaults=None)
     op.hook.wait_for_job.assert_not_called()
     # Success clears the stored id: clearing the task later runs the job again.

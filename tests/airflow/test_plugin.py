@@ -163,8 +163,8 @@ def test_cluster_page_and_json_show_taskmanagers_slots_and_jobs(
         assert tm.resource_id in html
     assert "s ago" in html, "the last heartbeat"
     assert "quick &lt;job&gt;" in html and "<job>" not in html, "names are escaped"
-    assert f'href="{minicluster.rest_url}/jobs/{finished}"' in html, "links to the REST job URL"
-    assert f'href="api/jobs/{running}?conn_id=flink_runtime_default"' in html
+    assert f'href="jobs/{finished}?conn_id=flink_runtime_default"' in html, "links to the dashboard's job page"
+    assert f'href="api/jobs/{running}?conn_id=flink_runtime_default"' in html, "and to the JSON"
     assert '<td class="state RUNNING">RUNNING</td>' in html
     assert "1 / 1" in html, "tasks finished / total of the finished job"
 
@@ -219,3 +219,79 @@ def test_the_standalone_app_requires_airflow_credentials(airflow_db: Any) -> Non
     client = TestClient(create_app())
     assert client.get("/").status_code == 401
     assert client.get("/api/overview").status_code == 401
+
+
+# -- a cluster behind a REST token (issue 22, item 7) ----------------------------------------------------
+
+REST_TOKEN = "plugin-test-token-5f2c"
+
+
+@pytest.fixture(scope="module")
+def guarded_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
+    from tests.conftest import fast_config
+
+    config = fast_config(**{"io.tmp.dirs": str(tmp_path_factory.mktemp("guarded")), "security.rest.token": REST_TOKEN})
+    with MiniCluster(config, num_taskmanagers=1, slots_per_taskmanager=1) as cluster:
+        yield cluster
+
+
+def guarded_connection(rest_url: str, token: str | None) -> str:
+    url = httpx.URL(rest_url)
+    return json.dumps({"conn_type": "flink_runtime", "host": url.host, "port": url.port, "password": token})
+
+
+def test_the_page_uses_the_connections_token_and_says_when_it_is_refused(
+    views: TestClient, guarded_cluster: MiniCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_FLINK_RUNTIME_DEFAULT", guarded_connection(guarded_cluster.rest_url, REST_TOKEN))
+    page = views.get("/")
+    assert page.status_code == 200, page.text
+    assert guarded_cluster.taskmanagers[0].resource_id in page.text
+    assert REST_TOKEN not in page.text
+    assert views.get("/api/overview").json()["overview"]["taskmanagers"] == 1
+
+    # No token, or a wrong one: the cluster answered, so not "unreachable, start it".
+    for token, says in ((None, "wants a token, and there is none in"), ("wrong", "refused the token of")):
+        monkeypatch.setenv("AIRFLOW_CONN_FLINK_RUNTIME_DEFAULT", guarded_connection(guarded_cluster.rest_url, token))
+        page = views.get("/")
+        assert page.status_code == 503
+        assert "Cluster refused the connection's credentials" in page.text
+        assert says in page.text and "security.rest.token" in page.text
+        assert "Start the cluster" not in page.text
+
+
+def test_the_job_redirect_hands_the_token_in_the_fragment_only_to_who_may_read_the_connection(
+    loaded_plugins: Any, guarded_cluster: MiniCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.api_fastapi.app import create_app, get_auth_manager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+
+    monkeypatch.setenv("AIRFLOW_CONN_GUARDED", guarded_connection(guarded_cluster.rest_url, REST_TOKEN))
+    monkeypatch.setenv("AIRFLOW__API_AUTH__JWT_SECRET", "s" * 64)
+    client = TestClient(create_app())
+    with JobClient(guarded_cluster.rest_url, token=REST_TOKEN) as cluster:
+        job_id = cluster.submit(JobGraph(name="quick", vertices=[JobVertex(id="a", name="A", invokable="noop")]))
+
+    def redirect(role: str | None) -> httpx.Response:
+        token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="someone", role=role))
+        return client.get(
+            f"/flink-runtime/jobs/{job_id}",
+            params={"conn_id": "guarded"},
+            headers={"Authorization": f"Bearer {token}"},
+            follow_redirects=False,
+        )
+
+    # An admin may read the connection (and its token on the Connections page): the
+    # dashboard gets it in the fragment, which the browser never sends to a server.
+    answer = redirect("admin")
+    assert answer.status_code == 302
+    assert answer.headers["location"] == f"{guarded_cluster.rest_url}/#token={REST_TOKEN}&/jobs/{job_id}"
+    assert answer.headers["cache-control"] == "no-store" and answer.headers["referrer-policy"] == "no-referrer"
+    # A viewer may see cluster activity but not connections: the dashboard will ask.
+    answer = redirect("viewer")
+    assert answer.status_code == 302
+    assert answer.headers["location"] == f"{guarded_cluster.rest_url}/#/jobs/{job_id}"
+    assert redirect(None).status_code == 403
+    # The dashboard page the admin is sent to loads; its data needs the token (the fragment's).
+    assert httpx.get(f"{guarded_cluster.rest_url}/").status_code == 200
+    assert httpx.get(f"{guarded_cluster.rest_url}/jobs/{job_id}").status_code == 401

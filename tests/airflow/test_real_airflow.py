@@ -27,6 +27,7 @@ from tests.helpers.waiting import eventually
 pytestmark = pytest.mark.integration
 
 E2E_DAGS = Path(__file__).parent / "e2e_dags"
+PLUGINS_FOLDER = Path(__file__).resolve().parents[2] / "plugins"
 CONN_ID = "flink_runtime_e2e"
 
 
@@ -43,7 +44,8 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def airflow(minicluster: MiniCluster, work_dir: Path) -> Iterator[AirflowDeployment]:
     host, port = minicluster.rest_url.removeprefix("http://").rsplit(":", 1)
     connection = {"conn_type": "flink_runtime", "host": host, "port": int(port)}
-    env = {"FLINK_RUNTIME_E2E_DIR": str(work_dir)}
+    # The provider's plugin, as a deployment installs it: the job link's redirect is its route.
+    env = {"FLINK_RUNTIME_E2E_DIR": str(work_dir), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER)}
     with AirflowDeployment(work_dir / "home", E2E_DAGS, {CONN_ID: connection}, env=env) as deployment:
         for dag_id in ("e2e_sensor", "e2e_retry", "e2e_deferred_submit", "e2e_lineage"):
             deployment.wait_for_dag(dag_id)
@@ -79,6 +81,55 @@ def jobs_named(cluster: httpx.Client, name: str) -> list[dict]:
 
 def _utc_seconds(iso: str) -> float:
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_task_flink_runtime_gets_rendered_arguments_and_runs_its_function_once_per_try(
+    airflow: AirflowDeployment, cluster: httpx.Client
+) -> None:
+    """An upstream task's output (an XComArg) and ``day="{{ ds }}"`` reach the decorated
+    function rendered, on a worker and across a deferral, and it is called once."""
+    airflow.wait_for_dag("e2e_taskflow")
+    run_id = airflow.trigger("e2e_taskflow", logical_date="2024-03-05T00:00:00Z")
+    for task_id in ("on_worker", "deferred"):
+        ti = airflow.wait_for_task("e2e_taskflow", run_id, task_id, ["success"], timeout=180)
+        assert ti["try_number"] == 1
+        folder = Path(airflow.xcom("e2e_taskflow", run_id, "landed_file"))
+        # Called once, with the upstream folder and the rendered date (not "XComArg(...)"
+        # nor "{{ ds }}"): a second call would add a line, the deferral's resumption too.
+        calls = (folder / f"calls-{task_id}.log").read_text().splitlines()
+        assert [line.split(" pid=")[0] for line in calls] == [f"{folder} 2024-03-05"], calls
+        result = airflow.xcom("e2e_taskflow", run_id, task_id)
+        result = json.loads(result) if isinstance(result, str) else result
+        assert result["state"] == "FINISHED"
+        # The job read the upstream folder and wrote where the templated day said: 3 words.
+        out = f"{folder}/{task_id}/day=2024-03-05"
+        assert [(o["path"], o["records"]) for o in result["outputs"]] == [(out, 3)]
+        counts = {}
+        for part in Path(out).glob("*.json"):
+            for line in part.read_text().splitlines():
+                row = json.loads(line)
+                counts[row["word"]] = row["n"]
+        assert counts == {"a": 2, "b": 1, "c": 1}
+        assert cluster.get(f"/jobs/{result['job_id']}").json()["name"] == f"e2e taskflow {task_id} 2024-03-05"
+
+
+def test_the_job_link_opens_the_jobs_dashboard_page_through_the_plugin(
+    airflow: AirflowDeployment, minicluster: MiniCluster
+) -> None:
+    """The "Flink Runtime Job" button, as the UI reads it from Airflow's API: the plugin's
+    route, which redirects to the job's page on the cluster's dashboard (not raw JSON)."""
+    airflow.wait_for_dag("e2e_taskflow")
+    run_id = airflow.trigger("e2e_taskflow", logical_date="2024-03-06T00:00:00Z")
+    airflow.wait_for_task("e2e_taskflow", run_id, "on_worker", ["success"], timeout=180)
+    job_id = airflow.xcom("e2e_taskflow", run_id, "on_worker", key="job_id")
+    links = airflow._json("GET", f"/dags/e2e_taskflow/dagRuns/{run_id}/taskInstances/on_worker/links")
+    link = links["extra_links"]["Flink Runtime Job"]
+    assert link == f"/flink-runtime/jobs/{job_id}?conn_id={CONN_ID}"
+    answer = httpx.get(f"{airflow.base_url}{link}", follow_redirects=False, timeout=30)
+    assert answer.status_code == 302, answer.text
+    assert answer.headers["location"] == f"{minicluster.rest_url}/#/jobs/{job_id}"
+    page = httpx.get(answer.headers["location"], timeout=30)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")  # the dashboard
 
 
 def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(

@@ -89,6 +89,11 @@ def test_a_retry_resumes_the_failed_job_from_its_checkpoint_and_reads_only_what_
     resumed = [line for line in (logged.out + logged.err).splitlines() if "Resuming job" in line]
     assert resumed and job_of(1) in resumed[0] and checkpoint["external_path"] in resumed[0], resumed
     assert "got as far as" in resumed[0]
+    # The repair claimed the failed try's checkpoint: once it FINISHED the cluster deleted
+    # it (it would otherwise stay forever), and kept nothing of its own either.
+    kept = Path(checkpoint["external_path"])
+    eventually(lambda: not kept.exists(), 30, f"the failed try's checkpoint {kept} to be deleted")
+    assert not (tmp_path / "chk" / job_of(2)).exists()
 
 
 def test_without_resume_failed_a_retry_starts_over(

@@ -37,6 +37,16 @@ def slow(df):
     return df
 
 
+def slow_to_plan(df):
+    """Keeps a job INITIALIZING for 12 s (longer than POST /jobs waits, 10 s): the
+    JobManager's plan check (empty input) sleeps, as a plan that starts a SparkSession
+    on a fresh cluster does; each split then takes 0.3 s."""
+    import time
+
+    time.sleep(12 if df.isEmpty() else 0.3)
+    return df
+
+
 def endless(df):
     """A Spark job of hours (10^12 rows summed): only cancelling its Spark job ends it."""
     return df.crossJoin(df.sparkSession.range(10**12).selectExpr("sum(id * 7 % 13) AS total"))

@@ -164,3 +164,46 @@ def test_discard_removes_the_metadata_first_and_is_idempotent(tmp_path: Path) ->
     assert not folder.exists()
     discard_checkpoint(str(folder))  # a second time (a retried cleanup): nothing to do, no error
     assert checkpoint_folder(f"{folder}/_metadata") == checkpoint_folder(f"{folder}/") == str(folder)
+
+
+def claimed_checkpoint(root: Path) -> Path:
+    """A self-contained checkpoint of an earlier (failed) job, as a repair claims it."""
+    folder = root / "chk" / ("cd" * 16) / "chk-7"
+    folder.mkdir(parents=True)
+    (folder / "_metadata").write_text("{}")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("status", "keeps_its_own", "claimed_goes"),
+    [
+        (JobStatus.FINISHED, False, True),  # the repair is done: nothing needs the old one
+        (JobStatus.FAILED, True, True),  # a newer, self-contained checkpoint replaces it
+        (JobStatus.FAILED, False, False),  # failed before a checkpoint: still the resume point
+        (JobStatus.CANCELED, False, False),
+    ],
+)
+def test_a_claimed_snapshot_goes_once_the_job_no_longer_needs_it(
+    tmp_path: Path, status: JobStatus, keeps_its_own: bool, claimed_goes: bool
+) -> None:
+    claimed = claimed_checkpoint(tmp_path)
+    own = live_checkpoint(tmp_path)
+    end = JobEnd(
+        JOB,
+        status,
+        DELETE,
+        str(tmp_path / "chk"),
+        keep=[str(own)] if keeps_its_own else [],
+        discard=[] if keeps_its_own else [str(own)],
+        claimed=str(claimed / "_metadata"),
+    )
+    report = clean_up(end)
+    assert not report.problems
+    assert claimed.exists() is not claimed_goes
+    assert (str(claimed / "_metadata") in report.discarded) is claimed_goes
+
+
+def test_the_restore_mode_is_flinks_key_and_values() -> None:
+    assert Configuration().get(cfg.SAVEPOINT_RESTORE_MODE) == "NO_CLAIM"
+    problems = job_config_problems({cfg.SAVEPOINT_RESTORE_MODE.key: "LEGACY"}, Configuration())
+    assert len(problems) == 1 and "CLAIM" in problems[0] and "NO_CLAIM" in problems[0]

@@ -43,16 +43,25 @@ class _FlinkRuntimeDecoratedOperator(DecoratedOperator, SubmitJobOperator):
         op_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        # No job_graph of its own: build_job_graph calls the function. Not a bound method
+        # handed to SubmitJobOperator either: Airflow renders the arguments on a copy of
+        # the task (prepare_for_execution), and a method bound here would see this
+        # object's unrendered XComArgs and "{{ ds }}" strings.
         super().__init__(
             python_callable=python_callable,
             op_args=op_args,
             op_kwargs=op_kwargs,
-            # SubmitJobOperator calls a callable job graph with the context when it submits.
-            kwargs_to_upstream={"job_graph": self._build_job_graph},
+            kwargs_to_upstream={"job_graph": None},
             **kwargs,
         )
 
-    def _build_job_graph(self, context: Any, jinja_env: Any = None) -> Any:
+    @property
+    def builds_graph_at_runtime(self) -> bool:
+        return True
+
+    def build_job_graph(self, context: Any) -> Any:
+        """The decorated function's result, called with this task's rendered arguments
+        (upstream XComs resolved, templates rendered) and the context keys it names."""
         kwargs = self.determine_kwargs({**context, **self.op_kwargs})
         graph = self.python_callable(*self.op_args, **kwargs)
         if graph is None:

@@ -15,7 +15,8 @@ Connection (type ``flink_runtime``):
   host, the schema field, or extra ``"https": true`` choose the scheme.
 * host ``embedded`` (or extra ``"embedded": true``): a detached MiniCluster shared by
   all tasks (see ``flink_runtime.airflow.embedded``); extra ``taskmanagers``,
-  ``slots`` and ``state_dir`` size and place it.
+  ``slots`` and ``state_dir`` size and place it, ``taskmanager_rpc_port`` fixes its
+  TaskManagers' ports, ``embedded_idle_timeout`` when it stops itself.
 * password: a bearer token, sent as ``Authorization: Bearer ...``.
 * extra ``verify_tls`` (default true) and ``timeout`` (seconds per request).
 """
@@ -23,9 +24,8 @@ Connection (type ``flink_runtime``):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -33,18 +33,22 @@ import httpx
 from airflow.sdk import BaseHook
 
 from flink_runtime.airflow.exceptions import (
-    FlinkRuntimeApiError,
-    FlinkRuntimeClusterUnreachable,
     FlinkRuntimeException,
     FlinkRuntimeInvalidInput,
     FlinkRuntimeJobFailed,
     FlinkRuntimeJobNotFound,
-    FlinkRuntimeSavepointFailed,
     FlinkRuntimeTimeout,
 )
-from flink_runtime.airflow.hooks.connection import ClusterSettings, cluster_settings
+from flink_runtime.airflow.hooks.connection import (
+    ClusterSettings,
+    check_embedded,
+    cluster_settings,
+    describe_overview,
+    embedded_options,
+)
+from flink_runtime.airflow.hooks.errors import job_failed, translated
 from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
-from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
+from flink_runtime.client.errors import ClusterUnreachable, RestClientError
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
 from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
 from flink_runtime.client.job_graph_source import load_job_graph_document, set_config_defaults
@@ -151,8 +155,9 @@ class FlinkRuntimeHook(BaseHook):
         return self._get_settings().rest_url
 
     def job_url(self, job_id: str) -> str:
-        """Where the job's details are (``GET /jobs/:id``); the extra link points there."""
-        return f"{self.rest_url}/jobs/{_quote(job_id)}"
+        """The job's page on the cluster's dashboard (``<REST URL>/#/jobs/<id>``), as the
+        worker reaches the cluster; the JSON is at ``<REST URL>/jobs/<id>``."""
+        return f"{self.rest_url}/#/jobs/{_quote(job_id)}"
 
     def get_conn(self) -> JobClient:
         """The JobClient this hook sends its synchronous requests with."""
@@ -182,16 +187,21 @@ class FlinkRuntimeHook(BaseHook):
         self.close()
 
     def test_connection(self) -> tuple[bool, str]:
-        """For the UI's "Test" button: does GET /overview answer?"""
+        """For the UI's "Test" button: does GET /overview answer?
+
+        An embedded connection is checked, not started: the button runs in Airflow's API
+        server, which must not become the host of a cluster meant for the workers. Its
+        options are validated and a running embedded cluster (on this host) is asked.
+        """
         try:
-            with _translated():
+            embedded = embedded_options(self.get_connection(self.flink_runtime_conn_id))
+            if embedded is not None:
+                return check_embedded(embedded)
+            with translated():
                 overview = self.get_conn().overview()
         except FlinkRuntimeException as exc:
             return False, str(exc)
-        return True, (
-            f"Connected to {self.rest_url}: {overview.get('taskmanagers', 0)} TaskManagers, "
-            f"{overview.get('slots-available', 0)} of {overview.get('slots-total', 0)} slots free"
-        )
+        return True, f"Connected to {self.rest_url}: {describe_overview(overview)}"
 
     # -- jobs ----------------------------------------------------------------------------------------
 
@@ -222,30 +232,30 @@ class FlinkRuntimeHook(BaseHook):
                 set_config_defaults(source, dict(config_defaults))
             except ValueError as exc:
                 raise FlinkRuntimeInvalidInput(str(exc)) from exc
-        with _translated():
+        with translated():
             return self.get_conn().submit(source, job_id=job_id, savepoint_path=savepoint_path)
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         """GET /jobs/:id, or None if the JobManager does not know the job."""
         try:
-            with _translated():
+            with translated():
                 return self.get_conn().details(job_id)
         except FlinkRuntimeJobNotFound:
             return None
 
     def get_job_status(self, job_id: str) -> str:
-        with _translated():
+        with translated():
             return str(self.get_conn().details(job_id)["state"])
 
     def get_exceptions(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/exceptions: ``root-exception`` and ``exceptionHistory``."""
-        with _translated():
+        with translated():
             return self.get_conn().exceptions(job_id)
 
     def cancel_job(self, job_id: str) -> None:
         """Ask the JobManager to cancel the job. A job that ended FINISHED or FAILED
         answers 409; a CANCELED one is acknowledged again."""
-        with _translated():
+        with translated():
             self.get_conn().cancel(job_id)
 
     def job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
@@ -266,7 +276,7 @@ class FlinkRuntimeHook(BaseHook):
                 log_lines = lines[-FAILURE_LOG_LINES:]
         except (FlinkRuntimeException, RestClientError, ClusterUnreachable) as exc:
             self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
-        return _job_failed(job_id, state, reason, root, log_lines)
+        return job_failed(job_id, state, reason, root, log_lines)
 
     async def a_job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
         """``job_failure`` for the trigger: the same answer, fetched without blocking."""
@@ -283,11 +293,11 @@ class FlinkRuntimeHook(BaseHook):
                 log_lines = lines[-FAILURE_LOG_LINES:]
         except FlinkRuntimeException as exc:
             self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
-        return _job_failed(job_id, state, reason, root, log_lines)
+        return job_failed(job_id, state, reason, root, log_lines)
 
     def job_progress(self, job_id: str) -> str:
         """One line: the job's state and each vertex's subtasks, splits and records (airflow/progress.py)."""
-        with _translated():
+        with translated():
             client = self.get_conn()
             return describe_progress(job_id, client.details(job_id), client.accumulators(job_id))
 
@@ -303,24 +313,24 @@ class FlinkRuntimeHook(BaseHook):
         Not retried once the request may have reached the JobManager: a second POST
         would take a second savepoint.
         """
-        with _translated():
+        with translated():
             return self.get_conn().trigger_savepoint(job_id, target_directory, cancel_job)
 
     def get_savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         """``{"status": {"id": IN_PROGRESS|COMPLETED}, "operation": {location | failure-cause}}``."""
-        with _translated():
+        with translated():
             return self.get_conn().savepoint_status(job_id, request_id)
 
     def wait_for_savepoint(self, job_id: str, request_id: str, timeout: float | None = None) -> str:
         """The savepoint's location once written; FlinkRuntimeSavepointFailed with the cause."""
-        with _translated():
+        with translated():
             return self.get_conn().wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
 
     def stop_job(
         self, job_id: str, target_directory: str | None = None, drain: bool = False, timeout: float | None = None
     ) -> str:
         """Stop the job with a savepoint (it ends FINISHED); returns the savepoint's location."""
-        with _translated():
+        with translated():
             client = self.get_conn()
             request_id = client.stop_with_savepoint(job_id, target_directory, drain)
             return client.wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
@@ -334,13 +344,48 @@ class FlinkRuntimeHook(BaseHook):
         or execution.checkpointing.externalized-checkpoint-retention did not keep it:
         the statistics then say ``discarded``). FlinkRuntimeJobNotFound for an unknown job.
         """
-        with _translated():
+        with translated():
             latest = (self.get_conn().checkpoints(job_id).get("latest") or {}).get("completed")
         if not latest or latest.get("discarded") or not latest.get("external_path"):
             return None
         return str(latest["external_path"])
 
     # -- waiting -------------------------------------------------------------------------------------
+
+    def wait_until_running(self, job_id: str, timeout: float, parameter: str = "wait_for_running_timeout") -> None:
+        """Return once the job is RUNNING, waiting at most ``timeout`` seconds (0: no wait).
+
+        A savepoint or a stop needs a RUNNING job, and a job just submitted is
+        INITIALIZING or CREATED for as long as its TaskManagers take to deploy it (tens
+        of seconds on a cluster whose Spark is still starting). Raises
+        FlinkRuntimeTimeout naming the state it is still in and ``parameter`` (the
+        caller's name for ``timeout``), or FlinkRuntimeJobFailed at once for a job that
+        has already ended: it will never run again.
+        """
+        running = JobStatus.RUNNING.value
+        state = self.get_job_status(job_id)
+        if state != running and not is_globally_terminal(state) and timeout > 0:
+            try:
+                state = self.wait_for_job(job_id, [running], timeout, poll_timeout=min(timeout, 30.0))
+            except FlinkRuntimeTimeout:
+                state = self.get_job_status(job_id)
+                if state != running:
+                    raise FlinkRuntimeTimeout(
+                        f"job {job_id} is still {state}, not RUNNING, after {timeout:g} s: a savepoint needs a "
+                        f"running job. Raise {parameter} (now {timeout:g} s) if the cluster is slow to start jobs"
+                    ) from None
+        if is_globally_terminal(state):
+            raise FlinkRuntimeJobFailed(
+                job_id,
+                state,
+                f"job {job_id} has already ended {state}: there is no running job to take a savepoint of "
+                "(resume a finished pipeline from an earlier savepoint with SubmitJobOperator(from_savepoint=...))",
+            )
+        if state != running:
+            raise FlinkRuntimeTimeout(
+                f"job {job_id} is {state}, not RUNNING: a savepoint needs a running job. Give {parameter} "
+                "some seconds so the operator waits for it"
+            )
 
     def wait_for_job(
         self,
@@ -374,7 +419,7 @@ class FlinkRuntimeHook(BaseHook):
             if progress is not None:
                 wait = min(wait, progress.interval)
             try:
-                with _translated():
+                with translated():
                     page = client.poll_events(job_id, since, wait)
             except FlinkRuntimeJobNotFound:
                 # Only live jobs have events; a job moved to the archive answers GET /jobs/:id.
@@ -451,50 +496,10 @@ class FlinkRuntimeHook(BaseHook):
         timeout = httpx.Timeout(settings.timeout, read=settings.timeout + extra_wait)
         # The same retry rule and error mapping as the sync side (JobClient): client/http.py.
         policy = RetryPolicy(self.retry_limit, self.retry_delay, MAX_RETRY_BACKOFF)
-        with _translated():
+        with translated():
             response = await a_send(self._async_client, policy, method, path, params=params, timeout=timeout)
             return json_object(response)
 
 
-def _job_failed(
-    job_id: str, state: str, reason: str | None, root: str | None, log_lines: list[str]
-) -> FlinkRuntimeJobFailed:
-    message = reason or f"Flink Runtime job {job_id} ended {state}"
-    if root:
-        message = f"{message}: {_first_paragraph(root)}"
-    return FlinkRuntimeJobFailed(job_id, state, message, root, log_lines)
-
-
-@contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    """JobClient's exceptions -> the provider's AirflowException subclasses, messages kept."""
-    try:
-        yield
-    except FlinkRuntimeException:
-        raise
-    except JobNotFound as exc:
-        raise FlinkRuntimeJobNotFound(exc.status_code, exc.errors, exc.method, exc.path) from exc
-    except RestClientError as exc:
-        raise FlinkRuntimeApiError(exc.status_code, exc.errors, exc.method, exc.path) from exc
-    except ClusterUnreachable as exc:
-        raise FlinkRuntimeClusterUnreachable(str(exc)) from exc
-    except SavepointFailed as exc:
-        raise FlinkRuntimeSavepointFailed(str(exc)) from exc
-    except TimeoutError as exc:
-        raise FlinkRuntimeTimeout(str(exc)) from exc
-    except ValueError as exc:
-        raise FlinkRuntimeInvalidInput(str(exc)) from exc
-
-
 def _quote(job_id: str) -> str:
     return quote(str(job_id), safe="")
-
-
-def _first_paragraph(text: str, max_lines: int = 5) -> str:
-    """The root exception's "Class: message" part, before its traceback."""
-    lines: list[str] = []
-    for line in text.strip().splitlines():
-        if not line.strip():
-            break
-        lines.append(line.rstrip())
-    return "\n".join(lines[:max_lines])

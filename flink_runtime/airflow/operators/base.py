@@ -44,4 +44,4 @@ class FlinkRuntimeBaseOperator(BaseOperator):
         return FlinkRuntimeHook(self.flink_runtime_conn_id)
 
     def _publish_link(self, context: Context, job_id: str) -> None:
-        FlinkRuntimeJobLink.persist(context, self.hook.job_url(job_id))
+        FlinkRuntimeJobLink.persist(context, self.hook.job_url(job_id), job_id, self.flink_runtime_conn_id)

@@ -39,7 +39,7 @@ from flink_runtime.airflow.links import JOB_ID_XCOM_KEY
 from flink_runtime.airflow.operators.base import FlinkRuntimeBaseOperator, raise_job_failure
 from flink_runtime.airflow.operators.job_control import CancelJobOperator, StopJobOperator, TriggerSavepointOperator
 from flink_runtime.airflow.progress import ProgressLog
-from flink_runtime.airflow.repair import RESUMABLE_JOB_CONFIG, failed_job_to_resume
+from flink_runtime.airflow.repair import RESUMABLE_JOB_CONFIG, RESUMED_JOB_CONFIG, failed_job_to_resume
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
@@ -185,6 +185,7 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
                         job_id, self.flink_runtime_conn_id, poll_timeout=self.poll_timeout, cancel_on_kill=True
                     ),
                     method_name="execute_complete",
+                    kwargs=self._graph_for_resumption(),
                     timeout=timedelta(seconds=self.timeout) if self.timeout is not None else None,
                 )
         else:
@@ -204,9 +205,13 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
 
     # -- deferral ------------------------------------------------------------------------------------
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], job_graph: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         job_id = str(event["job_id"])
         self._job_id = job_id
+        if job_graph is not None and self._graph is None:
+            self._graph = JobGraph.from_dict(job_graph)
         if event["state"] is None:
             raise FlinkRuntimeException(event["message"])
         reason = None if event["status"] == "success" else event["message"]
@@ -246,10 +251,33 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
             return None
         return None
 
-    def _submit(self, context: Context, job_id: str) -> str:
+    def build_job_graph(self, context: Context) -> JobGraphSource:
+        """What to submit: ``job_graph``, or what it returns when it is a callable.
+
+        Called on the task being executed (its template fields rendered), once per
+        try: ``@task.flink_runtime`` overrides it to call the decorated function.
+        """
         graph = self.job_graph
-        if callable(graph):
-            graph = graph(context)
+        return graph(context) if callable(graph) else graph
+
+    @property
+    def builds_graph_at_runtime(self) -> bool:
+        """Whether the graph is known only once ``build_job_graph`` ran with a context."""
+        return callable(self.job_graph)
+
+    def _graph_for_resumption(self) -> dict[str, Any] | None:
+        """The next_kwargs of a deferral: a graph built at runtime, as JSON, so that the
+        resumed task learns the job's outputs without building it a second time."""
+        if not self.builds_graph_at_runtime or self._graph is None:
+            return None
+        try:
+            return {"job_graph": lineage.job_graph_of(self._graph).to_dict()}
+        except Exception as exc:  # lineage only: never a reason not to wait for the job
+            self.log.warning("Cannot keep the job graph across the deferral (%s)", exc)
+            return None
+
+    def _submit(self, context: Context, job_id: str) -> str:
+        graph = self.build_job_graph(context)
         self._graph = graph
         savepoint = self.from_savepoint or None
         config = RESUMABLE_JOB_CONFIG if self.resume_failed else None
@@ -258,6 +286,7 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
             failed = failed_job_to_resume(self.hook, partial(_job_id_of_try, ti), int(ti.try_number), self.log)
             if failed is not None:
                 savepoint = failed.checkpoint_path
+                config = RESUMED_JOB_CONFIG
                 self.log.info(
                     "Resuming job %s (try %d, FAILED) from its checkpoint %s instead of starting over; it got "
                     "as far as: %s",
@@ -329,11 +358,11 @@ class SubmitJobOperator(ResumableJobMixin, FlinkRuntimeBaseOperator):
         resumed from the triggerer) and a context is at hand. A graph that cannot be
         read is logged, never fatal: the job itself is what the task is for.
         """
-        if self._graph is None and callable(self.job_graph) and context is None:
+        if self._graph is None and self.builds_graph_at_runtime and context is None:
             return None
         try:
             if self._graph is None:
-                self._graph = self.job_graph(context) if callable(self.job_graph) else self.job_graph
+                self._graph = self.build_job_graph(context)
             self._graph = lineage.job_graph_of(self._graph)
             return self._graph
         except Exception as exc:

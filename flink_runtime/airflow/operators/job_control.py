@@ -17,7 +17,11 @@ from flink_runtime.executiongraph.states import JobStatus
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-__all__ = ["CancelJobOperator", "StopJobOperator", "TriggerSavepointOperator"]
+__all__ = ["DEFAULT_WAIT_FOR_RUNNING_TIMEOUT", "CancelJobOperator", "StopJobOperator", "TriggerSavepointOperator"]
+
+#: Seconds a savepoint or stop waits for a job that is not RUNNING yet (a fresh
+#: external cluster was seen INITIALIZING a job for 39 s while its Spark started).
+DEFAULT_WAIT_FOR_RUNNING_TIMEOUT = 180.0
 
 
 class _SavepointOperator(FlinkRuntimeBaseOperator):
@@ -32,12 +36,21 @@ class _SavepointOperator(FlinkRuntimeBaseOperator):
         target_directory: str | None = None,
         flink_runtime_conn_id: str = FlinkRuntimeHook.default_conn_name,
         timeout: float | None = None,
+        wait_for_running_timeout: float = DEFAULT_WAIT_FOR_RUNNING_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         super().__init__(flink_runtime_conn_id=flink_runtime_conn_id, **kwargs)
+        if not wait_for_running_timeout >= 0:
+            raise ValueError(f"wait_for_running_timeout must be 0 or more seconds, got {wait_for_running_timeout!r}")
         self.job_id = job_id
         self.target_directory = target_directory
         self.timeout = timeout
+        self.wait_for_running_timeout = wait_for_running_timeout
+
+    def _wait_until_running(self, job_id: str) -> None:
+        # Right after a submit the job is INITIALIZING for as long as its deployment
+        # takes; the cluster refuses a savepoint until it runs (409).
+        self.hook.wait_until_running(job_id, self.wait_for_running_timeout)
 
 
 class TriggerSavepointOperator(_SavepointOperator):
@@ -48,6 +61,9 @@ class TriggerSavepointOperator(_SavepointOperator):
     :param target_directory: where to write it; None: the cluster's state.savepoints.dir.
     :param cancel_job: cancel the job once the savepoint is written.
     :param timeout: seconds to wait for the savepoint; it may still complete after them.
+    :param wait_for_running_timeout: seconds to wait for a job that is not RUNNING yet
+        (one just submitted is INITIALIZING while it deploys) before the savepoint is
+        triggered; the task fails after them naming the job's state. 0: do not wait.
     """
 
     def __init__(self, *, cancel_job: bool = False, **kwargs: Any) -> None:
@@ -57,6 +73,7 @@ class TriggerSavepointOperator(_SavepointOperator):
     def execute(self, context: Context) -> str:
         job_id = job_id_from(self.job_id)
         self._publish_link(context, job_id)
+        self._wait_until_running(job_id)
         request_id = self.hook.trigger_savepoint(job_id, self.target_directory, self.cancel_job)
         self.log.info("Savepoint of job %s triggered (request %s)", job_id, request_id)
         location = self.hook.wait_for_savepoint(job_id, request_id, self.timeout)
@@ -76,6 +93,8 @@ class StopJobOperator(_SavepointOperator):
     :param drain: Flink's flag, passed on; batch pipelines have no windows or timers to
         flush, so it changes nothing there.
     :param timeout: seconds to wait for the savepoint.
+    :param wait_for_running_timeout: seconds to wait for a job that is not RUNNING yet
+        before stopping it (as TriggerSavepointOperator). 0: do not wait.
     """
 
     def __init__(self, *, drain: bool = False, **kwargs: Any) -> None:
@@ -85,6 +104,7 @@ class StopJobOperator(_SavepointOperator):
     def execute(self, context: Context) -> str:
         job_id = job_id_from(self.job_id)
         self._publish_link(context, job_id)
+        self._wait_until_running(job_id)
         location = self.hook.stop_job(job_id, self.target_directory, self.drain, self.timeout)
         self.log.info("Job %s stopped with savepoint %s", job_id, location)
         return location
