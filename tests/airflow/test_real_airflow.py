@@ -211,9 +211,11 @@ def test_with_openlineage_on_a_deferred_sensor_still_ends_in_the_triggerer_and_i
 ) -> None:
     # The listener sees a task end only on a worker; the trigger sends the COMPLETE or
     # FAIL event it would have sent there, so the sensor need not resume on one.
-    ended_by_trigger = airflow.trigger("e2e_sensor", {"seconds": 6})
-    failed_by_trigger = airflow.trigger("e2e_sensor", {"invokable": "fail"})
-    on_worker = airflow.trigger("e2e_sensor_on_worker", {"seconds": 6})  # the reference: what a worker sends
+    # Jobs long enough for the sensors to defer first, even on a loaded machine (a task's
+    # start took 10 s there).
+    ended_by_trigger = airflow.trigger("e2e_sensor", {"seconds": 20})
+    failed_by_trigger = airflow.trigger("e2e_sensor", {"invokable": "fail", "seconds": 20})
+    on_worker = airflow.trigger("e2e_sensor_on_worker", {"seconds": 20})  # the reference: what a worker sends
     for dag_id, run_id, state in (
         ("e2e_sensor", ended_by_trigger, "success"),
         ("e2e_sensor", failed_by_trigger, "failed"),
