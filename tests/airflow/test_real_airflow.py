@@ -230,7 +230,14 @@ def test_with_openlineage_on_a_deferred_sensor_still_ends_in_the_triggerer_and_i
     assert airflow.xcom("e2e_sensor", ended_by_trigger, "wait") == "FINISHED"
 
     def by_run(job_name: str, count: int) -> list[list[dict]]:
-        eventually(lambda: len(lineage_events(openlineage, job_name)) == count, 30, f"{count} runs of {job_name}")
+        """The task's ``count`` runs, each once its end event is in (a worker's listener
+        sends it from a fork of its own, maybe after the task's state was written)."""
+
+        def ended() -> bool:
+            runs = lineage_events(openlineage, job_name).values()
+            return len(runs) == count and all(run[-1]["eventType"] in ("COMPLETE", "FAIL") for run in runs)
+
+        eventually(ended, 30, f"{count} ended runs of {job_name}")
         return list(lineage_events(openlineage, job_name).values())
 
     # Each try's run: the worker's START (when it deferred), then the trigger's end event.
