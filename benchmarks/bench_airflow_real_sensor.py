@@ -9,10 +9,13 @@ for it with a deferrable JobStatusSensor, one run at a time:
 - ``e2e_sensor_on_worker``: ``end_from_trigger=False``, the task resumes on a worker
   after the trigger fired (execute_complete), as every deferrable sensor did before.
 
+With ``--openlineage`` every component runs with the OpenLineage provider's listener
+on (a file transport under the work folder), as a deployment that sends lineage would.
+
 Measured per run: the job's end time (the JobManager's clock) to the sensor task
 instance's ``end_date`` (Airflow's), both on this host. Target: median <= 0.3 s.
 
-    .venv/bin/python benchmarks/bench_airflow_real_sensor.py [--runs 7] [--job-seconds 6]
+    .venv/bin/python benchmarks/bench_airflow_real_sensor.py [--runs 7] [--job-seconds 6] [--openlineage]
 """
 
 from __future__ import annotations
@@ -63,6 +66,13 @@ def _trigger_log_times(home: Path, dag_id: str, run_id: str) -> dict[str, float]
     return times
 
 
+def _lineage_events(work: Path, dag_id: str) -> int:
+    """How many OpenLineage events the sensor task's runs have emitted so far (all runs)."""
+    path = work / "openlineage.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(1 for line in lines if line.strip() and json.loads(line)["job"]["name"] == f"{dag_id}.wait")
+
+
 def measure(airflow: AirflowDeployment, cluster: httpx.Client, dag_id: str, job_seconds: float) -> dict[str, float]:
     """Seconds from the job's end to: the trigger seeing it, its event leaving, the task's end."""
     run_id = airflow.trigger(dag_id, {"seconds": job_seconds})
@@ -78,8 +88,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--job-seconds", type=float, default=6.0)
     parser.add_argument("--dags", nargs="+", default=list(DAG_IDS), choices=DAG_IDS, help="the variants to run")
+    parser.add_argument("--openlineage", action="store_true", help="the OpenLineage listener on (file transport)")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-real-airflow-")
+    env = {"FLINK_RUNTIME_E2E_DIR": work}
+    if args.openlineage:
+        transport = {"type": "file", "log_file_path": f"{work}/openlineage.jsonl", "append": True}
+        env["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(transport)
+        env["AIRFLOW__OPENLINEAGE__NAMESPACE"] = "flink-runtime-bench"
     keep = False  # a failed run's logs stay for reading
     try:
         config = fast_config(**{"io.tmp.dirs": f"{work}/data"})
@@ -88,9 +104,7 @@ def main() -> None:
             connection = {"conn_type": "flink_runtime", "host": host, "port": int(port)}
             started = time.monotonic()
             with (
-                AirflowDeployment(
-                    Path(work) / "home", DAGS, {"flink_runtime_e2e": connection}, env={"FLINK_RUNTIME_E2E_DIR": work}
-                ) as airflow,
+                AirflowDeployment(Path(work) / "home", DAGS, {"flink_runtime_e2e": connection}, env=env) as airflow,
                 httpx.Client(base_url=minicluster.rest_url, timeout=30) as cluster,
             ):
                 for dag_id in args.dags:
@@ -108,6 +122,8 @@ def main() -> None:
                             continue
                         latencies.append(marks["success"])
                         steps = ", ".join(f"{name} {value:.3f} s" for name, value in marks.items())
+                        if args.openlineage:
+                            steps += f"; the sensor's lineage events so far: {_lineage_events(Path(work), dag_id)}"
                         print(f"  {dag_id}: after FINISHED: {steps}", flush=True)
                     if not latencies:
                         continue
@@ -118,6 +134,8 @@ def main() -> None:
                         f"median {median:.3f} s, min {min(latencies):.3f} s, max {max(latencies):.3f} s "
                         f"({verdict} the {TARGET_SECONDS} s target)"
                     )
+                noise = (airflow.home / "triggerer.out").read_text(errors="replace").count("XCom not found")
+                print(f"'XCom not found' in the triggerer's output: {noise} times")
     finally:
         if keep:
             print(f"Logs of the failed runs kept in {work}")

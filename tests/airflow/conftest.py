@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from flink_runtime.minicluster import MiniCluster
+from tests.helpers.openlineage import require_openlineage
 
 _AIRFLOW_HOME = tempfile.mkdtemp(prefix="flink-runtime-airflow-home-")
 os.environ["AIRFLOW_HOME"] = _AIRFLOW_HOME
@@ -108,3 +109,43 @@ class TaskContexts:
 def task_context() -> Callable[..., dict[str, Any]]:
     """``task_context(try_number=1, with_store=True)`` -> a minimal context dict."""
     return TaskContexts()
+
+
+# -- the OpenLineage provider's listener ------------------------------------------------------------
+
+
+@pytest.fixture
+def openlineage_events(tmp_path: Path) -> Iterator[Path]:
+    """The openlineage provider's listener, writing its events to a file (its file transport).
+
+    Airflow registers the listener when its plugin loads, and only if a transport is
+    configured then; this session loaded plugins long before, so the listener is
+    added to the task runner's listener manager here (and removed after). Events are
+    sent from a thread, not a fork of this multi-threaded process.
+    """
+    require_openlineage()
+    from airflow.providers.openlineage import conf as ol_conf
+    from airflow.providers.openlineage.plugins.listener import OpenLineageListener
+    from airflow.sdk.listener import get_listener_manager
+
+    def clear_config_cache() -> None:  # the provider caches its settings per process
+        for name in dir(ol_conf):
+            cache_clear = getattr(getattr(ol_conf, name), "cache_clear", None)
+            if callable(cache_clear):
+                cache_clear()
+
+    events = tmp_path / "openlineage-events.jsonl"
+    transport = {"type": "file", "log_file_path": str(events), "append": True}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(transport))
+        patch.setenv("AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD", "True")
+        patch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "flink-runtime-tests")
+        clear_config_cache()
+        listener = OpenLineageListener()
+        manager = get_listener_manager()
+        manager.add_listener(listener)
+        try:
+            yield events
+        finally:
+            manager.pm.unregister(listener)
+    clear_config_cache()

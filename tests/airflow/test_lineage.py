@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +19,7 @@ import pytest
 from flink_runtime.airflow import lineage
 from flink_runtime.airflow.lineage import DataLocation, asset_uri, dataset_name, schema_fields
 from flink_runtime.pipeline import Pipeline
-
-
-def require_openlineage() -> None:
-    """The openlineage provider is part of the `airflow` extra: its absence is a broken
-    install, which must fail here, not skip."""
-    try:
-        import airflow.providers.openlineage  # noqa: F401
-    except ImportError as exc:
-        pytest.fail(
-            f"apache-airflow-providers-openlineage is not installed ({exc}); it is in setup.cfg's "
-            "`airflow` extra: run `make setup` (or pip install -e '.[airflow]')"
-        )
-
+from tests.helpers.openlineage import require_openlineage
 
 # -- naming ------------------------------------------------------------------------------------------
 
@@ -288,6 +275,7 @@ from airflow.sdk import DAG, Asset, AssetAlias, task
 
 from flink_runtime.airflow.operators.flink_runtime import SubmitJobOperator
 from flink_runtime.pipeline import Pipeline
+from tests.helpers.openlineage import require_openlineage
 
 DATA = {data!r}
 TOTALS = Asset("file://" + DATA + "/out/totals")
@@ -322,43 +310,6 @@ with DAG("lineage_consumer", schedule=[TOTALS], start_date=START, catchup=False)
 
     read_totals()
 '''
-
-
-@pytest.fixture
-def openlineage_events(tmp_path: Path) -> Iterator[Path]:
-    """The openlineage provider's listener, writing its events to a file (its file transport).
-
-    Airflow registers the listener when its plugin loads, and only if a transport is
-    configured then; this session loaded plugins long before, so the listener is
-    added to the task runner's listener manager here (and removed after). Events are
-    sent from a thread, not a fork of this multi-threaded process.
-    """
-    require_openlineage()
-    from airflow.providers.openlineage import conf as ol_conf
-    from airflow.providers.openlineage.plugins.listener import OpenLineageListener
-    from airflow.sdk.listener import get_listener_manager
-
-    def clear_config_cache() -> None:  # the provider caches its settings per process
-        for name in dir(ol_conf):
-            cache_clear = getattr(getattr(ol_conf, name), "cache_clear", None)
-            if callable(cache_clear):
-                cache_clear()
-
-    events = tmp_path / "openlineage-events.jsonl"
-    transport = {"type": "file", "log_file_path": str(events), "append": True}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(transport))
-        patch.setenv("AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD", "True")
-        patch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "flink-runtime-tests")
-        clear_config_cache()
-        listener = OpenLineageListener()
-        manager = get_listener_manager()
-        manager.add_listener(listener)
-        try:
-            yield events
-        finally:
-            manager.pm.unregister(listener)
-    clear_config_cache()
 
 
 @pytest.fixture

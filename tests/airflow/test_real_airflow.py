@@ -144,6 +144,9 @@ def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(
     assert "the task succeeds (ended by the triggerer)" in log
     # Deferred once and never handed back: a worker started the task exactly once.
     assert log.count("Worker startup parse complete") == 1, log
+    # The trigger asked for no XCom that does not exist (the triggerer logged an ERROR then).
+    triggerer_output = (airflow.home / "triggerer.out").read_text(errors="replace")
+    assert "XCom not found" not in triggerer_output, triggerer_output[-3000:]
     job_id = airflow.xcom("e2e_sensor", run_id, "submit", key="job_id")
     job = cluster.get(f"/jobs/{job_id}").json()
     assert job["state"] == "FINISHED"
@@ -198,18 +201,34 @@ def test_marking_a_deferred_submit_failed_cancels_its_job_within_seconds(
     assert airflow.task_instance("e2e_deferred_submit", run_id, "submit")["state"] == "failed"
 
 
-def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
-    airflow: AirflowDeployment, orders: Path, work_dir: Path
-) -> None:
-    # The OpenLineage provider turned on as a deployment would: its transport configured
-    # and the components that run tasks and parse DAGs restarted (its listener then
-    # writes every task's events to a file). With a listener, sensors resume on workers.
-    transport = {"type": "file", "log_file_path": str(work_dir / "openlineage.jsonl"), "append": True}
-    openlineage = {
+@pytest.fixture(scope="module")
+def openlineage(airflow: AirflowDeployment, work_dir: Path) -> Path:
+    """The OpenLineage provider turned on as a deployment would: its transport configured
+    and the components that run tasks, parse DAGs and run triggers restarted (its
+    listener then writes every task's events to this file). The tests using it come last."""
+    events = work_dir / "openlineage.jsonl"
+    transport = {"type": "file", "log_file_path": str(events), "append": True}
+    env = {
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "flink-runtime-e2e",
     }
-    airflow.restart(["scheduler", "dag-processor"], env=openlineage)
+    airflow.restart(["scheduler", "dag-processor", "triggerer"], env=env)
+    return events
+
+
+def lineage_events(path: Path, job_name: str) -> dict[str, list[dict]]:
+    """The OpenLineage events of one Airflow task, by OpenLineage run (a task try's run id)."""
+    runs: dict[str, list[dict]] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        event = json.loads(line)
+        if event["job"]["name"] == job_name:
+            runs.setdefault(event["run"]["runId"], []).append(event)
+    return runs
+
+
+def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
+    airflow: AirflowDeployment, orders: Path, work_dir: Path, openlineage: Path
+) -> None:
     run_id = airflow.trigger("e2e_lineage", {"data": str(orders)})
     airflow.wait_for_task("e2e_lineage", run_id, "submit", ["success"], timeout=180)
     result = airflow.xcom("e2e_lineage", run_id, "submit")
@@ -236,3 +255,55 @@ def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
     assert response.status_code == 200, response.text
     uris = [event["uri"] for event in response.json()["asset_events"]]
     assert uris == [f"file://{orders}/out"]
+
+
+def test_with_openlineage_on_a_deferred_sensor_still_ends_in_the_triggerer_and_its_events_are_sent(
+    airflow: AirflowDeployment, openlineage: Path
+) -> None:
+    # The listener sees a task end only on a worker; the trigger sends the COMPLETE or
+    # FAIL event it would have sent there, so the sensor need not resume on one.
+    # Jobs long enough for the sensors to defer first, even on a loaded machine (a task's
+    # start took 10 s there).
+    ended_by_trigger = airflow.trigger("e2e_sensor", {"seconds": 20})
+    failed_by_trigger = airflow.trigger("e2e_sensor", {"invokable": "fail", "seconds": 20})
+    on_worker = airflow.trigger("e2e_sensor_on_worker", {"seconds": 20})  # the reference: what a worker sends
+    for dag_id, run_id, state in (
+        ("e2e_sensor", ended_by_trigger, "success"),
+        ("e2e_sensor", failed_by_trigger, "failed"),
+        ("e2e_sensor_on_worker", on_worker, "success"),
+    ):
+        ti = airflow.wait_for_task(dag_id, run_id, "wait", [state], timeout=180)
+        if dag_id == "e2e_sensor":
+            log = airflow.task_log(dag_id, run_id, "wait", ti)
+            assert log.count("Worker startup parse complete") == 1, log  # never resumed on a worker
+            event = "COMPLETE" if state == "success" else "FAIL"
+            assert f"Sent the task's OpenLineage {event} event" in log, log
+    assert airflow.xcom("e2e_sensor", ended_by_trigger, "wait") == "FINISHED"
+
+    def by_run(job_name: str, count: int) -> list[list[dict]]:
+        """The task's ``count`` runs, each once its end event is in (a worker's listener
+        sends it from a fork of its own, maybe after the task's state was written)."""
+
+        def ended() -> bool:
+            runs = lineage_events(openlineage, job_name).values()
+            return len(runs) == count and all(run[-1]["eventType"] in ("COMPLETE", "FAIL") for run in runs)
+
+        eventually(ended, 30, f"{count} ended runs of {job_name}")
+        return list(lineage_events(openlineage, job_name).values())
+
+    # Each try's run: the worker's START (when it deferred), then the trigger's end event.
+    ended = sorted(([e["eventType"] for e in run], run) for run in by_run("e2e_sensor.wait", 2))
+    assert [types for types, _ in ended] == [["START", "COMPLETE"], ["START", "FAIL"]]
+    [(_, complete_run), (_, fail_run)] = ended
+    start, complete = complete_run
+    fail = fail_run[1]
+    assert complete["eventTime"] > start["eventTime"]
+    error = fail["run"]["facets"]["errorMessage"]
+    assert "e2e failure" in error["message"] and "RuntimeError: e2e failure" in error["stackTrace"]
+    # The same event a worker sends: same facets (the parent DAG run's, Airflow's...).
+    [reference] = by_run("e2e_sensor_on_worker.wait", 1)
+    worker_complete = next(e for e in reference if e["eventType"] == "COMPLETE")
+    assert sorted(complete["run"]["facets"]) == sorted(worker_complete["run"]["facets"])
+    assert sorted(complete["job"]["facets"]) == sorted(worker_complete["job"]["facets"])
+    assert complete["run"]["facets"]["parent"]["run"]["runId"] == start["run"]["facets"]["parent"]["run"]["runId"]
+    assert complete["job"]["namespace"] == "flink-runtime-e2e"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -122,8 +123,8 @@ class _Listener:
     """A listener as a plugin registers one (the OpenLineage provider's, say)."""
 
 
-def test_by_default_a_sensor_resumes_on_a_worker_when_airflow_has_listeners(
-    task_context: Callable[..., Context],
+def test_by_default_a_sensor_resumes_on_a_worker_when_airflow_has_listeners_and_says_why(
+    task_context: Callable[..., Context], capfd: pytest.CaptureFixture
 ) -> None:
     from airflow.sdk.listener import get_listener_manager
 
@@ -137,8 +138,30 @@ def test_by_default_a_sensor_resumes_on_a_worker_when_airflow_has_listeners(
     finally:
         manager.pm.unregister(listener)
     assert deferred.value.trigger.end_from_trigger is False
+    assert deferred.value.trigger.lineage_events is None
     # ... and the DAG still loads: Airflow refuses end_from_trigger=True with listeners.
     assert op.end_from_trigger is None
+    logged = capfd.readouterr()  # the task log goes through Airflow's structlog, to the console here
+    why = [line for line in (logged.out + logged.err).splitlines() if "will resume on a worker" in line]
+    assert len(why) == 1, why  # said once
+    assert (
+        f"The task will resume on a worker when job {JOB_ID} is done, instead of ending in the triggerer: "
+        "Airflow calls listeners (tests.airflow.test_sensors._Listener) only on a worker. "
+        "end_from_trigger=False makes this the explicit choice."
+    ) in why[0]
+
+
+def test_the_openlineage_listener_alone_does_not_send_the_sensor_back_to_a_worker(
+    task_context: Callable[..., Context], openlineage_events: Path, capfd: pytest.CaptureFixture
+) -> None:
+    # Its end events are prepared at the deferral and sent by the trigger (test_real_airflow.py
+    # checks them under a real triggerer); this fake task instance has no DAG run to build them from.
+    op = sensor("RUNNING", deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(task_context())
+    assert deferred.value.trigger.end_from_trigger is True
+    logged = capfd.readouterr()
+    assert "will resume on a worker" not in logged.out + logged.err
 
 
 def test_deferrable_does_not_defer_when_the_job_is_already_there(task_context: Callable[..., Context]) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -39,6 +41,7 @@ def rebuild(trigger: JobStatusTrigger) -> JobStatusTrigger:
             "poll_timeout": 5,
             "cancel_on_kill": True,
             "end_from_trigger": True,
+            "lineage_events": {"COMPLETE": '{"eventType": "COMPLETE"}', "FAIL": '{"eventType": "FAIL"}'},
         },
     ],
 )
@@ -54,9 +57,16 @@ def test_serialize_round_trip_is_exact(kwargs: dict[str, Any]) -> None:
         "poll_timeout",
         "cancel_on_kill",
         "end_from_trigger",
+        "lineage_events",
     }
     assert rebuild(trigger).serialize() == (path, serialized)
     assert rebuild(rebuild(trigger)).serialize() == (path, serialized)
+
+
+def test_its_repr_names_the_prepared_lineage_events_without_printing_them() -> None:
+    events = {"COMPLETE": '{"eventType": "COMPLETE", "big": "x"}', "FAIL": '{"eventType": "FAIL"}'}
+    text = repr(JobStatusTrigger(JOB_ID, end_from_trigger=True, lineage_events=events))
+    assert "<COMPLETE, FAIL events>" in text and '"big"' not in text
 
 
 def test_serialized_kwargs_survive_airflows_own_encoding() -> None:
@@ -125,11 +135,7 @@ async def test_ending_from_the_trigger_succeeds_the_task_with_the_state_as_xcom(
     async def aset(key: str, value: Any, **where: Any) -> None:
         pushed.append((key, value, where))
 
-    async def aget_one(**where: Any) -> None:
-        return None
-
     monkeypatch.setattr(BaseXCom, "aset", aset)
-    monkeypatch.setattr(BaseXCom, "aget_one", aget_one)
     job_id = submit("sleep", seconds=0.3)
     events = await events_of(in_a_triggerer(JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True)))
     assert len(events) == 1
@@ -137,6 +143,49 @@ async def test_ending_from_the_trigger_succeeds_the_task_with_the_state_as_xcom(
     assert pushed == [
         ("return_value", "FINISHED", {"dag_id": "dag", "task_id": "wait", "run_id": "run", "map_index": -1})
     ]
+
+
+def prepared_lineage_events() -> dict[str, str]:
+    """What the sensor prepares when it defers (with the provider's listener code, see
+    flink_runtime/airflow/task_end_lineage.py): a COMPLETE and a FAIL event of one run."""
+    from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import error_message_run
+    from openlineage.client.serde import Serde
+    from openlineage.client.uuid import generate_new_uuid
+
+    run_id = str(generate_new_uuid())
+    error = error_message_run.ErrorMessageRunFacet(message="placeholder", programmingLanguage="python")
+
+    def event(kind: Any, facets: dict[str, Any]) -> str:
+        run = Run(runId=run_id, facets=facets)
+        job = Job(namespace="flink-runtime-tests", name="dag.wait")
+        return Serde.to_json(RunEvent(eventType=kind, eventTime="2026-01-01T00:00:00+00:00", run=run, job=job))
+
+    return {"COMPLETE": event(RunState.COMPLETE, {}), "FAIL": event(RunState.FAIL, {"errorMessage": error})}
+
+
+@pytest.mark.integration
+async def test_ending_from_the_trigger_sends_the_prepared_openlineage_end_event(
+    submit: Any, minicluster_conn_id: str, monkeypatch: pytest.MonkeyPatch, openlineage_events: Path
+) -> None:
+    async def aset(key: str, value: Any, **where: Any) -> None:
+        pass
+
+    monkeypatch.setattr(BaseXCom, "aset", aset)
+    prepared = prepared_lineage_events()
+    finished = submit("sleep", seconds=0.2)
+    failed = submit("fail", message="kaboom from the task", after_seconds=0.2)
+    for job_id in (finished, failed):
+        trigger = JobStatusTrigger(job_id, minicluster_conn_id, end_from_trigger=True, lineage_events=prepared)
+        await events_of(in_a_triggerer(trigger))
+
+    sent = [json.loads(line) for line in openlineage_events.read_text().splitlines()]
+    assert [e["eventType"] for e in sent] == ["COMPLETE", "FAIL"]
+    assert {e["run"]["runId"] for e in sent} == {json.loads(prepared["COMPLETE"])["run"]["runId"]}
+    assert all(e["eventTime"] > "2026-11" for e in sent)  # the end's time, not the deferral's
+    error = sent[1]["run"]["facets"]["errorMessage"]
+    assert error["message"] == f"job {failed} is FAILED: RuntimeError: kaboom from the task"
+    assert "RuntimeError: kaboom from the task" in error["stackTrace"]  # the job's root exception
 
 
 @pytest.mark.integration

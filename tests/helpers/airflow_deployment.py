@@ -215,7 +215,10 @@ class AirflowDeployment:
         seen: dict[str, Any] = {}
 
         def reached() -> bool:
-            seen.update(self.task_instance(dag_id, run_id, task_id))
+            try:
+                seen.update(self.task_instance(dag_id, run_id, task_id))
+            except httpx.TimeoutException:  # a busy api-server (SQLite locked by a restart): ask again
+                return False
             if seen["state"] in wanted:
                 return True
             if seen["state"] in TERMINAL_TI_STATES:

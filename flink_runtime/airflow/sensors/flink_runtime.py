@@ -14,6 +14,7 @@ from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globa
 from flink_runtime.airflow.job_ids import job_id_from
 from flink_runtime.airflow.links import FlinkRuntimeJobLink
 from flink_runtime.airflow.operators.base import raise_job_failure
+from flink_runtime.airflow.task_end_lineage import listeners_needing_a_worker, task_end_events
 from flink_runtime.airflow.triggers.flink_runtime import JobStatusTrigger
 
 if TYPE_CHECKING:
@@ -43,9 +44,11 @@ class JobStatusSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer instead of poking.
     :param poll_timeout: deferrable only: seconds one long poll may wait.
     :param end_from_trigger: deferrable only: let the triggerer end the task. None (the
-        default) does so unless Airflow has listeners (the OpenLineage provider's, for
-        one), which need the task to end on a worker: Airflow refuses to load a DAG whose
-        task sets True while listeners are registered. False always resumes on a worker
+        default) does so unless Airflow has listeners other than the OpenLineage
+        provider's (whose COMPLETE/FAIL event the trigger sends itself, see
+        flink_runtime.airflow.task_end_lineage): they need the task to end on a worker,
+        and the task log says so. Airflow refuses to load a DAG whose task sets True
+        while any listener is registered. False always resumes on a worker
         (``execute_complete``), as does a ``soft_fail`` sensor, since only a worker turns
         a failure into a skip.
     """
@@ -92,6 +95,7 @@ class JobStatusSensor(BaseSensorOperator):
         result = self.poke(context)
         if result:
             return result.xcom_value
+        ends_from_trigger = self._ends_from_trigger()
         self.defer(
             trigger=JobStatusTrigger(
                 self.job_id,
@@ -99,7 +103,10 @@ class JobStatusSensor(BaseSensorOperator):
                 target_statuses=self.target_statuses,
                 failure_statuses=[state for state in _FAILURES if state not in self.target_statuses],
                 poll_timeout=self.poll_timeout,
-                end_from_trigger=self._ends_from_trigger(),
+                end_from_trigger=ends_from_trigger,
+                # What the OpenLineage listener would send at the end on a worker: the
+                # trigger sends it when it ends the task itself.
+                lineage_events=task_end_events(context, self.log) if ends_from_trigger else None,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
@@ -108,9 +115,20 @@ class JobStatusSensor(BaseSensorOperator):
     def _ends_from_trigger(self) -> bool:
         if self.end_from_trigger is not None:
             return self.end_from_trigger and not self.soft_fail
-        from airflow.sdk.listener import get_listener_manager
-
-        return not self.soft_fail and not get_listener_manager().has_listeners
+        if self.soft_fail:
+            return False
+        needing_a_worker = listeners_needing_a_worker()
+        if needing_a_worker:
+            # Said once per deferral (once per try): resuming costs a worker start, ~2 s.
+            self.log.info(
+                "The task will resume on a worker when job %s is done, instead of ending in the triggerer: "
+                "Airflow calls listeners (%s) only on a worker. end_from_trigger=False makes this the "
+                "explicit choice.",
+                self.job_id,
+                ", ".join(needing_a_worker),
+            )
+            return False
+        return True
 
     def poke(self, context: Context) -> PokeReturnValue:
         state = self.hook.get_job_status(self.job_id)

@@ -13,6 +13,7 @@ from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent
 from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
 from flink_runtime.airflow.progress import ProgressLog
+from flink_runtime.airflow.task_end_lineage import emit_task_end_event
 
 __all__ = ["JobStatusTrigger"]
 
@@ -54,6 +55,10 @@ class JobStatusTrigger(BaseTrigger):
     :param poll_timeout: seconds one long poll may wait for an event (at most 60).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
     :param end_from_trigger: end the task from the triggerer (see above).
+    :param lineage_events: with ``end_from_trigger``: the OpenLineage COMPLETE and FAIL
+        events (JSON by type) the task would send at its end on a worker, prepared when
+        it deferred (flink_runtime.airflow.task_end_lineage); the trigger sends the one
+        that applies when it ends the task, since Airflow's listeners never see that end.
     """
 
     def __init__(
@@ -65,6 +70,7 @@ class JobStatusTrigger(BaseTrigger):
         poll_timeout: float = 30.0,
         cancel_on_kill: bool = False,
         end_from_trigger: bool = False,
+        lineage_events: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.job_id = job_id
@@ -76,6 +82,7 @@ class JobStatusTrigger(BaseTrigger):
         self.poll_timeout = float(poll_timeout)
         self.cancel_on_kill = bool(cancel_on_kill)
         self.end_from_trigger = bool(end_from_trigger)
+        self.lineage_events = dict(lineage_events) if lineage_events else None
         self._xcom_channel_ready: asyncio.Future[None] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -89,8 +96,16 @@ class JobStatusTrigger(BaseTrigger):
                 "poll_timeout": self.poll_timeout,
                 "cancel_on_kill": self.cancel_on_kill,
                 "end_from_trigger": self.end_from_trigger,
+                "lineage_events": self.lineage_events,
             },
         )
+
+    def __repr__(self) -> str:
+        # The prepared lineage events are kilobytes of JSON: named, not printed.
+        classpath, kwargs = self.serialize()
+        if kwargs["lineage_events"]:
+            kwargs["lineage_events"] = f"<{', '.join(sorted(kwargs['lineage_events']))} events>"
+        return self.repr(classpath, kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watched = {*self.target_statuses, *self.failure_statuses}
@@ -99,7 +114,7 @@ class JobStatusTrigger(BaseTrigger):
             # Airflow builds the triggerer's execution-API channel on its first use (10-15 s
             # measured on 2 busy cores): use it now, while the job runs, so that pushing the
             # XCom at the end does not pay for that.
-            self._xcom_channel_ready = asyncio.ensure_future(self._read_own_xcom())
+            self._xcom_channel_ready = asyncio.ensure_future(self._open_execution_api_channel())
         async with FlinkRuntimeHook(self.flink_runtime_conn_id) as hook:
             since = 0
             try:
@@ -151,9 +166,12 @@ class JobStatusTrigger(BaseTrigger):
             return event
         if event.payload["status"] == "success":
             self.log.info("Job %s is %s; the task succeeds (ended by the triggerer).", self.job_id, state)
-            return await self._success_with_xcom(state)
+            success = await self._success_with_xcom(state)
+            await self._send_lineage(True)
+            return success
         if state is None:
             self.log.error("The task fails: %s", event.payload["message"])
+            await self._send_lineage(False, event.payload["message"])
             return TaskFailedEvent()
         # What raise_job_failure writes on a worker, written here: the task never resumes.
         failure = await hook.a_job_failure(self.job_id, state, event.payload["message"])
@@ -162,7 +180,18 @@ class JobStatusTrigger(BaseTrigger):
             self.log.error("Root exception of job %s (%s):\n%s", self.job_id, state, failure.root_exception)
         if failure.log_lines:
             self.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
+        await self._send_lineage(False, str(failure), failure.root_exception)
         return TaskFailedEvent()
+
+    async def _send_lineage(self, succeeded: bool, reason: str | None = None, stack_trace: str | None = None) -> None:
+        """The OpenLineage end event the listener would have sent on a worker; never a
+        reason for the task not to end (as on a worker, lineage trouble is a warning)."""
+        if not self.lineage_events:
+            return
+        try:
+            await emit_task_end_event(self.lineage_events, succeeded, reason, self.log, stack_trace)
+        except Exception as exc:
+            self.log.warning("Could not send the task's OpenLineage end event: %s", exc)
 
     async def _success_with_xcom(self, state: str | None) -> TaskSuccessEvent:
         """TaskSuccessEvent, with the reached state as the task's XCom ``return_value``.
@@ -181,16 +210,19 @@ class JobStatusTrigger(BaseTrigger):
         )
         return TaskSuccessEvent()
 
-    async def _read_own_xcom(self) -> None:
-        from airflow.sdk.bases.xcom import BaseXCom
+    async def _open_execution_api_channel(self) -> None:
+        """Ask the execution API something that exists: the task's DAG run state. (Reading
+        the task's own XCom, which does not exist yet, made the triggerer log an ERROR
+        "XCom not found" for every sensor.)"""
+        from airflow.sdk.execution_time.comms import GetDagRunState
 
         ti = self.task_instance
         try:
-            await BaseXCom.aget_one(
-                key="return_value", dag_id=ti.dag_id, task_id=ti.task_id, run_id=ti.run_id, map_index=ti.map_index
-            )
+            from airflow.sdk.execution_time.task_runner import SUPERVISOR_COMMS  # set only in a triggerer
+
+            await SUPERVISOR_COMMS.asend(GetDagRunState(dag_id=ti.dag_id, run_id=ti.run_id))
         except Exception as exc:  # only a warm-up: the push at the end reports real trouble
-            self.log.debug("Reading the task's XCom failed: %s", exc)
+            self.log.debug("Reading the task's DAG run state failed: %s", exc)
 
     def _event(self, state: str | None, message: str | None = None) -> TriggerEvent:
         if state in self.target_statuses:

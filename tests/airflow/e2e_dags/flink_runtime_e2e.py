@@ -2,7 +2,7 @@
 
 Each run's job is named after the run (``e2e <dag> <run id>``), so a test can count
 the jobs a run submitted. A run's conf picks the job: ``{"invokable": "fail"}`` makes
-it fail, ``{"seconds": n}`` sets how long it sleeps.
+it fail, ``{"seconds": n}`` sets how long it sleeps (or runs before it fails).
 """
 
 from __future__ import annotations
@@ -26,7 +26,10 @@ def job_of_the_run(context: Any, jinja_env: Any = None) -> dict[str, Any]:
     """A templated field's callable: Airflow calls it with the context when it renders."""
     conf = context["dag_run"].conf or {}
     invokable = conf.get("invokable", "sleep")
-    config = {"seconds": float(conf.get("seconds", 2))} if invokable == "sleep" else {"message": "e2e failure"}
+    if invokable == "sleep":
+        config = {"seconds": float(conf.get("seconds", 2))}
+    else:  # fails after conf["seconds"] (default at once)
+        config = {"message": "e2e failure", "after_seconds": float(conf.get("seconds", 0))}
     name = f"e2e {context['dag'].dag_id} {context['run_id']}"
     return {
         "name": name,
