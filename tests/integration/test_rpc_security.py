@@ -13,72 +13,28 @@ import time
 from pathlib import Path
 
 import httpx
-import msgspec
 import psutil
 import pytest
-import zmq
 
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.rpc.messages import (
-    PROTOCOL_VERSION,
     AcknowledgeRegistration,
     CancelJob,
     DisconnectTaskManager,
-    RegisterTaskManager,
     ReleasePartitions,
     SubmitTask,
     TaskDeploymentDescriptor,
     UpdateTaskExecutionState,
 )
-from flink_runtime.rpc.service import ASK, TELL, Envelope
-from flink_runtime.security.rpc_keys import curve_keys, make_client
 from tests.conftest import fast_config
+from tests.helpers.forged_rpc import ask, fake_registration, forge
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
 
 SECRET = "rpc-forgery-secret"
-
-
-def forge(address: str, messages: list, secret: str | None) -> None:
-    """Send `messages` as tells from a fresh DEALER (CURVE keys of `secret`, or none)."""
-    dealer = zmq.Context.instance().socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    keys = curve_keys(secret) if secret else None
-    if keys is not None:
-        make_client(dealer, keys)
-    dealer.connect(address)
-    try:
-        for message in messages:
-            dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, message)), zmq.NOBLOCK)
-        time.sleep(1.0)
-    finally:
-        dealer.close()
-
-
-def ask(address: str, message: object, secret: str | None = None, timeout: float = 3.0) -> object | None:
-    """Ask `message` from a fresh DEALER (CURVE keys of `secret`, or none): the answer's
-    body, or None when nothing answers within `timeout` s."""
-    dealer = zmq.Context.instance().socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    if secret:
-        make_client(dealer, curve_keys(secret))
-    dealer.connect(address)
-    try:
-        dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, ASK, 1, message)), zmq.NOBLOCK)
-        if not dealer.poll(int(timeout * 1000)):
-            return None
-        return msgspec.msgpack.decode(dealer.recv(), type=Envelope).body
-    finally:
-        dealer.close()
-
-
-def fake_registration(secret: str = "") -> RegisterTaskManager:
-    return RegisterTaskManager(
-        task_manager_id="fake-tm", address="tcp://127.0.0.1:9", host="127.0.0.1", slots=64, secret=secret
-    )
 
 
 def wait_running(client: JobClient, job_id: str) -> None:
