@@ -56,7 +56,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as work_dir, StandaloneCluster(Path(work_dir)) as cluster:
         cluster.start(taskmanagers=args.taskmanagers, slots=args.slots)
-        with httpx.Client(base_url=cluster.rest_url, timeout=120) as client:
+        # POST /jobs takes only a JSON body that says so (415 otherwise).
+        headers = {"Content-Type": "application/json"}
+        with httpx.Client(base_url=cluster.rest_url, timeout=120, headers=headers) as client:
             # Warm-up: imports, connections, thread pools.
             run_to_end(client, noop_job(args.taskmanagers * args.slots, "warm-up"))
 

@@ -8,7 +8,12 @@ Real processes: a JobManager, then rounds of TaskManager processes that register
 leave (half SIGKILL, half SIGTERM). Registration latency (TaskManager "ready" line to
 listed by the JobManager) of the first TaskManager, against one started after the rounds.
 
-    .venv/bin/python benchmarks/bench_rpc_churn.py [--cycles 2000] [--rounds 5] [--per-round 6]
+The in-process peers are CURVE-authenticated, as every JobManager's and TaskManager's
+RPC is since issue 22 (a MiniCluster's own secret, or this user's on loopback), so each
+cycle pays a CURVE handshake; --plain measures plain TCP for comparison. The processes
+run without a configured secret: on loopback they share this user's.
+
+    .venv/bin/python benchmarks/bench_rpc_churn.py [--cycles 2000] [--rounds 5] [--per-round 6] [--plain]
 """
 
 from __future__ import annotations
@@ -29,7 +34,10 @@ from flink_runtime.rpc.service import AskTimeoutError, RpcService
 TARGET_REGISTRATION = 5.0  # seconds; the issue's JobManager never registered them
 
 
-async def in_process(cycles: int) -> tuple[float, float]:
+BENCH_SECRET = "bench-rpc-churn"
+
+
+async def in_process(cycles: int, plain: bool = False) -> tuple[float, float]:
     """Cycles per second, and a new peer's round trip (s) after them.
 
     Raises AskTimeoutError naming the cycle when a peer stops answering (the I/O thread
@@ -39,13 +47,14 @@ async def in_process(cycles: int) -> tuple[float, float]:
         if reply is not None:
             reply(HeartbeatResponse(task_manager_id="peer"))
 
-    hub = RpcService()
+    secret = "" if plain else BENCH_SECRET
+    hub = RpcService(cluster_secret=secret)
     hub.on_disconnect = lambda address: None
     await hub.start(answer)
     try:
         began = time.monotonic()
         for cycle in range(cycles):
-            peer = RpcService()
+            peer = RpcService(cluster_secret=secret)
             await peer.start(answer)
             try:
                 await hub.ask(peer.address, Heartbeat(jobmanager_id="hub"), TARGET_REGISTRATION)
@@ -58,7 +67,7 @@ async def in_process(cycles: int) -> tuple[float, float]:
                 await peer.close()
                 hub.disconnect(peer.address)
         rate = cycles / (time.monotonic() - began)
-        newcomer = RpcService()
+        newcomer = RpcService(cluster_secret=secret)
         await newcomer.start(answer)
         began = time.monotonic()
         await hub.ask(newcomer.address, Heartbeat(jobmanager_id="hub"), TARGET_REGISTRATION)
@@ -125,12 +134,14 @@ def main() -> None:
     parser.add_argument("--cycles", type=int, default=2000, help="in-process connect/vanish cycles")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of TaskManager processes")
     parser.add_argument("--per-round", type=int, default=6, help="TaskManager processes per round")
+    parser.add_argument("--plain", action="store_true", help="in-process peers over plain TCP instead of CURVE")
     args = parser.parse_args()
 
     try:
-        rate, round_trip = asyncio.run(in_process(args.cycles))
+        rate, round_trip = asyncio.run(in_process(args.cycles, args.plain))
         print(
-            f"in-process: {args.cycles} connect/ask/vanish cycles at {rate:.0f} cycles/s; "
+            f"in-process ({'plain' if args.plain else 'CURVE'}): {args.cycles} connect/ask/vanish cycles at "
+            f"{rate:.0f} cycles/s; "
             f"a new peer's round trip after them {round_trip * 1e3:.1f} ms  PASS"
         )
     except AskTimeoutError as exc:

@@ -90,7 +90,12 @@ PLANNER_MEMORY = _option(
     "size",
 )
 CLUSTER_SECRET = _option(
-    "security.cluster.secret", "", "Shared secret a TaskManager must present to register. Empty: no check."
+    "security.cluster.secret",
+    "",
+    "Shared secret of the cluster's RPC: keys its CURVE authentication and encryption, and a "
+    "TaskManager presents it to register. Required when the RPC binds or connects off loopback. "
+    "Empty: a MiniCluster makes its own; processes on loopback share their user's "
+    "($XDG_RUNTIME_DIR/flink-runtime/rpc-secret, else ~/.local/state/flink-runtime/rpc-secret).",
 )
 REST_TOKEN = _option(
     "security.rest.token",

@@ -27,6 +27,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.jobmanager import JobManager
 from flink_runtime.minicluster_idle import stop_when_idle
 from flink_runtime.rest.server import RestServer
+from flink_runtime.security.cluster_secret import new_secret
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,10 @@ class MiniCluster:
         if "spark.master" not in self.config and "spark.remote" not in self.config:
             slots = self.config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
             self.config.set("spark.master", f"local[{slots * self.num_taskmanagers}]")
+        # RPC is authenticated always: without a configured secret the cluster makes its
+        # own, held only in this process's memory (no file, command line or environment
+        # shows it), so no other process can register a TaskManager or send it commands.
+        self._cluster_secret = str(self.config.get(cfg.CLUSTER_SECRET)) or new_secret()
         self.jobmanager: JobManager | None = None
         self.rest: RestServer | None = None
         self.taskmanagers: list[TaskExecutor] = []
@@ -79,7 +84,7 @@ class MiniCluster:
     async def start_async(self) -> None:
         if cfg.LOG_DIR.key in self.config:
             self._logs = logs.acquire(self.config, "minicluster", logs.process_id_for(self.config))
-        self.jobmanager = JobManager(self.config, embedded=True)
+        self.jobmanager = JobManager(self.config, embedded=True, cluster_secret=self._cluster_secret)
         await self.jobmanager.start()
         self.rest = RestServer(self.jobmanager, self.config)
         await self.rest.start()
@@ -97,6 +102,7 @@ class MiniCluster:
             taskmanager = TaskExecutor(
                 tm_config.copy({cfg.TASKMANAGER_RESOURCE_ID.key: f"minicluster-tm-{index}"}),
                 jobmanager_address=self.jobmanager.address,
+                cluster_secret=self._cluster_secret,
             )
             await taskmanager.start()
             self.taskmanagers.append(taskmanager)

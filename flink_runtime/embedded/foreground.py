@@ -3,7 +3,10 @@
 ``ensure`` (launcher.py) starts it detached as::
 
     python -m flink_runtime.embedded.foreground --state-dir DIR -n 2 -s 2 --port 18081 \\
-        --idle-timeout 3600 [-D key=value ...]
+        --idle-timeout 3600 [-D key=value ...] [--secrets-on-stdin]
+
+(options whose key names a secret come as a JSON object on stdin, never on the command
+line, where every user of the host may read them).
 
 It differs from ``flink-runtime minicluster`` in what it takes from the state dir
 (log files, job store, savepoints) and in how it stops for being idle: under the
@@ -13,6 +16,7 @@ state dir's lock, removing its state file first (state.release_for_idle_stop).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -81,6 +85,17 @@ def _exit_now() -> None:
     os._exit(1)
 
 
+def _secrets_from_stdin() -> dict[str, str]:
+    """The options the launcher kept off the command line (secrets): a JSON object of texts."""
+    try:
+        values = json.loads(sys.stdin.read() or "{}")
+    except ValueError as exc:
+        raise ConfigurationError(f"--secrets-on-stdin: not a JSON object: {exc}") from None
+    if not isinstance(values, dict) or not all(isinstance(value, str) for value in values.values()):
+        raise ConfigurationError("--secrets-on-stdin: expected a JSON object of key: text")
+    return values
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flink_runtime.embedded.foreground")
     parser.add_argument("--state-dir", required=True, type=Path)
@@ -89,12 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, default=0.0, help="seconds; 0: never")
     parser.add_argument("-D", dest="properties", action="append", default=[], metavar="key=value")
+    parser.add_argument(
+        "--secrets-on-stdin", action="store_true", help="read more options, as one JSON object, from stdin"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s"
     )
     try:
         config = Configuration.load(None, args.properties)
+        if args.secrets_on_stdin:
+            for key, value in _secrets_from_stdin().items():
+                config.set(key, value)
         run(args.state_dir, args.taskmanagers, args.slots, args.port, args.idle_timeout, config)
     except (ConfigurationError, OSError) as exc:
         # One line the launcher quotes from the log (a taken port among them).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -30,6 +31,7 @@ from flink_runtime.embedded.state import (
     terminate,
     write_state,
 )
+from flink_runtime.security.secrets import is_secret_key
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +198,14 @@ def _start(
 ) -> str:
     command = [sys.executable, "-m", "flink_runtime.embedded.foreground", "--state-dir", str(directory)]
     command += ["-n", str(taskmanagers), "-s", str(slots), "--port", str(port), "--idle-timeout", f"{idle_timeout:g}"]
+    # Secrets (a cluster secret, a REST token, passwords) go through a pipe: a command
+    # line is readable by every user of the host (ps, /proc/<pid>/cmdline).
+    secret_values = {key: str(value) for key, value in config.items() if is_secret_key(key)}
     for key, value in config.items():
-        command += ["-D", f"{key}={value}"]
+        if key not in secret_values:
+            command += ["-D", f"{key}={value}"]
+    if secret_values:
+        command.append("--secrets-on-stdin")
     log_path = directory / LOG_FILE
     log.info(
         "Starting the embedded flink-runtime cluster on port %d (%d TaskManagers x %d slots; its output: %s). "
@@ -213,7 +221,7 @@ def _start(
     with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
             command,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if secret_values else subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             cwd=directory,
@@ -225,6 +233,9 @@ def _start(
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
+        if process.stdin is not None:
+            with process.stdin:
+                process.stdin.write(json.dumps(secret_values).encode())
         rest_url = _await_ready(process, directory, port, start_offset, timeout)
     except BaseException:
         kill_group(process.pid, signal.SIGKILL)

@@ -76,6 +76,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot
+from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories, job_path_problems
 from flink_runtime.spark.session import acquire_session, release_session
 
@@ -88,13 +89,19 @@ STORE_LOCK_CHECK_INTERVAL = 5.0
 
 
 class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoint):
-    def __init__(self, config: Configuration, embedded: bool = False) -> None:
-        """embedded: hosted in a MiniCluster process beside its TaskManagers."""
+    def __init__(self, config: Configuration, embedded: bool = False, cluster_secret: str = "") -> None:
+        """embedded: hosted in a MiniCluster process beside its TaskManagers.
+        cluster_secret: the RPC's (a MiniCluster's own); by default the configured one, or
+        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated."""
+        rpc_address = config.get(cfg.JOBMANAGER_RPC_ADDRESS)
+        self.cluster_secret = cluster_secret or resolve_cluster_secret(
+            config, "JobManager", {cfg.JOBMANAGER_RPC_ADDRESS.key: rpc_address}
+        )
         rpc = RpcService(
-            config.get(cfg.JOBMANAGER_RPC_ADDRESS),
+            rpc_address,
             config.get(cfg.JOBMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),
-            cluster_secret=str(config.get(cfg.CLUSTER_SECRET)),
+            cluster_secret=self.cluster_secret,
         )
         super().__init__("JobManager", rpc)
         self.config = config
@@ -107,7 +114,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self._finished_at: OrderedDict[str, float] = OrderedDict()
         # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
         # the REST views here too (never mutated there).
-        self.resource_manager = ResourceManager(self, config)
+        self.resource_manager = ResourceManager(self, config, self.cluster_secret)
         self.task_managers: dict[str, RegisteredTaskManager] = self.resource_manager.task_managers
         self.slot_pool = self.resource_manager.slot_pool
         # Called by the RPC layer outside the mailbox; handled inside it.

@@ -25,6 +25,7 @@ the grace that keeps in-flight deployments and final states from tripping it.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import time
 import uuid
@@ -98,8 +99,11 @@ class ResourceManagerHost(Protocol):
 
 
 class ResourceManager:
-    def __init__(self, host: ResourceManagerHost, config: Configuration) -> None:
+    def __init__(self, host: ResourceManagerHost, config: Configuration, cluster_secret: str) -> None:
+        """cluster_secret: what a registering TaskManager must present (the RPC's keys
+        already prove it holds it; this refuses it with a reason it can log)."""
         self.host = host
+        self._cluster_secret = cluster_secret
         self.config = config
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
         self.heartbeat_timeout = config.get_seconds(cfg.HEARTBEAT_TIMEOUT)
@@ -124,8 +128,7 @@ class ResourceManager:
                 reason=f"incompatible protocol version {message.protocol_version}: this JobManager "
                 f"speaks version {PROTOCOL_VERSION}; run the same flink-runtime version everywhere"
             )
-        secret = str(self.config.get(cfg.CLUSTER_SECRET))
-        if secret and message.secret != secret:
+        if not hmac.compare_digest(message.secret.encode(), self._cluster_secret.encode()):
             return RefuseRegistration(
                 reason="wrong cluster secret: set security.cluster.secret to the JobManager's value"
             )

@@ -89,7 +89,9 @@ class RpcService:
         self, host: str = "127.0.0.1", port: int = 0, *, framesize: int = 10 << 20, cluster_secret: str = ""
     ) -> None:
         """cluster_secret: when set, every connection in and out is CURVE-authenticated
-        and encrypted with keys derived from it (security/rpc_keys.py)."""
+        and encrypted with keys derived from it (security/rpc_keys.py). A JobManager and a
+        TaskManager always pass one (security/cluster_secret.py); plain TCP is left for
+        the transport's own tests and benchmarks."""
         self._host = host
         self._curve = curve_keys(cluster_secret)
         self._port = port
@@ -254,8 +256,10 @@ class RpcService:
                 # ZeroMQ retries the handshake for ever, silently: say once why nothing moves.
                 self._refused_by.add(address)
                 log.error(
-                    "RPC handshake with %s failed: its security.cluster.secret and this process's differ "
-                    "(or only one of the two has one); nothing is exchanged with it until they match",
+                    "RPC handshake with %s failed: its cluster secret and this process's differ "
+                    "(security.cluster.secret; without one, a process on loopback uses its user's secret "
+                    "file, so a process of another user, or with another XDG_RUNTIME_DIR, has another one); "
+                    "nothing is exchanged with it until they match",
                     address,
                 )
 

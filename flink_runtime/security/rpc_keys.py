@@ -10,6 +10,7 @@ complete a handshake: nothing it sends is read, and the traffic is encrypted.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -32,8 +33,11 @@ class CurveKeys:
     secret: bytes
 
 
+@functools.lru_cache(maxsize=16)
 def curve_keys(cluster_secret: str) -> CurveKeys | None:
-    """The keypair of `cluster_secret`; None when there is no secret (plain TCP)."""
+    """The keypair of `cluster_secret`; None when there is no secret (plain TCP, which only
+    the transport's own tests use: a JobManager or TaskManager always has a secret).
+    Cached: a MiniCluster's JobManager and TaskManagers would each pay scrypt otherwise."""
     if not cluster_secret:
         return None
     seed = hashlib.scrypt(cluster_secret.encode(), salt=b"flink-runtime rpc curve v1", dklen=32, **_SCRYPT)

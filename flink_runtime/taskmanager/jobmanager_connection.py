@@ -115,7 +115,7 @@ class JobManagerConnection:
             host=self.host,
             slots=self.slots,
             resources=task_manager_resources(self.config, self.slots),
-            secret=str(self.config.get(cfg.CLUSTER_SECRET)),
+            secret=self.cluster_secret,
         )
 
     def _on_registered(self: TaskExecutor, answer: RegistrationSuccess) -> None:

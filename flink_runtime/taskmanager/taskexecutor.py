@@ -49,6 +49,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcException, RpcService
 from flink_runtime.security import bearer, client_verify, rest_token
+from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection, JobManagerHeartbeatListener
@@ -80,19 +81,28 @@ class _TaskStateChanged:
 
 
 class TaskExecutor(JobManagerConnection, LogService, PartitionService, RpcEndpoint):
-    def __init__(self, config: Configuration, jobmanager_address: str | None = None) -> None:
+    def __init__(self, config: Configuration, jobmanager_address: str | None = None, cluster_secret: str = "") -> None:
+        """cluster_secret: the RPC's (a MiniCluster's own); by default the configured one, or
+        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated."""
+        self.jobmanager_address = jobmanager_address or (
+            f"tcp://{config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{config.get(cfg.JOBMANAGER_RPC_PORT)}"
+        )
+        host = config.get(cfg.TASKMANAGER_HOST)
+        jobmanager_host = self.jobmanager_address.removeprefix("tcp://").rsplit(":", 1)[0]
+        self.cluster_secret = cluster_secret or resolve_cluster_secret(
+            config,
+            "TaskManager",
+            {cfg.TASKMANAGER_HOST.key: host, cfg.JOBMANAGER_RPC_ADDRESS.key: jobmanager_host},
+        )
         rpc = RpcService(
-            config.get(cfg.TASKMANAGER_HOST),
+            host,
             config.get(cfg.TASKMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),
-            cluster_secret=str(config.get(cfg.CLUSTER_SECRET)),
+            cluster_secret=self.cluster_secret,
         )
         self.resource_id = config.get(cfg.TASKMANAGER_RESOURCE_ID) or f"tm-{uuid.uuid4().hex[:12]}"
         super().__init__(f"TaskExecutor {self.resource_id}", rpc)
         self.config = config
-        self.jobmanager_address = jobmanager_address or (
-            f"tcp://{config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{config.get(cfg.JOBMANAGER_RPC_PORT)}"
-        )
         self.host = config.get(cfg.TASKMANAGER_HOST)
         self.slots = config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
         self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()

@@ -30,6 +30,8 @@ from flink_runtime.client import JobClient
 from flink_runtime.client.cli import main as cli_main
 from flink_runtime.embedded import ports
 from flink_runtime.jobgraph import JobGraph, JobVertex
+from flink_runtime.rpc.messages import AcknowledgeRegistration
+from tests.helpers.forged_rpc import ask, fake_registration
 
 pytestmark = pytest.mark.integration
 
@@ -58,6 +60,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str
 
 def state_of(directory: Path) -> dict:
     return json.loads((directory / STATE_FILE).read_text())
+
+
+def rpc_ports(state: dict) -> set[int]:
+    """The ports the cluster process listens on besides its REST port: its RPC's."""
+    process = psutil.Process(state["pid"])
+    listening = {c.laddr.port for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+    return listening - {state["port"]}
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -101,6 +110,41 @@ def test_a_second_call_reuses_the_running_cluster_whatever_it_asks(
         assert ensure_embedded_cluster(taskmanagers=2, slots=2, state_dir=directory, port=free_port()) == rest_url
     assert state_of(directory)["pid"] == pid
     assert any(f"runs at {rest_url}, not on port" in r.getMessage() for r in caplog.records)
+
+
+def test_its_rpc_answers_no_other_process(shared: tuple[Path, str]) -> None:
+    """No cluster secret configured: the cluster process made its own and kept it in memory.
+    A forged RegisterTaskManager on each of its RPC ports gets no answer (before issue 22
+    the JobManager took it, and scheduled the next job onto the fake TaskManager), and no
+    command line, environment or state file of it holds a secret."""
+    directory, rest_url = shared
+    state = state_of(directory)
+    process = psutil.Process(state["pid"])
+    ports = rpc_ports(state)
+    assert len(ports) >= 2  # the JobManager's and its TaskManager's
+    for port in ports:
+        assert ask(f"tcp://127.0.0.1:{port}", fake_registration(), timeout=2.0) is None, port
+    assert [tm["id"] for tm in httpx.get(f"{rest_url}/taskmanagers").json()["taskmanagers"]] == ["minicluster-tm-0"]
+    assert "cluster.secret" not in " ".join(process.cmdline()) + json.dumps(state)
+    assert "--secrets-on-stdin" not in process.cmdline()  # it was given none
+    assert not [name for name in process.environ() if "SECRET" in name.upper()]
+
+
+def test_a_configured_secret_reaches_the_cluster_off_its_command_line(state_dir: Path) -> None:
+    secret = "configured-embedded-secret"
+    config = {"security.cluster.secret": secret, "heartbeat.interval": "2 s"}
+    rest_url = ensure_embedded_cluster(
+        taskmanagers=1, slots=1, state_dir=state_dir, port=free_port(), idle_timeout=0, config=config
+    )
+    state = state_of(state_dir)
+    command_line = " ".join(psutil.Process(state["pid"]).cmdline())
+    assert "heartbeat.interval=2 s" in command_line and secret not in command_line
+    assert secret not in (state_dir / STATE_FILE).read_text() + (state_dir / LOG_FILE).read_text()
+    shown = {entry["key"]: entry["value"] for entry in httpx.get(f"{rest_url}/jobmanager/config").json()}
+    assert shown["security.cluster.secret"] == "******"
+    # It is the RPC's secret: a peer holding it is heard.
+    answers = [ask(f"tcp://127.0.0.1:{port}", fake_registration(secret), secret) for port in rpc_ports(state)]
+    assert any(isinstance(answer, AcknowledgeRegistration) for answer in answers), answers
 
 
 def test_a_port_held_by_a_foreign_listener_is_a_clear_error(tmp_path: Path) -> None:

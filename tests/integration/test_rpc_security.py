@@ -1,28 +1,35 @@
-"""Forged RPC against a real cluster with a cluster secret (issue 9): a raw ZeroMQ peer
-that never registered sends the project's own messages to the JobManager and to a
-TaskManager. Nothing it sends changes any state."""
+"""Forged RPC against a real cluster (issues 9 and 22): a raw ZeroMQ peer that never
+registered sends the project's own messages to the JobManager and to a TaskManager.
+Nothing it sends changes any state, with a configured cluster secret or without one:
+RPC is authenticated always (a MiniCluster makes its own secret, standalone processes
+on loopback share their user's, off loopback one must be configured)."""
 
 from __future__ import annotations
 
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
-import msgspec
+import psutil
 import pytest
-import zmq
 
 from flink_runtime.client import JobClient
-from flink_runtime.client.local_cluster import StandaloneCluster
+from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
+from flink_runtime.minicluster import MiniCluster
 from flink_runtime.rpc.messages import (
-    PROTOCOL_VERSION,
+    AcknowledgeRegistration,
     CancelJob,
     DisconnectTaskManager,
     ReleasePartitions,
+    SubmitTask,
+    TaskDeploymentDescriptor,
     UpdateTaskExecutionState,
 )
-from flink_runtime.rpc.service import TELL, Envelope
-from flink_runtime.security.rpc_keys import curve_keys, make_client
+from tests.conftest import fast_config
+from tests.helpers.forged_rpc import ask, fake_registration, forge
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
@@ -30,20 +37,117 @@ pytestmark = pytest.mark.integration
 SECRET = "rpc-forgery-secret"
 
 
-def forge(address: str, messages: list, secret: str | None) -> None:
-    """Send `messages` as tells from a fresh DEALER (CURVE keys of `secret`, or none)."""
-    dealer = zmq.Context.instance().socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    keys = curve_keys(secret) if secret else None
-    if keys is not None:
-        make_client(dealer, keys)
-    dealer.connect(address)
-    try:
-        for message in messages:
-            dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, message)), zmq.NOBLOCK)
-        time.sleep(1.0)
-    finally:
-        dealer.close()
+def wait_running(client: JobClient, job_id: str) -> None:
+    deadline = time.monotonic() + 60
+    while client.status(job_id).value != "RUNNING":
+        assert time.monotonic() < deadline, f"job {job_id} not RUNNING within 60 s"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def runtime_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """XDG_RUNTIME_DIR for this test and the processes it starts: where this user's
+    loopback secret goes (security/cluster_secret.py)."""
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return runtime
+
+
+def test_a_minicluster_without_a_secret_obeys_no_forger(tmp_path: Path, runtime_dir: Path) -> None:
+    """No security.cluster.secret: a forged RegisterTaskManager, CancelJob and SubmitTask
+    (with the JobManager's real fencing id) are not even read."""
+    config = fast_config(**{"io.tmp.dirs": str(tmp_path / "data")})
+    with (
+        MiniCluster(config, num_taskmanagers=1, slots_per_taskmanager=1) as cluster,
+        JobClient(cluster.rest_url, timeout=30) as client,
+    ):
+        assert cluster.jobmanager is not None
+        jobmanager, (taskmanager,) = cluster.jobmanager, cluster.taskmanagers
+        job_id = client.submit(sleep_job(120, name="target"))
+        wait_running(client, job_id)
+        (registered,) = client.taskmanagers()
+
+        assert ask(jobmanager.address, fake_registration()) is None
+        assert ask(jobmanager.address, CancelJob(job_id=job_id)) is None
+        descriptor = TaskDeploymentDescriptor(
+            job_id=job_id,
+            job_name="forged",
+            execution_id="forged-execution",
+            jobmanager_id=jobmanager.jobmanager_id,
+            allocation_id="forged-allocation",
+            slot_index=0,
+            data_namespace=job_id,
+            vertex_id="zzz",
+            task_name="forged",
+            subtask_index=0,
+            parallelism=1,
+            attempt_number=0,
+            invokable="sleep",
+            vertex_config={"seconds": 60},
+        )
+        assert ask(taskmanager.address, SubmitTask(descriptor=descriptor)) is None
+
+        assert [tm["id"] for tm in client.taskmanagers()] == [registered["id"]]  # no fake TaskManager
+        assert client.status(job_id).value == "RUNNING"
+        assert "forged-execution" not in taskmanager.tasks
+        client.cancel(job_id)
+        assert client.wait(job_id, timeout=30).value == "CANCELED"
+    # Its secret lived in its memory only: no file was made for it.
+    assert list(runtime_dir.iterdir()) == []
+
+
+def test_standalone_processes_on_loopback_share_this_users_secret(tmp_path: Path, runtime_dir: Path) -> None:
+    """No security.cluster.secret, everything on loopback: the JobManager and TaskManager
+    processes find the same secret in a 0600 file of a 0700 folder, and a peer without it
+    is not heard."""
+    properties = {"heartbeat.interval": "500 ms", "heartbeat.timeout": "5 s"}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
+        cluster.start(taskmanagers=1, slots=1)  # returns once tm-0 is registered
+        folder = runtime_dir / "flink-runtime"
+        secret_file = folder / "rpc-secret"
+        assert stat.S_IMODE(folder.lstat().st_mode) == 0o700
+        assert stat.S_IMODE(secret_file.lstat().st_mode) == 0o600
+        assert sorted(path.name for path in folder.iterdir()) == ["rpc-secret"]  # no temporary left
+        secret = secret_file.read_text().strip()
+        assert len(secret) >= 40
+        assert cluster.jobmanager is not None
+        for process in [cluster.jobmanager, *cluster.taskmanagers]:
+            assert secret not in " ".join(psutil.Process(process.pid).cmdline())
+
+        assert ask(cluster.jobmanager.rpc_address, fake_registration()) is None
+        assert ask(cluster.jobmanager.rpc_address, fake_registration("a-guess"), secret="a-guess") is None
+        # The file's secret is the one the processes use: a peer holding it is heard.
+        answer = ask(cluster.jobmanager.rpc_address, fake_registration(secret), secret=secret, timeout=10)
+        assert isinstance(answer, AcknowledgeRegistration)
+
+
+@pytest.mark.parametrize(
+    ("role", "setting"),
+    [
+        ("jobmanager", "jobmanager.rpc.address=0.0.0.0"),
+        ("taskmanager", "taskmanager.host=0.0.0.0"),
+    ],
+)
+def test_rpc_off_loopback_without_a_secret_refuses_to_start(
+    tmp_path: Path, runtime_dir: Path, role: str, setting: str
+) -> None:
+    rest_port, rpc_port = free_ports(2)
+    command = [sys.executable, "-m", "flink_runtime.client.cli", role, "-D", setting]
+    for option in (
+        f"rest.port={rest_port}",
+        f"jobmanager.rpc.port={rpc_port}",
+        f"jobstore.url=sqlite:///{tmp_path / 'jobstore.db'}",
+        f"env.log.dir={tmp_path / 'log'}",
+        f"io.tmp.dirs={tmp_path / 'data'}",
+    ):
+        command += ["-D", option]
+    started = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert started.returncode == 2, started.stdout + started.stderr
+    assert "ready" not in started.stdout
+    key = setting.partition("=")[0]
+    assert f"{key}=" in started.stderr and "security.cluster.secret" in started.stderr, started.stderr
+    assert "Traceback" not in started.stderr
 
 
 @pytest.mark.parametrize("forger_secret", [None, "a-guess"], ids=["no-credentials", "wrong-secret"])

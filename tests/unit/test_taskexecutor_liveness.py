@@ -35,6 +35,8 @@ from flink_runtime.rpc.service import RpcService
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
 ACCEPTED = AcknowledgeRegistration(registration_id="r", jobmanager_id="jm")
+# A TaskExecutor's RPC is always CURVE; the fake JobManager holds the same secret.
+SECRET = "liveness-test-secret"
 
 
 class FakeJobManager(RpcEndpoint):
@@ -42,7 +44,7 @@ class FakeJobManager(RpcEndpoint):
     and holds its answers to state updates until `release` is set."""
 
     def __init__(self, *answers: Message) -> None:
-        super().__init__("fake JobManager", RpcService("127.0.0.1", 0))
+        super().__init__("fake JobManager", RpcService("127.0.0.1", 0, cluster_secret=SECRET))
         self.answers = list(answers)
         self.registrations: list[float] = []
         self.updates: list[UpdateTaskExecutionState] = []
@@ -88,6 +90,7 @@ def taskexecutor(tmp_path: Path, jobmanager: FakeJobManager, **overrides: str) -
         "cluster.registration.refused-registration-delay": "50 ms",
         "heartbeat.interval": "10 s",
         "heartbeat.timeout": "60 s",
+        "security.cluster.secret": SECRET,
         **overrides,
     }
     return TaskExecutor(Configuration(config), jobmanager_address=jobmanager.address)
