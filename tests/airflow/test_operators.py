@@ -306,6 +306,7 @@ def test_deferrable_defers_to_the_job_status_trigger(task_context: Callable[...,
         "poll_timeout": 12.0,
         "cancel_on_kill": True,  # the operator owns its job: a user's kill cancels it
         "end_from_trigger": False,  # the operator resumes on a worker: the XCom and asset events are its own
+        "lineage_events": None,  # the worker's own listener sends the task's lineage, not the trigger
     }
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=600)
