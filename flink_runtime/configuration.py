@@ -31,7 +31,7 @@ class ConfigOption:
     key: str
     default: Any
     description: str
-    kind: str = "str"  # str | int | float | bool | duration (ms) | size (bytes) | enum (one of choices)
+    kind: str = "str"  # str | int | float | bool | duration (ms) | size (bytes) | enum (one of choices) | list (of str)
     choices: tuple[str, ...] = ()
 
 
@@ -119,6 +119,7 @@ ALLOWED_DIRECTORIES = _option(
     "Directories (a YAML list, or separated by ',') under which jobs may read, write, checkpoint "
     "and savepoint, symbolic links resolved; empty: anywhere the processes may. Paths with '..' are "
     "refused always. A TaskManager enforces the JobManager's list (sent with each task) and its own.",
+    "list",
 )
 SSL_REST_ENABLED = _option("security.ssl.rest.enabled", False, "Serve the REST API over HTTPS.", "bool")
 SSL_REST_CERTIFICATE = _option(
@@ -141,6 +142,7 @@ REST_ALLOWED_HOSTS = _option(
     "rest.bind-address (and this machine's names when it binds every interface): a YAML list or "
     "separated by ','; 'name' (any port), 'name:port', '*.example.com', or '*' (no check: a web "
     "page could reach the API through DNS rebinding). Other Host headers are refused (403).",
+    "list",
 )
 REST_PORT = _option("rest.port", 8081, "REST port (0 picks a free one).", "int")
 REST_SUBMIT_WAIT = _option(
@@ -477,6 +479,8 @@ class Configuration:
                     return parse_size_bytes(value, key)
                 case "enum":
                     return _parse_choice(value, option)
+                case "list":
+                    return _parse_list(value)
                 case _:
                     return "" if value is None else str(value)
         except (TypeError, ValueError) as exc:
@@ -495,6 +499,12 @@ def _parse_choice(value: Any, option: ConfigOption) -> str:
     if text not in option.choices:
         raise ConfigurationError(f"{option.key}: expected one of {', '.join(option.choices)}, got {value!r}")
     return text
+
+
+def _parse_list(value: Any) -> list[str]:
+    """A YAML list, or text separated by `,` or `;` (Flink's list separator): its non-empty items."""
+    items = value if isinstance(value, list | tuple) else str(value or "").replace(";", ",").split(",")
+    return [text for item in items if (text := str(item).strip())]
 
 
 def _parse_bool(value: Any) -> bool:

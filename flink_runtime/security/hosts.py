@@ -110,18 +110,11 @@ class AllowedHosts:
     @classmethod
     def from_config(cls, config: Configuration) -> AllowedHosts:
         """The names a JobManager configured so is reachable as (see the module's doc)."""
-        value = config.raw(cfg.REST_ALLOWED_HOSTS)
-        if value in (None, ""):
-            entries: list[str] = []
-        elif isinstance(value, list | tuple):
-            entries = [str(item) for item in value]
-        else:
-            entries = str(value).split(",")
         own = [config.get(cfg.REST_ADDRESS), config.get(cfg.REST_BIND_ADDRESS)]
         if config.get(cfg.REST_BIND_ADDRESS).strip() in WILDCARD_ADDRESSES:
             # Reached from other machines or containers by whatever name they know it by.
             own += [socket.gethostname(), socket.getfqdn()]
-        allowed = cls.of([entry for entry in entries if entry.strip()])
+        allowed = cls.of(config.get(cfg.REST_ALLOWED_HOSTS))
         own_names = {parsed[0] for name in own if name.strip() and (parsed := split_host(name)) is not None}
         return cls(allowed.names | own_names, allowed.names_with_port, allowed.domains, allowed.any_host)
 

@@ -39,11 +39,7 @@ class PathNotAllowedError(ValueError):
 def allowed_directories(config: Configuration) -> list[str]:
     """`security.allowed-directories` as a list (YAML list, or text separated by `,` or `;`),
     normalized but not resolved: links are resolved at each check, as they are then."""
-    value = config.raw(cfg.ALLOWED_DIRECTORIES)
-    if value in (None, ""):
-        return []
-    items = value if isinstance(value, list | tuple) else str(value).replace(";", ",").split(",")
-    return [_normalized(str(item).strip()) for item in items if str(item).strip()]
+    return [_normalized(item) for item in config.get(cfg.ALLOWED_DIRECTORIES)]
 
 
 def path_problem(path: str, allowed: list[str]) -> str | None:
