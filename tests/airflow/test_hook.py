@@ -21,7 +21,8 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeTimeout,
 )
 from flink_runtime.airflow.hooks import connection as connection_module
-from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
+from flink_runtime.airflow.job_states import decisive_state
 from flink_runtime.jobgraph import JobGraph, JobVertex
 
 JOB_ID = "0123456789abcdef0123456789abcdef"

@@ -47,6 +47,7 @@ from flink_runtime.airflow.hooks.connection import (
     embedded_options,
 )
 from flink_runtime.airflow.hooks.errors import job_failed, translated
+from flink_runtime.airflow.job_states import decisive_state, is_globally_terminal
 from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
 from flink_runtime.client.errors import ClusterUnreachable, RestClientError
 from flink_runtime.client.http import RetryPolicy, a_send, json_object
@@ -58,38 +59,13 @@ from flink_runtime.jobgraph.jobgraph import JobGraph
 if TYPE_CHECKING:
     from flink_runtime.pipeline import Pipeline
 
-__all__ = ["FlinkRuntimeHook", "decisive_state", "is_globally_terminal"]
+__all__ = ["FlinkRuntimeHook"]
 
 # The longest pause between two retries, whatever retry_delay and retry_limit say.
 MAX_RETRY_BACKOFF = 30.0
 
 # Every answer is parsed as JSON: say so, and let a proxy in front know what we are.
 _HEADERS = {"Accept": "application/json", "User-Agent": "flink-runtime-airflow"}
-
-
-def is_globally_terminal(state: str) -> bool:
-    try:
-        return JobStatus(state).is_globally_terminal
-    except ValueError:
-        return False  # a state this version does not know ends nothing
-
-
-def decisive_state(new_states: Sequence[str], current: str, watched: Collection[str]) -> str | None:
-    """The state that ends a wait for any of ``watched``, or None to keep waiting.
-
-    ``new_states`` are one event page's transitions in order and ``current`` the
-    job's state when the page was answered. A transition counts even if the job has
-    moved on since (a short RUNNING is not missed); a globally terminal state always
-    ends the wait, since nothing follows it. ``current`` decides only a page without
-    events: the job's first page (its early events may have left the bounded log),
-    or a terminal state whose event left it.
-    """
-    for state in new_states:
-        if state in watched or is_globally_terminal(state):
-            return state
-    if not new_states and (current in watched or is_globally_terminal(current)):
-        return current
-    return None
 
 
 class FlinkRuntimeHook(BaseHook):

@@ -33,8 +33,9 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeJobNotFound,
     FlinkRuntimeTimeout,
 )
-from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.job_ids import deterministic_job_id, job_id_from
+from flink_runtime.airflow.job_states import is_globally_terminal
 from flink_runtime.airflow.links import JOB_ID_XCOM_KEY
 from flink_runtime.airflow.operators.base import FlinkRuntimeBaseOperator, raise_job_failure
 from flink_runtime.airflow.operators.job_control import CancelJobOperator, StopJobOperator, TriggerSavepointOperator

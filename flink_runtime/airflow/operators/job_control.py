@@ -9,8 +9,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeApiError
-from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.job_ids import job_id_from
+from flink_runtime.airflow.job_states import is_globally_terminal
 from flink_runtime.airflow.operators.base import FlinkRuntimeBaseOperator
 from flink_runtime.executiongraph.states import JobStatus
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeException
-from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, is_globally_terminal
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.job_ids import job_id_from
+from flink_runtime.airflow.job_states import is_globally_terminal
 from flink_runtime.airflow.links import FlinkRuntimeJobLink
 from flink_runtime.airflow.operators.base import raise_job_failure
 from flink_runtime.airflow.task_end_lineage import listeners_needing_a_worker, task_end_events

@@ -11,7 +11,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
 from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
-from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook, decisive_state
+from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
+from flink_runtime.airflow.job_states import decisive_state
 from flink_runtime.airflow.progress import ProgressLog
 from flink_runtime.airflow.task_end_lineage import emit_task_end_event
 
