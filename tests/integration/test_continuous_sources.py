@@ -11,6 +11,7 @@ from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.executiongraph import vertex_io_metrics
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
+from tests.helpers.waiting import eventually
 from tests.integration.test_savepoints import counts_in, input_splits, write_corpus
 
 pytestmark = pytest.mark.integration
@@ -121,6 +122,8 @@ def test_a_stop_whose_savepoint_fails_leaves_the_continuous_job_running(
     blocked.write_text("a file where the savepoint folder would go")
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out", slow=True).job_graph())
+        # A stop needs a RUNNING job (409 while it is INITIALIZING, its plan being prepared).
+        eventually(lambda: client.status(job_id).value == "RUNNING", 60, "the job RUNNING")
         with pytest.raises(RestClientError) as refused:
             client.stop_with_savepoint(job_id, str(blocked / "savepoints"))
         assert refused.value.status_code == 400 and "cannot write a savepoint" in str(refused.value)
