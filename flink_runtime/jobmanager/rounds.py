@@ -35,6 +35,12 @@ class ContinuousRounds:
 
     def _on_round_done(self: JobMaster, result: None, error: BaseException | None) -> None:
         self._finalizing = False
+        if self.status is not JobStatus.RUNNING:
+            # Cancelled (or failing) while the round's output was published: that request
+            # found nothing running and waited for the publish; end the job now, or it
+            # stays CANCELLING for ever.
+            self._complete_if_all_stopped()
+            return
         if error is not None:
             self._end(error)
             return
