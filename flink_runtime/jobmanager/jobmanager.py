@@ -109,7 +109,9 @@ class JobManager(RpcEndpoint):
         self.task_fencing = TaskFencing()  # refuses what tasks of other JobManager runs report
         self.started_at = time.time()
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
-        self.jobs: dict[str, JobMaster] = {}  # every job this JobManager knows, running or archived
+        # Every job this JobManager knows, running or archived. Changed only here (add_job,
+        # remove_job, a revoke) and never rebound: JobOperations reads this very dict.
+        self.jobs: dict[str, JobMaster] = {}
         # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
         # the REST views here too (never mutated there).
         self.resource_manager = ResourceManager(self, config, self.cluster_secret)
@@ -296,7 +298,7 @@ class JobManager(RpcEndpoint):
         except InvalidJobGraph as exc:
             return JobSubmissionFailure(job_id=job_id, reason=str(exc), kind="invalid")
         try:
-            job = JobMaster(job_graph, self, self.config)
+            job = self.new_job_master(job_graph)
         except ConfigurationError as exc:
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.add_job(job)

@@ -6,6 +6,7 @@ count: a back-reference there is still two concepts that each need the other).""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from flink_runtime.jobmanager import jobmanager as jobmanager_module
@@ -32,9 +33,15 @@ COMPONENTS = [
 ]
 
 
-def imports_within_package(module: str) -> set[str]:
+@functools.cache
+def parsed(module: str) -> ast.Module:
+    return ast.parse((PACKAGE / f"{module}.py").read_text())
+
+
+@functools.cache
+def imports_within_package(module: str) -> frozenset[str]:
     """The jobmanager/ modules `module` imports, anywhere in it."""
-    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    tree = parsed(module)
     found: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -46,7 +53,7 @@ def imports_within_package(module: str) -> set[str]:
             for alias in node.names:
                 if alias.name.startswith("flink_runtime.jobmanager."):
                     found.add(alias.name.split(".")[2])
-    return {name for name in found if (PACKAGE / f"{name}.py").exists()}
+    return frozenset(name for name in found if (PACKAGE / f"{name}.py").exists())
 
 
 def test_the_jobmanager_is_no_class_of_mixins() -> None:
@@ -72,8 +79,7 @@ def test_no_component_module_is_on_an_import_cycle() -> None:
 
 def test_no_method_of_a_component_is_typed_self_colon_its_host() -> None:
     for module in COMPONENTS:
-        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
-        for node in ast.walk(tree):
+        for node in ast.walk(parsed(module)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.args.args:
                 first = node.args.args[0]
                 assert not (first.arg == "self" and first.annotation is not None), f"{module}.py: {node.name}"
