@@ -121,11 +121,11 @@ class TaskExecutor(RpcEndpoint):
         self.connection = JobManagerConnection(
             config,
             jobmanager_address,
-            self,
-            rpc,
-            self,
-            self._registration_request,
-            self,
+            mailbox=self,
+            transport=rpc,
+            supervisor=self,
+            registration_request=self._registration_request,
+            listener=self,
             name=self.resource_id,
             # Standby JobManagers: the leader is read from the job store's database, not configured.
             leader_source=LeaderRetriever.from_configuration(config) if high_availability_enabled(config) else None,
