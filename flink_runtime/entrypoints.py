@@ -71,7 +71,7 @@ def _run_jobmanager(config: Configuration) -> None:
         store = os.path.join(tempfile.gettempdir(), "flink-runtime", f"jobstore-{cluster_id}.db")
         config.set("jobstore.url", f"sqlite:///{store}")
     jobmanager = JobManager(config)
-    jobmanager.parent = ProcessSupervisor()  # what it cannot handle ends the process
+    jobmanager.parent = ProcessSupervisor()  # the default, said here: what it cannot handle ends the process
     rest = RestServer(jobmanager, config)
 
     async def start() -> None:
@@ -99,7 +99,7 @@ def run_taskmanager(config: Configuration) -> None:
 
 
 def _run_taskmanager(taskmanager: TaskExecutor) -> None:
-    taskmanager.parent = ProcessSupervisor()  # what it cannot handle ends the process
+    taskmanager.parent = ProcessSupervisor()  # the default, said here: what it cannot handle ends the process
 
     async def start() -> None:
         await taskmanager.start()
@@ -124,6 +124,9 @@ def run_minicluster(
     with _log_files(config, "minicluster", logs.process_id_for(config)):
         cluster = MiniCluster(config, num_taskmanagers=num_taskmanagers)
         cluster.may_stop_idle = may_stop_idle
+        # The cluster is this process: what it escalates ends the process, for whoever
+        # started it (systemd, Docker, the embedded cluster's launcher) to start anew.
+        cluster.parent = ProcessSupervisor()
         _run_minicluster(cluster)
 
 

@@ -9,6 +9,15 @@ start one with `with MiniCluster() as cluster:` and submit to `cluster.rest_url`
 its log files into `env.log.dir`. One started from Python writes them only when its
 configuration sets `env.log.dir` (an embedding program keeps its own logging), and
 takes its handler off the root logger again when it stops.
+
+Supervision (rpc/supervision.py): the MiniCluster is the parent of its JobManager and
+TaskManagers, and escalates what they cannot handle themselves. In a process of its own
+(`flink-runtime minicluster`, the embedded cluster) its parent is the process's top,
+which ends the process with the reason for the launcher to start a new one. Started
+from Python it is the top itself: it must not end the program that hosts it, so it
+shuts down (nothing keeps serving from an unknown state) and keeps the reason as
+`failure`; from then on `rest_url`, `call` and `close` (so a `with` block) raise
+MiniClusterFailed with it, and the REST URL refuses connections.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flink_runtime import configuration as cfg
@@ -27,13 +36,24 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.jobmanager import JobManager
 from flink_runtime.minicluster_idle import stop_when_idle
 from flink_runtime.rest.server import RestServer
+from flink_runtime.rpc.supervision import Directive, Supervised, Supervisor, supervise
 from flink_runtime.security.cluster_secret import new_secret
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
 log = logging.getLogger(__name__)
 
 
+class MiniClusterFailed(RuntimeError):
+    """One of the MiniCluster's endpoints failed beyond repair and the cluster shut down;
+    the message names which one and why (its cause is the original error). Start a new
+    MiniCluster to go on."""
+
+
 class MiniCluster:
+    """A cluster in one process, and the supervisor of its endpoints (see above)."""
+
+    name = "MiniCluster"
+
     def __init__(
         self,
         config: Configuration | None = None,
@@ -73,18 +93,55 @@ class MiniCluster:
         # (see minicluster_idle.stop_when_idle); the embedded cluster's lock goes here.
         self.may_stop_idle: Callable[[Callable[[], bool]], bool] | None = None
         self._idle_watch: asyncio.Task[None] | None = None
+        # Where what the cluster cannot handle goes: None when the cluster is the top of
+        # its host (started from Python); the process's top when it is the process.
+        self.parent: Supervisor | None = None
+        self._failure: MiniClusterFailed | None = None
 
     @property
     def rest_url(self) -> str:
+        self._raise_if_failed()
         assert self.rest is not None, "MiniCluster not started"
         return self.rest.url
+
+    @property
+    def failure(self) -> MiniClusterFailed | None:
+        """Why the cluster shut down on its own (an endpoint failed), None while it is fine."""
+        return self._failure
+
+    # -- supervision of its endpoints --------------------------------------------------------------
+
+    def child_failed(self, child: Supervised, error: BaseException) -> Directive:
+        # An endpoint's own failure leaves the cluster's state unknown: nothing here can
+        # restart a JobManager or TaskManager in place.
+        return Directive.ESCALATE
+
+    def escalate_failure(self, child: Supervised, error: BaseException) -> None:
+        if self.parent is not None:
+            supervise(self.parent, child, error)  # the process's top: it ends the process
+            return
+        if self._failure is not None:
+            return  # already shutting down for the first failure
+        failure = MiniClusterFailed(f"{child.name} failed: {type(error).__name__}: {error}")
+        failure.__cause__ = error
+        self._failure = failure
+        log.critical("MiniCluster shutting down: %s", failure, exc_info=error)
+        if self._stopped is None:
+            self._stopped = asyncio.Event()
+        self._stopped.set()  # main() (or the foreground's until_stopped_itself) stops it
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     # -- async core (the background thread here, or the foreground entry point) ---------------
 
     async def start_async(self) -> None:
         if cfg.LOG_DIR.key in self.config:
             self._logs = logs.acquire(self.config, "minicluster", logs.process_id_for(self.config))
+        self._stopped = self._stopped or asyncio.Event()
         self.jobmanager = JobManager(self.config, embedded=True, cluster_secret=self._cluster_secret)
+        self.jobmanager.parent = self
         await self.jobmanager.start()
         self.rest = RestServer(self.jobmanager, self.config)
         await self.rest.start()
@@ -104,15 +161,25 @@ class MiniCluster:
                 jobmanager_address=self.jobmanager.address,
                 cluster_secret=self._cluster_secret,
             )
+            taskmanager.parent = self
             await taskmanager.start()
             self.taskmanagers.append(taskmanager)
-        await asyncio.gather(*(tm.registered.wait() for tm in self.taskmanagers))
+        await self._until_registered_or_failed()
         log.info("MiniCluster ready: REST %s, %d TaskManagers", self.rest.url, len(self.taskmanagers))
         idle_timeout = self.config.get_seconds(cfg.MINICLUSTER_IDLE_TIMEOUT)
         if idle_timeout > 0:
-            stopped = self._stopped = self._stopped or asyncio.Event()
-            watch = stop_when_idle(idle_timeout, self._activity, stopped.set, self.may_stop_idle)
+            watch = stop_when_idle(idle_timeout, self._activity, self._stopped.set, self.may_stop_idle)
             self._idle_watch = asyncio.create_task(watch, name="minicluster-idle-timeout")
+
+    async def _until_registered_or_failed(self) -> None:
+        registered = asyncio.ensure_future(asyncio.gather(*(tm.registered.wait() for tm in self.taskmanagers)))
+        assert self._stopped is not None
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        await asyncio.wait([registered, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for waiting in (registered, stopped):
+            waiting.cancel()
+        await asyncio.gather(registered, stopped, return_exceptions=True)
+        self._raise_if_failed()
 
     def _activity(self) -> tuple[int, bool]:
         received, answering = self.rest.request_counts() if self.rest is not None else (0, 0)
@@ -120,10 +187,9 @@ class MiniCluster:
         return received, answering > 0 or any(not job.status.is_globally_terminal for job in jobs)
 
     async def until_stopped_itself(self) -> None:
-        """Returns when the cluster decided to stop (minicluster.idle-timeout); never otherwise."""
-        if self._idle_watch is None:
-            await asyncio.Event().wait()
-        assert self._stopped is not None
+        """Returns when the cluster decided to stop (minicluster.idle-timeout, or a failure
+        when it is the top of its host); never otherwise."""
+        assert self._stopped is not None, "MiniCluster not started"
         await self._stopped.wait()
 
     async def stop_async(self) -> None:
@@ -131,15 +197,26 @@ class MiniCluster:
             self._idle_watch.cancel()
             self._idle_watch = None
         for taskmanager in self.taskmanagers:
-            await taskmanager.stop()
+            await self._stop_part(taskmanager.name, taskmanager.stop)
         self.taskmanagers.clear()
         if self.rest is not None:
-            await self.rest.stop()
+            await self._stop_part("REST server", self.rest.stop)
         if self.jobmanager is not None:
-            await self.jobmanager.stop()
+            await self._stop_part(self.jobmanager.name, self.jobmanager.stop)
         if self._logs is not None:
             logs.release(self._logs)
             self._logs = None
+
+    async def _stop_part(self, name: str, stop: Callable[[], Awaitable[None]]) -> None:
+        if self._failure is None:
+            await stop()
+            return
+        # Shutting down after a failure: a part in an unknown state may fail to stop;
+        # the others must stop all the same.
+        try:
+            await stop()
+        except Exception as error:  # noqa: BLE001 - logged; the failure's reason is already kept
+            log.warning("MiniCluster: stopping %s after the failure raised %s: %s", name, type(error).__name__, error)
 
     # -- background thread ---------------------------------------------------------------------------
 
@@ -176,24 +253,34 @@ class MiniCluster:
         if not started.wait(timeout):
             raise TimeoutError(f"MiniCluster did not start within {timeout} s")
         if failure:
+            self._thread.join(timeout)  # stopped what it had started
+            if isinstance(failure[0], MiniClusterFailed):
+                raise failure[0]  # an endpoint failed while it started: the reason as is
             raise RuntimeError(f"MiniCluster failed to start: {failure[0]}") from failure[0]
         return self
 
     def close(self, timeout: float = 30.0) -> None:
-        if self._loop is None or self._thread is None or self._stopped is None:
-            return
-        with contextlib.suppress(RuntimeError):  # loop already closed
-            self._loop.call_soon_threadsafe(self._stopped.set)
-        self._thread.join(timeout)
-        self._thread = None
+        """Stop the cluster. Raises MiniClusterFailed if it had shut down on its own
+        after a failure (once stopped: the caller learns why its work may be lost)."""
+        if self._loop is not None and self._thread is not None and self._stopped is not None:
+            with contextlib.suppress(RuntimeError):  # loop already closed
+                self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join(timeout)
+            self._thread = None
+        self._raise_if_failed()
 
     def call(self, coroutine_factory: Any, timeout: float = 30.0) -> Any:
         """Run a coroutine on the cluster's loop (tests use it to reach the actors)."""
+        self._raise_if_failed()
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coroutine_factory(), self._loop).result(timeout)
 
     def __enter__(self) -> MiniCluster:
         return self.start()
 
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: BaseException | None, traceback: Any) -> None:
+        try:
+            self.close()
+        except MiniClusterFailed as failure:
+            if failure is not exc:  # the block is raising it already: once is enough
+                raise

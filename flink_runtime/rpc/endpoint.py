@@ -10,7 +10,10 @@ callback, so the state it touches is still touched only here.
 A handler that raises is supervised (supervision.py): a failure that concerns one of
 the endpoint's children (`child_of`, e.g. the JobMaster of the message's job) goes to
 the endpoint's own strategy (`child_failed`); any other failure is the endpoint's own
-and goes to its parent: the process's supervisor, or a MiniCluster.
+and goes to its parent: the MiniCluster that adopted it, else the top of the process.
+Unless the parent resumes or restarts it, the endpoint serves no more from then on
+(its state is unknown): asks are answered with the reason, everything else is dropped,
+until whoever owns it stops it (the MiniCluster) or the process ends.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, TypeVar
 
 from flink_runtime.rpc.messages import Message, RpcError
 from flink_runtime.rpc.service import RpcService
-from flink_runtime.rpc.supervision import Directive, ResumingSupervisor, Supervised, Supervisor, supervise
+from flink_runtime.rpc.supervision import Directive, ProcessSupervisor, Supervised, Supervisor, supervise
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +69,12 @@ class RpcEndpoint:
     def __init__(self, name: str, rpc: RpcService) -> None:
         self.name = name
         self.rpc = rpc
-        # Told of this endpoint's own failures. Hosted endpoints resume after them; the
-        # command line makes a process's top endpoint exit on what it cannot resume.
-        self.parent: Supervisor | None = ResumingSupervisor()
+        # Told of this endpoint's own failures: the top of the process (what it cannot
+        # handle ends the process) unless a MiniCluster adopts the endpoint.
+        self.parent: Supervisor = ProcessSupervisor()
+        # Why the endpoint serves no more: its own failure that the parent did not
+        # resume or restart (see _fail).
+        self.failure: BaseException | None = None
         self._mailbox: asyncio.Queue[tuple[Any, Reply | None]] = asyncio.Queue()
         self._handlers = {t: getattr(self, n) for t, n in self._handler_types.items()}
         self._drainer: asyncio.Task[None] | None = None
@@ -149,7 +155,11 @@ class RpcEndpoint:
             if not future.done():
                 future.set_result(result)
 
-        self.run_in_mailbox(call)
+        def refused(answer: Any) -> None:  # only when the endpoint serves no more (_drain)
+            if isinstance(answer, RpcError) and not future.done():
+                future.set_exception(RuntimeError(answer.error))
+
+        self._mailbox.put_nowait((_Callback(call, ()), refused))
         return await asyncio.wait_for(future, timeout)
 
     def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None:
@@ -211,19 +221,32 @@ class RpcEndpoint:
     async def _drain(self) -> None:
         while True:
             message, reply = await self._mailbox.get()
+            if self.failure is not None:
+                # Its state is unknown: no handler runs on it any more. An ask learns why
+                # at once instead of waiting out its timeout.
+                if reply is not None:
+                    reply(RpcError(error=f"{self.name} failed and serves no more: {_described(self.failure)}"))
+                continue
             try:
                 self._dispatch(message, reply)
             except Exception as exc:
                 if reply is not None:
-                    reply(RpcError(error=f"{type(exc).__name__}: {exc}"))
+                    reply(RpcError(error=_described(exc)))
                 self._handler_failed(message, exc)
 
     def _handler_failed(self, message: Any, error: Exception) -> None:
         child = self.child_of(message)
         if child is not None:
-            supervise(self, child, error)
+            supervise(self, child, error)  # what it escalates comes back in escalate_failure
         else:
-            supervise(self.parent, _OwnFailure(self, message), error)
+            self._fail(EndpointFailure(self, _what_failed(message)), error)
+
+    def _fail(self, failure: EndpointFailure, error: BaseException) -> None:
+        """This endpoint's own failure, reported to its parent. Unless the parent resumes
+        or restarts it, the endpoint stops serving (the parent ends the process, or stops
+        the MiniCluster that hosts it)."""
+        if supervise(self.parent, failure, error) is Directive.ESCALATE and self.failure is None:
+            self.failure = error
 
     # -- supervision -----------------------------------------------------------------------------
 
@@ -238,7 +261,7 @@ class RpcEndpoint:
 
     def escalate_failure(self, child: Supervised, error: BaseException) -> None:
         """A child failed beyond what this endpoint can handle: it fails in turn."""
-        supervise(self.parent, _OwnFailure(self, None), error)
+        self._fail(EndpointFailure(self, f"escalating the failure of {child.name}"), error)
 
     def _dispatch(self, message: Any, reply: Reply | None) -> None:
         if isinstance(message, _Callback):
@@ -246,7 +269,12 @@ class RpcEndpoint:
             return
         handler = self._handlers.get(type(message))
         if handler is None:
-            raise TypeError(f"{self.name} does not handle {type(message).__name__}")
+            # Known and harmless (nothing ran, nothing changed): the sender learns it,
+            # the endpoint goes on. Not a failure to supervise.
+            log.warning("%s: ignoring a %s: no handler for it", self.name, type(message).__name__)
+            if reply is not None:
+                reply(RpcError(error=f"{self.name} does not handle {type(message).__name__}"))
+            return
         answer = handler(message)
         if inspect.isawaitable(answer):
             if reply is not None:
@@ -257,19 +285,32 @@ class RpcEndpoint:
             reply(answer)
 
 
-class _OwnFailure:
-    """An endpoint as the child its parent is told about: the handler or callback that
-    failed, and whether it was a message from outside (one request) or the endpoint's
-    own continuation (a timer, a result of its background work)."""
+class EndpointFailure:
+    """An endpoint as the child its parent is told about, named with what failed in it:
+    the handler of a message, a continuation (a timer, the result of background work),
+    or a child's failure it escalated."""
 
-    def __init__(self, endpoint: RpcEndpoint, message: Any) -> None:
+    def __init__(self, endpoint: RpcEndpoint, what: str) -> None:
         self.endpoint = endpoint
-        self.name = endpoint.name
-        self.internal = message is None or isinstance(message, _Callback)
-        self.message_type = type(message).__name__ if message is not None else "escalated failure"
+        self.what = what
+
+    @property
+    def name(self) -> str:
+        return f"{self.endpoint.name} ({self.what})"
 
     def restart(self, error: BaseException) -> None:
         self.endpoint.restart(error)
+
+
+def _what_failed(message: Any) -> str:
+    if isinstance(message, _Callback):
+        function = message.function
+        return f"running {getattr(function, '__qualname__', type(function).__name__)}"
+    return f"handling {type(message).__name__}"
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _answer_later(reply: Reply, result: Any, error: BaseException | None) -> None:

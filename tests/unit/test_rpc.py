@@ -76,6 +76,8 @@ from flink_runtime.rpc.service import (
     RpcException,
     RpcService,
 )
+from flink_runtime.rpc.supervision import Directive
+from tests.helpers.supervision import RecordingSupervisor
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
 
@@ -88,6 +90,8 @@ class Probe(RpcEndpoint):
 
     def __init__(self, rpc: RpcService) -> None:
         super().__init__("probe", rpc)
+        # Its failures are these tests' own, known and harmless: its parent resumes them.
+        self.parent = RecordingSupervisor(Directive.RESUME)
         self.received: list[Message] = []
         self.tasks_seen: list[asyncio.Task[Any] | None] = []
         self.release = asyncio.Event()
