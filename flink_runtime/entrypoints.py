@@ -4,6 +4,11 @@ Each runs its actors on one asyncio loop in the foreground until SIGINT or SIGTE
 then shuts down cleanly (a TaskManager tells the JobManager it is leaving, so its
 slots are freed at once rather than after a heartbeat timeout). Each writes its log
 and a copy of its stdout into `env.log.dir` (flink_runtime/logs) from its first line on.
+
+Each is the top of its actors' supervision (rpc/supervision.py): a failure they cannot
+handle ends the process at once with exit status 70 and the reason logged, for whoever
+started it (systemd, Docker, Kubernetes, the embedded cluster's launcher) to start it
+afresh, instead of serving on from a state nobody knows.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ Its REST port is fixed (default 18081, ports.py says why), so a restarted cluste
 answers at the same URL and links to its jobs (served from the job store) keep
 working. It stops itself after ``minicluster.idle-timeout`` (default here 1 h) with
 no job running and no REST request, removing its state file under the lock first.
+A failure of its JobManager or a TaskManager that they cannot handle ends the process
+(exit status 70, the reason at the end of its log: rpc/supervision.py); the next caller
+finds the pid gone, says why in its own log, and starts a fresh cluster.
 ``flink-runtime embedded status|stop`` (client/cli_embedded.py) look at it and stop it.
 
 The state directory defaults to ``$AIRFLOW_HOME/flink-runtime`` (else

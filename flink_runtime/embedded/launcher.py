@@ -124,6 +124,15 @@ def ensure_embedded_cluster(
                         directory,
                     )
                 return str(state["rest_url"])
+            if cluster_process(state) is None:
+                # It died (a failure it could not handle ends it: rpc/supervision.py), or
+                # was killed: say why in the task's log, where the user looks first.
+                log.warning(
+                    "The embedded cluster (pid %s) has exited%s; starting a new one. Its log: %s",
+                    state["pid"],
+                    _exit_reason(directory / LOG_FILE),
+                    directory / LOG_FILE,
+                )
             # Alive but mute means hung; a dead pid leaves only the file behind.
             terminate(state)
             (directory / STATE_FILE).unlink(missing_ok=True)
@@ -296,6 +305,16 @@ def _tail(path: Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def _exit_reason(log_path: Path) -> str:
+    """': <why>' from the last line a cluster wrote as it ended itself, or '' if none."""
+    for line in reversed(_tail(log_path, 200).splitlines()):
+        if "; exiting with code " in line:
+            return f": {line.strip()}"
+        if "MiniCluster ready" in line:
+            break  # the last start ended without saying why (killed, say)
+    return ""
 
 
 def _answers(rest_url: str) -> bool:

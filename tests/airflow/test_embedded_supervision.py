@@ -11,6 +11,7 @@ registered and watched) before the slot pool refuses it with a ValueError."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -61,7 +62,9 @@ def listening_rpc_ports(pid: int, rest_port: int) -> set[int]:
     return {c.laddr.port for c in connections if c.status == psutil.CONN_LISTEN} - {rest_port}
 
 
-def test_a_failed_endpoint_ends_the_embedded_process_and_the_next_task_starts_a_fresh_one(state_dir: Path) -> None:
+def test_a_failed_endpoint_ends_the_embedded_process_and_the_next_task_starts_a_fresh_one(
+    state_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     with FlinkRuntimeHook(CONN_ID) as hook:
         rest_url = hook.rest_url  # a task's first use starts the cluster
     state = json.loads((state_dir / STATE_FILE).read_text())
@@ -87,8 +90,14 @@ def test_a_failed_endpoint_ends_the_embedded_process_and_the_next_task_starts_a_
     ) in output, output[-3000:]
     assert any("exiting with code 70" in path.read_text(errors="replace") for path in (state_dir / "log").iterdir())
 
-    with FlinkRuntimeHook(CONN_ID) as hook:  # the next task
-        assert hook.rest_url == rest_url  # a fresh cluster at the same URL
+    with caplog.at_level(logging.WARNING, "flink_runtime.embedded"), FlinkRuntimeHook(CONN_ID) as hook:
+        assert hook.rest_url == rest_url  # the next task: a fresh cluster at the same URL
+    # Its log says why the last one ended, where its user looks first.
+    assert any(
+        record.getMessage().startswith(f"The embedded cluster (pid {pid}) has exited: ")
+        and "num_slots must be >= 0, got -1; exiting with code 70" in record.getMessage()
+        for record in caplog.records
+    ), [record.getMessage() for record in caplog.records]
     again = json.loads((state_dir / STATE_FILE).read_text())
     assert again["pid"] != pid
     overview = httpx.get(f"{rest_url}/overview").json()
