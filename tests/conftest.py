@@ -10,6 +10,7 @@ import pytest
 
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
+from flink_runtime.rpc import supervision
 from tests import spark_cds
 from tests.helpers import leftovers
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
@@ -40,6 +41,32 @@ os.environ.setdefault(
 
 # Before any process starts: every process of this run carries the run's id (leftovers.py).
 RUN_ID = leftovers.mark_run()
+
+# An endpoint a test builds in this process has the top of the process as its parent
+# (rpc/supervision.py): a failure nothing above it handles would end pytest itself, with
+# exit code 70 and the reason lost in the capture. In the test process that failure is
+# recorded instead, and fails the test it happened in, named (processes the tests start
+# still end on it: their escalation is what several tests prove).
+_hard_failures: list[str] = []
+
+
+def _record_hard_failure(reason: str, error: BaseException) -> None:
+    logging.getLogger(__name__).critical("%s: %s: %s", reason, type(error).__name__, error, exc_info=error)
+    _hard_failures.append(f"{reason}: {type(error).__name__}: {error}")
+
+
+supervision.fail_hard = _record_hard_failure
+
+
+@pytest.fixture(autouse=True)
+def no_endpoint_failed_hard() -> Iterator[None]:
+    """Fails a test during which an endpoint of the test process escalated a failure to
+    the top of the process (in a real process: exit 70)."""
+    yield
+    if _hard_failures:
+        failures = list(_hard_failures)
+        _hard_failures.clear()
+        pytest.fail("an endpoint escalated to the top of the test process:\n  " + "\n  ".join(failures), pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
