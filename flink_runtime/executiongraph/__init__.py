@@ -9,19 +9,18 @@ from flink_runtime.executiongraph.aggregation import (
     vertex_io_metrics,
     vertex_task_counts,
 )
-from flink_runtime.executiongraph.execution import Execution, ExecutionVertex
-from flink_runtime.executiongraph.executiongraph import (
-    ExecutionGraph,
-    ExecutionJobVertex,
-    default_max_parallelism,
-)
-from flink_runtime.executiongraph.intermediate import (
+from flink_runtime.executiongraph.executiongraph import ExecutionGraph
+from flink_runtime.executiongraph.states import ExecutionState, IllegalStateTransition, JobStatus
+from flink_runtime.executiongraph.vertices import (
     ConsumedPartitionGroup,
     ConsumerVertexGroup,
+    Execution,
+    ExecutionJobVertex,
+    ExecutionVertex,
     IntermediateResult,
     IntermediateResultPartition,
+    default_max_parallelism,
 )
-from flink_runtime.executiongraph.states import ExecutionState, IllegalStateTransition, JobStatus
 from flink_runtime.executiongraph.wiring import subpartition_index
 
 __all__ = [

@@ -12,8 +12,8 @@ from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.metrics import IOMetrics
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph.execution import ExecutionVertex
-    from flink_runtime.executiongraph.executiongraph import ExecutionGraph, ExecutionJobVertex
+    from flink_runtime.executiongraph.executiongraph import ExecutionGraph
+    from flink_runtime.executiongraph.vertices import ExecutionJobVertex, ExecutionVertex
 
 _S = ExecutionState
 

@@ -15,26 +15,15 @@ import secrets
 from collections.abc import Iterator
 
 from flink_runtime.executiongraph import wiring
-from flink_runtime.executiongraph.execution import Execution, ExecutionVertex
-from flink_runtime.executiongraph.intermediate import IntermediateResult, IntermediateResultPartition
-from flink_runtime.jobgraph.jobgraph import (
-    MAX_PARALLELISM_UPPER_BOUND,
-    IntermediateDataSet,
-    JobEdge,
-    JobGraph,
-    JobVertex,
+from flink_runtime.executiongraph.vertices import (
+    Execution,
+    ExecutionJobVertex,
+    ExecutionVertex,
+    IntermediateResult,
+    IntermediateResultPartition,
 )
+from flink_runtime.jobgraph.jobgraph import IntermediateDataSet, JobEdge, JobGraph
 from flink_runtime.jobgraph.topology import topological_order
-
-# Flink's lower bound for a derived max parallelism (KeyGroupRangeAssignment).
-DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
-
-
-def default_max_parallelism(parallelism: int) -> int:
-    """Flink's computeDefaultMaxParallelism: 1.5 x parallelism rounded up to a power of two."""
-    wanted = parallelism + parallelism // 2
-    power_of_two = 1 << (wanted - 1).bit_length()
-    return min(max(power_of_two, DEFAULT_LOWER_BOUND_MAX_PARALLELISM), MAX_PARALLELISM_UPPER_BOUND)
 
 
 class ExecutionGraph:
@@ -64,7 +53,10 @@ class ExecutionGraph:
             for result in ejv.produced_results:
                 self.results[result.id] = result
             for edge in consumed.get(job_vertex.id, ()):
-                ejv.connect_input(self.results[edge.source], edge)
+                result = self.results[edge.source]
+                ejv.inputs.append(result)
+                ejv.input_edges.append(edge)
+                wiring.connect(ejv, result, edge)
             for vertex in ejv.task_vertices:
                 execution = vertex.current_execution
                 self._executions[execution.attempt_id] = execution
@@ -105,59 +97,3 @@ class ExecutionGraph:
 
     def __repr__(self) -> str:
         return f"ExecutionGraph({self.job_id!r}, {len(self.vertices)} vertices, {self.total_subtasks} subtasks)"
-
-
-class ExecutionJobVertex:
-    """One JobVertex at runtime: its parallel subtasks and the results they produce."""
-
-    __slots__ = (
-        "graph",
-        "job_vertex",
-        "id",
-        "name",
-        "parallelism",
-        "max_parallelism",
-        "attempt_id_prefix",
-        "produced_results",
-        "inputs",
-        "input_edges",
-        "task_vertices",
-    )
-
-    def __init__(
-        self,
-        graph: ExecutionGraph,
-        job_vertex: JobVertex,
-        produced_datasets: list[IntermediateDataSet] | tuple[()] = (),
-    ):
-        self.graph = graph
-        self.job_vertex = job_vertex
-        self.id = job_vertex.id
-        self.name = job_vertex.name
-        self.parallelism = job_vertex.parallelism
-        self.max_parallelism = job_vertex.max_parallelism or default_max_parallelism(self.parallelism)
-        if self.parallelism > self.max_parallelism:
-            raise ValueError(
-                f"vertex {self.id!r}: parallelism {self.parallelism} is higher than "
-                f"its max parallelism {self.max_parallelism}"
-            )
-        # Shared by all attempt ids of this vertex, so building one is a single f-string.
-        self.attempt_id_prefix = f"{graph.graph_id}-{self.id}-"
-        self.produced_results = [
-            IntermediateResult(dataset.id, self, dataset.result_type) for dataset in produced_datasets
-        ]
-        # Filled by connect_input, in the order of the job graph's edges.
-        self.inputs: list[IntermediateResult] = []
-        self.input_edges: list[JobEdge] = []
-        self.task_vertices = [ExecutionVertex(self, index) for index in range(self.parallelism)]
-        for position, result in enumerate(self.produced_results):
-            result.partitions = [vertex.produced_partitions[position] for vertex in self.task_vertices]
-
-    def connect_input(self, result: IntermediateResult, edge: JobEdge) -> None:
-        """Add `result` as the next input, read over `edge`."""
-        self.inputs.append(result)
-        self.input_edges.append(edge)
-        wiring.connect(self, result, edge)
-
-    def __repr__(self) -> str:
-        return f"ExecutionJobVertex({self.id!r}, parallelism={self.parallelism})"

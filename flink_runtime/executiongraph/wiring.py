@@ -9,18 +9,14 @@ they are computed here and nowhere else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from flink_runtime.executiongraph.intermediate import (
+from flink_runtime.executiongraph.vertices import (
     ConsumedPartitionGroup,
     ConsumerVertexGroup,
+    ExecutionJobVertex,
     IntermediateResult,
     IntermediateResultPartition,
 )
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobEdge
-
-if TYPE_CHECKING:
-    from flink_runtime.executiongraph.executiongraph import ExecutionJobVertex
 
 
 def connect(consumer: ExecutionJobVertex, result: IntermediateResult, edge: JobEdge) -> None:

@@ -22,7 +22,7 @@ has a grace that keeps a healthy cluster from ever tripping it:
   `complete_deployment_of`). A request sent earlier may be answered before the task
   is in the TaskManager's table, and a deployment still pending is not missing.
 - A TaskManager reports a task that ended until the JobManager acknowledged its final
-  state (TaskExecutor._final_states_in_flight): the final update and the heartbeat
+  state (TaskTable.final_states_in_flight): the final update and the heartbeat
   answer travel on different connections, in either order, and a task that just
   finished must not look missing meanwhile.
 - An execution is unknown only if two consecutive reports have it: one whose final

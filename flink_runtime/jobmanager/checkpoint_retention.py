@@ -12,7 +12,8 @@ TaskManagers) only after that.
 A job submitted from a checkpoint that is being made self-contained starts once that is
 done, so it never reads the copy half-made or the originals while they go.
 
-`JobEndCleanup` is a component of the JobManager and runs in its mailbox.
+`JobEndCleanup` is a component of the JobManager and runs in its mailbox; it reaches the
+JobManager only through a `CleanupHost`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
 from flink_runtime.checkpoint.retention import (
@@ -34,14 +35,21 @@ from flink_runtime.checkpoint.retention import (
 from flink_runtime.executiongraph import JobStatus
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
 
 log = logging.getLogger(__name__)
 
 
+class CleanupHost(Protocol):
+    """What the cleanup uses of the JobManager: work off the mailbox, and the
+    TaskManagers, told to release a job's partitions."""
+
+    def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
+    def release_partitions(self, job_id: str, data_namespace: str = "") -> None: ...
+
+
 class JobEndCleanup:
-    def __init__(self, jobmanager: JobManager) -> None:
+    def __init__(self, jobmanager: CleanupHost) -> None:
         self._jobmanager = jobmanager
         # Job id -> the kept checkpoints being made self-contained now.
         self._in_progress: dict[str, list[str]] = {}

@@ -6,9 +6,10 @@ between its JobGraphStore, JobResultStore and ExecutionGraphInfoStore).
 Writes leave the mailbox: one writer thread runs them in call order, so the store
 never sees a job's updates out of order and the mailbox never waits on SQLite.
 
-`JobPersistence` is part of the JobManager (a mixin: it shares the JobManager's state
-and runs in its mailbox like the rest of it); it keeps `job_store`, `archived` (finished
-jobs of earlier runs), `_recovering` and `_finished_at`.
+`JobPersistence` is a component the JobManager owns, called from its mailbox. It owns
+the job store (and, with standbys, its fenced view: `fence`), the writer thread,
+`archived` (finished jobs of earlier runs), the jobs being recovered and the end times
+of finished ones; it reaches the JobManager only through a `PersistenceHost`.
 """
 
 from __future__ import annotations
@@ -17,33 +18,97 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
 from flink_runtime.checkpoint.progress import IGNORE_UNCLAIMED_KEY, SAVEPOINT_PATH_KEY
+from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager import snapshots
-from flink_runtime.jobmanager.jobmaster import JobMaster
-from flink_runtime.jobmanager.jobstore import JobStoreError
+from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
 from flink_runtime.rpc.messages import JobStatusChanged
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.jobmaster import JobMaster
 
 log = logging.getLogger(__name__)
+
+Callback = Callable[[Any, BaseException | None], None]
+
+
+class PersistenceHost(Protocol):
+    """What the job persistence uses of the JobManager."""
+
+    def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
+
+    def new_job_master(self, job_graph: JobGraph) -> JobMaster:
+        """A JobMaster of this JobManager for `job_graph`, neither registered nor started."""
+
+    def add_job(self, job: JobMaster) -> None:
+        """Register `job` (tasks' messages and REST find it from now on)."""
+
+    def remove_job(self, job_id: str) -> None:
+        """Forget a finished job whose retention is over."""
 
 
 class JobPersistence:
     """Recovery of running jobs, archiving and expiry of finished ones."""
 
-    def _store(self: JobManager, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, config: Configuration, store: JobStore | None, host: PersistenceHost, fencing_cluster: str | None = None
+    ) -> None:
+        """store: None keeps nothing across restarts. fencing_cluster: with standbys, the
+        cluster whose lease fences every write; until `fence` gives a token, none is made."""
+        self._config = config
+        self._host = host
+        self._store = store
+        self._fencing_cluster = fencing_cluster
+        # The view writes go through: the store itself, or its fenced view (a standby's writes nothing).
+        self.job_store: JobStore | None = store
+        if store is not None and fencing_cluster is not None:
+            self.job_store = store.fenced(fencing_cluster, None)
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
+        # Finished jobs of earlier JobManager runs, as the job store archived them.
+        self.archived: dict[str, JobRecord] = {}
+        # Jobs recovered in this run that have not reached RUNNING yet (job store: recovery_attempts).
+        self._recovering: set[str] = set()
+        # Finished jobs of this run (job id -> time.monotonic() of their end), oldest first.
+        self._finished_at: OrderedDict[str, float] = OrderedDict()
+
+    @property
+    def enabled(self) -> bool:
+        return self._store is not None
+
+    def fence(self, token: int | None) -> None:
+        """Write as the holder of leadership `token` from now on (None: write nothing)."""
+        if self._store is not None and self._fencing_cluster is not None:
+            self.job_store = self._store.fenced(self._fencing_cluster, token)
+
+    def forget(self) -> None:
+        """A revoked leader keeps nothing of its jobs: the next leader serves them."""
+        self.archived.clear()
+        self._finished_at.clear()
+        self._recovering.clear()
+
+    def close(self) -> None:
+        """After the last write (waits for the writer thread)."""
+        self._writer.shutdown(wait=True)
+        if self.job_store is not None:
+            self.job_store.close()
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def _write(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
         """Call a JobStore method off the mailbox, in call order (one writer thread);
         `then` runs on that thread once the call has committed."""
         if self.job_store is None:
             return
-        store_call = getattr(self.job_store, method)
+        store_call = getattr(self.job_store, method)  # the view of now, also for a write that runs later
 
         def write() -> None:
             try:
@@ -54,25 +119,76 @@ class JobPersistence:
             if then is not None:
                 then()
 
-        self.run_async(asyncio.get_running_loop().run_in_executor(self._store_writer, write))
+        self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, write))
 
-    def _recover_jobs(self: JobManager) -> None:
+    def job_submitted(self, job_graph: JobGraph) -> None:
+        assert job_graph.job_id is not None
+        self._write("add_job", job_graph.job_id, job_graph.name, job_graph.to_json(), time.time())
+
+    def savepoint_request_changed(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
+        self._write("put_savepoint_request", job_id, request_id, status)
+
+    def checkpoint_completed(
+        self, job_id: str, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
+    ) -> None:
+        """Recorded in the job store, where the checkpoints it subsumes are forgotten in the
+        same transaction; their folders are deleted after that commit (by the same writer
+        thread), never before."""
+
+        def delete_subsumed() -> None:
+            for old in subsumed:
+                filesystem.filesystem_for(old).delete(old)
+
+        if self.job_store is None:
+            if subsumed:
+                self._host.run_async(asyncio.to_thread(delete_subsumed))
+            return
+        self._write(
+            "add_checkpoint",
+            job_id,
+            checkpoint_id,
+            location,
+            is_savepoint,
+            time.time(),
+            size,
+            None,
+            subsumed,
+            then=delete_subsumed,
+        )
+
+    def status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
+        """Store the new status; a recovered job that got RUNNING (or ended) is recovered;
+        a finished job is archived and counts towards the retention."""
+        self._write("update_status", job.job_id, event.new_state, event.timestamp)
+        if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
+            self._recovering.discard(job.job_id)
+            self._write("end_recovery", job.job_id)
+        if job.status.is_terminal:
+            self._finished_at[job.job_id] = time.monotonic()
+            if job.status.is_globally_terminal and self.job_store is not None:
+                self._write("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
+                self._write("prune", *self._retention())
+
+    # -- recovery --------------------------------------------------------------------------------
+
+    def recover_jobs(self) -> None:
         """Start again every job the store says was running, from its latest checkpoint;
-        its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable."""
+        its tasks are deployed as TaskManagers (re-)register. Finished jobs stay queryable.
+        Raises JobStoreError when the store cannot be read (or, fenced, written)."""
         assert self.job_store is not None
         pruned = self.job_store.prune(*self._retention())
         if pruned:
             log.info("Pruned %d finished jobs from the job store (jobstore.max-capacity/.expiration-time).", pruned)
-        for record in self.job_store.archived_jobs(limit=self.config.get(cfg.JOBSTORE_MAX_CAPACITY)):
+        for record in self.job_store.archived_jobs(limit=self._config.get(cfg.JOBSTORE_MAX_CAPACITY)):
             if record.details is not None:
                 self.archived[record.job_id] = record
-        max_attempts = self.config.get(cfg.RECOVERY_MAX_ATTEMPTS)
+        max_attempts = self._config.get(cfg.RECOVERY_MAX_ATTEMPTS)
         for record in self.job_store.recoverable_jobs():
             job_graph = JobGraph.from_json(record.job_graph_json)
             if record.latest_checkpoint is not None:
                 job_graph.config[SAVEPOINT_PATH_KEY] = record.latest_checkpoint.location
                 job_graph.config[IGNORE_UNCLAIMED_KEY] = "true"
-            job = JobMaster(job_graph, self, self.config)
+            job = self._host.new_job_master(job_graph)
             job.data_namespace = f"{record.job_id}/run-{uuid.uuid4().hex[:8]}"
             stored = self.job_store.checkpoints(record.job_id)
             job.coordinator.resume_after(
@@ -80,7 +196,7 @@ class JobPersistence:
                 [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
             )
             job.savepoint_requests.restore(self.job_store.savepoint_requests(record.job_id))
-            self.jobs[record.job_id] = job
+            self._host.add_job(job)
             attempts = self.job_store.begin_recovery(record.job_id)
             if attempts > max_attempts:
                 reason = (
@@ -103,34 +219,34 @@ class JobPersistence:
             )
             job.start()
 
-    def _record_status_change(self: JobManager, job: JobMaster, event: JobStatusChanged) -> None:
-        """Store the new status; a recovered job that got RUNNING (or ended) is recovered;
-        a finished job is archived and counts towards the retention."""
-        self._store("update_status", job.job_id, event.new_state, event.timestamp)
-        if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
-            self._recovering.discard(job.job_id)
-            self._store("end_recovery", job.job_id)
-        if job.status.is_terminal:
-            self._finished_at[job.job_id] = time.monotonic()
-            if job.status.is_globally_terminal and self.job_store is not None:
-                self._store("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
-                self._store("prune", *self._retention())
+    # -- finished jobs ---------------------------------------------------------------------------
 
-    def _retention(self: JobManager) -> tuple[int, float]:
+    def is_archived(self, job_id: str) -> bool:
+        """A job that ended in an earlier JobManager run (served from the store)."""
+        return job_id in self.archived
+
+    def archived_savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]] | None:
+        """The savepoint requests of a job that ended in an earlier run, as stored."""
+        if job_id not in self.archived or self.job_store is None:
+            return None
+        return self.job_store.savepoint_requests(job_id)
+
+    def _retention(self) -> tuple[int, float]:
         """(jobstore.max-capacity, the end time before which a finished job expires)."""
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        return self.config.get(cfg.JOBSTORE_MAX_CAPACITY), time.time() - expiration
+        expiration = self._config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
+        return self._config.get(cfg.JOBSTORE_MAX_CAPACITY), time.time() - expiration
 
-    def _expire_finished_jobs(self: JobManager) -> None:
-        expiration = self.config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
-        capacity = self.config.get(cfg.JOBSTORE_MAX_CAPACITY)
+    def expire_finished_jobs(self) -> None:
+        """Forget finished jobs past jobstore.expiration-time, or beyond jobstore.max-capacity."""
+        expiration = self._config.get_seconds(cfg.JOBSTORE_EXPIRATION_TIME)
+        capacity = self._config.get(cfg.JOBSTORE_MAX_CAPACITY)
         now = time.monotonic()
         while self._finished_at:
             job_id, finished = next(iter(self._finished_at.items()))
             if now - finished < expiration and len(self._finished_at) <= capacity:
                 break
             del self._finished_at[job_id]
-            self.jobs.pop(job_id, None)
+            self._host.remove_job(job_id)
         # Finished jobs of earlier JobManager runs (the store prunes its own rows likewise).
         capacity, ended_before = self._retention()
         for job_id in [j for j, r in self.archived.items() if r.ended_at is not None and r.ended_at < ended_before]:

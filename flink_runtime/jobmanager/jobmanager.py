@@ -2,19 +2,19 @@
 
 It plays the roles Flink splits into Dispatcher (accepts jobs, keeps finished ones
 queryable), ResourceManager (registers TaskManagers, watches their heartbeats, owns
-the slots) and hosts one JobMaster per running job, all inside one actor. The parts
-that read best alone have modules of their own:
+the slots) and hosts one JobMaster per running job, all inside one actor. It is an
+actor shell composed, by its constructor, of components that each own their state and
+see the JobManager only through a small Protocol of their module:
 
-  resource_manager.py  TaskManagers: registration, heartbeats, reconciliation, slots
-                       (a component the JobManager owns)
-  job_persistence.py   the job store: recovery of running jobs, retention of finished
-                       ones (a mixin of the JobManager)
-  operations.py        savepoints, stops and checkpoints on request, checkpoint
-                       statistics: what the REST API reaches (a mixin of the JobManager)
-  leadership.py        several JobManagers on one job store: leader election, fencing
-                       (a mixin of the JobManager)
-  checkpoint_retention.py  the end of a job: checkpoints kept or discarded, keyed
-                       state, staged output and partitions removed (a component)
+  resource_manager.py  ResourceManager: TaskManagers, heartbeats, reconciliation, slots
+  job_persistence.py   JobPersistence: the job store and its writer thread, recovery of
+                       running jobs, retention of finished ones (`archived`)
+  leadership.py        Leadership: several JobManagers on one job store: leader
+                       election, lease, store lock; tells the JobManager on grant/revoke
+  operations.py        JobOperations: savepoints, stops and checkpoints on request,
+                       checkpoint statistics: the gateway the REST API calls
+  checkpoint_retention.py  JobEndCleanup: the end of a job: checkpoints kept or
+                       discarded, keyed state, staged output and partitions removed
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from flink_runtime import __version__
@@ -36,8 +34,8 @@ from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.invokable import BUILTIN_INVOKABLES
-from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
@@ -47,9 +45,10 @@ from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
-from flink_runtime.jobmanager.leadership import JobManagerLeadership, store_idle_timeout
+from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
+from flink_runtime.jobmanager.task_fencing import TaskFencing
 from flink_runtime.jobmanager.task_reports import UnknownExecution
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -88,7 +87,7 @@ BLOB_CLEANUP_INTERVAL = 60.0
 STORE_LOCK_CHECK_INTERVAL = 5.0
 
 
-class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoint):
+class JobManager(RpcEndpoint):
     def __init__(self, config: Configuration, embedded: bool = False, cluster_secret: str = "") -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers.
         cluster_secret: the RPC's (a MiniCluster's own); by default the configured one, or
@@ -107,11 +106,12 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self.config = config
         # Fencing token of this run: tasks it deploys carry it back in every message.
         self.jobmanager_id = uuid.uuid4().hex
-        self._stale_jobmanagers: set[str] = set()  # logged once each
+        self.task_fencing = TaskFencing()  # refuses what tasks of other JobManager runs report
         self.started_at = time.time()
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
-        self.jobs: dict[str, JobMaster] = {}  # every job this JobManager knows, running or archived
-        self._finished_at: OrderedDict[str, float] = OrderedDict()
+        # Every job this JobManager knows, running or archived. Changed only here (add_job,
+        # remove_job, a revoke) and never rebound: JobOperations reads this very dict.
+        self.jobs: dict[str, JobMaster] = {}
         # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
         # the REST views here too (never mutated there).
         self.resource_manager = ResourceManager(self, config, self.cluster_secret)
@@ -127,14 +127,12 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         # job libraries from it.
         self.rest_url = ""
         url = config.raw(JOBSTORE_URL_KEY)
-        self.job_store = JobStore(str(url), idle_transaction_timeout=store_idle_timeout(config)) if url else None
-        self._store_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jobstore")
-        # Finished jobs of earlier JobManager runs, as the job store archived them.
-        self.archived: dict[str, JobRecord] = {}
-        # Jobs recovered in this run that have not reached RUNNING yet (job store: recovery_attempts).
-        self._recovering: set[str] = set()
+        job_store = JobStore(str(url), idle_transaction_timeout=store_idle_timeout(config)) if url else None
         # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
-        self._init_leadership(config)
+        self.leadership = Leadership(config, job_store, self)
+        self.persistence = JobPersistence(config, job_store, self, fencing_cluster=self.leadership.fencing_cluster)
+        # What the REST API calls for savepoints, stops, checkpoints and their statistics.
+        self.operations = JobOperations(self.jobs, self.persistence, self)
         # Alone in its process, the JobManager's own SparkSession (Hadoop paths) runs on
         # local[1]: it must not take a Spark cluster's cores from the TaskManagers. A
         # MiniCluster's JobManager shares the session its TaskManagers run on.
@@ -165,12 +163,10 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
             return self._spark_session
 
     def on_stop(self) -> None:
-        self.stop_leader_election()
+        self.leadership.stop()
         self.planner.close()
-        self._store_writer.shutdown(wait=True)
-        if self.job_store is not None:
-            self.job_store.close()
-        self.release_store_lock()
+        self.persistence.close()
+        self.leadership.release_store_lock()
         if self._spark_session is not None:
             self._spark_session = None
             release_session()
@@ -180,13 +176,13 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self.schedule_every(interval, self.resource_manager.send_heartbeats)
         self.schedule_every(min(interval, 1.0), self._check_timeouts)
         self.schedule_every(BLOB_CLEANUP_INTERVAL, self._expire_blobs)
-        if self._store_lock is not None and self._store_lock.can_be_lost:
-            self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.check_store_lock)
+        if self.leadership.store_lock_can_be_lost:
+            self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.leadership.check_store_lock)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
         if self.config.get(cfg.PLANNER_WARM_UP):
             self.planner.warm_up()
-        if self.job_store is not None and not self.high_availability:
-            self._recover_jobs()  # with standbys: once elected (leadership.py)
+        if self.persistence.enabled and not self.leadership.high_availability:
+            self.persistence.recover_jobs()  # with standbys: once elected (leadership_granted)
 
     def _expire_blobs(self) -> None:
         """Delete libraries no job refers to once blob.expiration-time passed since their
@@ -204,10 +200,10 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
 
     @handles(RegisterTaskManager)
     def on_register_task_manager(self, message: RegisterTaskManager) -> Message:
-        if not self.is_leader:
-            leader = self.known_leader
+        if not self.leadership.is_leader:
+            leader = self.leadership.known_leader
             return RefuseRegistration(
-                reason=f"JobManager {self.address} is a standby of cluster {self.cluster_id}; the leader is "
+                reason=f"JobManager {self.address} is a standby of cluster {self.leadership.cluster_id}; the leader is "
                 + (f"at {leader.rpc_address}" if leader is not None else "not elected yet")
             )
         return self.resource_manager.register_task_manager(message)
@@ -219,7 +215,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
 
     def _check_timeouts(self) -> None:
         self.resource_manager.check_timeouts()
-        self._expire_finished_jobs()
+        self.persistence.expire_finished_jobs()
 
     # -- the JobMasterGateway: slots and TaskManagers are the ResourceManager's ----------------------
 
@@ -264,7 +260,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         self.events.publish(event)
         for listener in self.status_listeners:
             listener(event)
-        self._record_status_change(job, event)
+        self.persistence.status_changed(job, event)
         if job.status.is_terminal:
             # Checkpoints as the retention says, then keyed state, staged output, partitions.
             self.job_end_cleanup.job_ended(job)
@@ -293,7 +289,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         if job_graph.job_id is None:
             job_graph.job_id = new_job_id()
         job_id = job_graph.job_id
-        if not self.is_leader:
+        if not self.leadership.is_leader:
             return JobSubmissionFailure(job_id=job_id, reason="this JobManager is a standby, not the leader")
         if job_id in self.jobs:
             return JobSubmissionFailure(job_id=job_id, reason=f"job {job_id} was already submitted", kind="duplicate")
@@ -302,13 +298,12 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
         except InvalidJobGraph as exc:
             return JobSubmissionFailure(job_id=job_id, reason=str(exc), kind="invalid")
         try:
-            job = JobMaster(job_graph, self, self.config)
+            job = self.new_job_master(job_graph)
         except ConfigurationError as exc:
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
-        self.jobs[job_id] = job
+        self.add_job(job)
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
-        if self.job_store is not None:
-            self._store("add_job", job_id, job_graph.name, job_graph.to_json(), time.time())
+        self.persistence.job_submitted(job_graph)
         self.job_end_cleanup.start_when_settled(job)
         return job.wait_until_running()
 
@@ -325,21 +320,7 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
     # -- messages from tasks: fenced by the JobManager that deployed them ------------------------
 
     def _stale_sender(self, message: FencedMessage) -> str | None:
-        """Why a task's message is refused: the task was deployed by another JobManager
-        (one that ran before this one, and whose job this one may have recovered)."""
-        if message.jobmanager_id == self.jobmanager_id:
-            return None
-        if message.jobmanager_id not in self._stale_jobmanagers:
-            self._stale_jobmanagers.add(message.jobmanager_id)
-            log.warning(
-                "Refusing messages of tasks deployed by JobManager %s (this is %s); their TaskManagers cancel them.",
-                message.jobmanager_id or "<none>",
-                self.jobmanager_id,
-            )
-        return (
-            f"FencingTokenException: execution {getattr(message, 'execution_id', '?')} was deployed by "
-            f"JobManager {message.jobmanager_id or '<none>'}, not by this JobManager ({self.jobmanager_id})"
-        )
+        return self.task_fencing.refusal(message, self.jobmanager_id)
 
     def _addressed_job(
         self, message: UpdateTaskExecutionState | RequestNextInputSplit | ScheduleOrUpdateConsumers
@@ -409,35 +390,74 @@ class JobManager(JobManagerLeadership, JobPersistence, JobOperations, RpcEndpoin
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
-        self._store("put_savepoint_request", job.job_id, request_id, status)
+        self.persistence.savepoint_request_changed(job.job_id, request_id, status)
 
     def checkpoint_completed(
         self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
     ) -> None:
-        """A checkpoint or savepoint of `job` completed: recorded in the job store, where the
-        checkpoints it subsumes are forgotten in the same transaction; their folders are
-        deleted after that commit (by the same writer thread), never before."""
+        """Recorded in the job store; the checkpoints it subsumes are deleted once that committed."""
+        self.persistence.checkpoint_completed(job.job_id, checkpoint_id, location, is_savepoint, size, subsumed)
 
-        def delete_subsumed() -> None:
-            for old in subsumed:
-                filesystem.filesystem_for(old).delete(old)
+    # -- the components' hosts: leadership (leadership.py), persistence (job_persistence.py) ------
 
-        if self.job_store is None:
-            if subsumed:
-                self.run_async(asyncio.to_thread(delete_subsumed))
-            return
-        self._store(
-            "add_checkpoint",
-            job.job_id,
-            checkpoint_id,
-            location,
-            is_savepoint,
-            time.time(),
-            size,
-            None,
-            subsumed,
-            then=delete_subsumed,
+    def leadership_granted(self, lease: LeaderLease) -> None:
+        # A fresh RPC fencing token: TaskManagers registered with an earlier leader (or
+        # with this JobManager's earlier leadership) refuse its messages and re-register.
+        self.jobmanager_id = uuid.uuid4().hex
+        self.persistence.fence(lease.token)
+        log.info(
+            "JobManager %s leads cluster %s (fencing token %d); recovering its jobs.",
+            self.jobmanager_id,
+            self.leadership.cluster_id,
+            lease.token,
         )
+        self.persistence.recover_jobs()
+
+    def leadership_revoked(self, token: int, reason: str) -> None:
+        reason = f"JobManager {self.jobmanager_id} lost the leadership (fencing token {token}): {reason}"
+        for job in list(self.jobs.values()):
+            job.suspend(reason)  # its SUSPENDED is written with the old token: refused if already taken
+        self.jobs.clear()
+        self.persistence.forget()
+        for task_manager_id in list(self.task_managers):
+            self.resource_manager.remove_task_manager(task_manager_id, "the JobManager is a standby now", expected=True)
+        self.jobmanager_id = uuid.uuid4().hex  # whatever tasks still report is refused
+        self.persistence.fence(None)
+        log.warning("%s; standing by.", reason)
+
+    def new_job_master(self, job_graph: JobGraph) -> JobMaster:
+        return JobMaster(job_graph, self, self.config)
+
+    def add_job(self, job: JobMaster) -> None:
+        self.jobs[job.job_id] = job
+
+    def remove_job(self, job_id: str) -> None:
+        self.jobs.pop(job_id, None)
+
+    # -- read by REST, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) -----------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leadership.is_leader
+
+    @property
+    def known_leader(self) -> LeaderLease | None:
+        return self.leadership.known_leader
+
+    @property
+    def cluster_id(self) -> str:
+        return self.leadership.cluster_id
+
+    def leader_view(self) -> dict[str, Any]:
+        return self.leadership.view()
+
+    def start_leader_election(self) -> None:
+        self.leadership.start()
+
+    @property
+    def archived(self) -> dict[str, JobRecord]:
+        """Finished jobs of earlier JobManager runs, as the job store archived them."""
+        return self.persistence.archived
 
     # -- views for the REST API (read on the same event loop, never mutated there) -----------------
 

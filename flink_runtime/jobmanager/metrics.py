@@ -20,15 +20,29 @@ import math
 import re
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sized
+from typing import TYPE_CHECKING, Protocol
 
 from flink_runtime.executiongraph import ExecutionVertex, JobStatus, subtask_io_metrics
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.scheduler.slotpool import SlotPool
 
 Metrics = dict[str, float]
+
+
+class ClusterState(Protocol):
+    """What the JobManager scope's metrics read (the JobManager has it)."""
+
+    @property
+    def jobs(self) -> Mapping[str, JobMaster]: ...
+    @property
+    def task_managers(self) -> Sized: ...
+    @property
+    def slot_pool(self) -> SlotPool: ...
+    @property
+    def started_at(self) -> float: ...
 
 
 # What a TaskManager may report: Flink-style dotted names (they become Prometheus names,
@@ -49,7 +63,7 @@ def reported_taskmanager_metrics(reported: Metrics) -> Metrics:
     return kept
 
 
-def jobmanager_metrics(jobmanager: JobManager) -> Metrics:
+def jobmanager_metrics(jobmanager: ClusterState) -> Metrics:
     running = sum(1 for job in jobmanager.jobs.values() if not job.status.is_globally_terminal)
     return {
         "numRegisteredTaskManagers": len(jobmanager.task_managers),

@@ -14,14 +14,15 @@ AsynchronousOperationResult (operation_requests.py):
   {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"class": "...", "stack-trace": "..."}}}
 and raises JobNotFound or RequestNotFound for an unknown job or request id.
 
-`JobOperations` is part of the JobManager (a mixin: it shares its jobs and runs in its
-mailbox like the rest of it).
+`JobOperations` is the gateway the REST layer calls (`jobmanager.operations`): it reads
+the JobManager's jobs, asks the job persistence about jobs of earlier runs, and runs
+each trigger inside the JobManager's mailbox (a `Mailbox`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flink_runtime.checkpoint.coordinator import CheckpointFailure
 from flink_runtime.executiongraph.states import JobStatus
@@ -35,30 +36,52 @@ from flink_runtime.jobmanager.errors import (
 from flink_runtime.jobmanager.operation_requests import OperationRequests
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
+
+T = TypeVar("T")
+
+
+class Mailbox(Protocol):
+    """Where the operations run: the JobManager's mailbox (jobs change only there)."""
+
+    async def call_in_mailbox(self, function: Callable[..., T], *args: Any, timeout: float | None = None) -> T: ...
+
+
+class ArchivedJobs(Protocol):
+    """Jobs that ended in an earlier JobManager run (job_persistence.py)."""
+
+    def is_archived(self, job_id: str) -> bool: ...
+    def archived_savepoint_requests(self, job_id: str) -> Mapping[str, dict[str, Any]] | None: ...
 
 
 class JobOperations:
     """Savepoints, stops and checkpoints on request; checkpoint statistics."""
 
+    def __init__(self, jobs: Mapping[str, JobMaster], archive: ArchivedJobs, mailbox: Mailbox) -> None:
+        """jobs: the JobManager's (read here, changed only by the JobManager)."""
+        self._jobs = jobs
+        self._archive = archive
+        self._mailbox = mailbox
+
     async def trigger_savepoint(
-        self: JobManager, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
+        self, job_id: str, target_directory: str | None, cancel_job: bool, trigger_id: str | None = None
     ) -> str:
-        return await self.call_in_mailbox(
+        return await self._mailbox.call_in_mailbox(
             self._savepoint_request, job_id, "trigger", target_directory, cancel_job, trigger_id
         )
 
     async def stop_with_savepoint(
-        self: JobManager, job_id: str, target_directory: str | None, drain: bool, trigger_id: str | None = None
+        self, job_id: str, target_directory: str | None, drain: bool, trigger_id: str | None = None
     ) -> str:
-        return await self.call_in_mailbox(self._savepoint_request, job_id, "stop", target_directory, drain, trigger_id)
+        return await self._mailbox.call_in_mailbox(
+            self._savepoint_request, job_id, "stop", target_directory, drain, trigger_id
+        )
 
-    async def trigger_checkpoint(self: JobManager, job_id: str, trigger_id: str | None = None) -> str:
-        return await self.call_in_mailbox(self._checkpoint_request, job_id, trigger_id)
+    async def trigger_checkpoint(self, job_id: str, trigger_id: str | None = None) -> str:
+        return await self._mailbox.call_in_mailbox(self._checkpoint_request, job_id, trigger_id)
 
     def _savepoint_request(
-        self: JobManager, job_id: str, kind: str, target_directory: str | None, flag: bool, trigger_id: str | None
+        self, job_id: str, kind: str, target_directory: str | None, flag: bool, trigger_id: str | None
     ) -> str:
         """One savepoint or stop at a time per job (each copies the job's state; 200 at
         once would fill the disk)."""
@@ -74,7 +97,7 @@ class JobOperations:
         except CheckpointFailure as exc:
             raise InvalidRequest(str(exc)) from None
 
-    def _checkpoint_request(self: JobManager, job_id: str, trigger_id: str | None) -> str:
+    def _checkpoint_request(self, job_id: str, trigger_id: str | None) -> str:
         """One checkpoint request at a time per job; periodic checkpoints go on meanwhile.
         Not while the job stops with a savepoint or publishes its output at its end: a
         checkpoint then would record unread input as read."""
@@ -93,64 +116,65 @@ class JobOperations:
             raise InvalidRequest(str(exc)) from None
 
     def _known_request(
-        self: JobManager, job_id: str, trigger_id: str | None, requests: Callable[[JobMaster], OperationRequests]
+        self, job_id: str, trigger_id: str | None, requests: Callable[[JobMaster], OperationRequests]
     ) -> str | None:
         """A retry of a request the job knows (same triggerId): the same request id."""
-        job = self.jobs.get(job_id)
+        job = self._jobs.get(job_id)
         if job is not None and trigger_id is not None and trigger_id in requests(job):
             return trigger_id
         return None
 
-    def _running_job(self: JobManager, job_id: str, action: str) -> JobMaster:
-        job = self.jobs.get(job_id)
+    def _running_job(self, job_id: str, action: str) -> JobMaster:
+        job = self._jobs.get(job_id)
         if job is None:
             raise JobNotFound(f"Job {job_id} not found.")
         if job.status is not JobStatus.RUNNING:
             raise JobNotRunning(f"Cannot {action} job {job_id}: it is {job.status.value}, not RUNNING.")
         return job
 
-    def savepoint_status(self: JobManager, job_id: str, request_id: str) -> dict[str, Any]:
-        job = self.jobs.get(job_id)
+    def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
+        job = self._jobs.get(job_id)
         if job is not None:
             requests = job.savepoint_requests
-        elif job_id in self.archived and self.job_store is not None:  # ended in an earlier run
-            requests = self.job_store.savepoint_requests(job_id)
-        else:
-            raise JobNotFound(f"Job {job_id} not found.")
+        else:  # ended in an earlier run, or unknown
+            archived = self._archive.archived_savepoint_requests(job_id)
+            if archived is None:
+                raise JobNotFound(f"Job {job_id} not found.")
+            requests = archived
         status = requests.get(request_id)
         if status is None:
             raise RequestNotFound(f"No savepoint request {request_id} for job {job_id}.")
         return status
 
-    def checkpoint_status(self: JobManager, job_id: str, request_id: str) -> dict[str, Any]:
+    def checkpoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         status = self._live_job(job_id, "checkpoint requests").checkpoint_requests.get(request_id)
         if status is None:
             raise RequestNotFound(f"There is no checkpoint operation with triggerId={request_id} for job {job_id}.")
         return status
 
-    def checkpoint_stats(self: JobManager, job_id: str) -> dict[str, Any]:
+    def checkpoint_stats(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/checkpoints (Flink's CheckpointingStatistics). Every job here can
         take savepoints and checkpoints on request, so every job answers (Flink answers
         404 for a job that has no checkpoint coordinator at all, a batch job)."""
         return self._live_job(job_id, "checkpoint statistics").coordinator.statistics()
 
-    def checkpoint_details(self: JobManager, job_id: str, checkpoint_id: int) -> dict[str, Any]:
+    def checkpoint_details(self, job_id: str, checkpoint_id: int) -> dict[str, Any]:
         details = self._live_job(job_id, "checkpoint statistics").coordinator.stats.details(checkpoint_id)
         if details is None:
             raise RequestNotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
         return details
 
-    def checkpoint_config(self: JobManager, job_id: str) -> dict[str, Any]:
+    def checkpoint_config(self, job_id: str) -> dict[str, Any]:
         return self._live_job(job_id, "checkpoint configuration").coordinator.configuration()
 
-    def _live_job(self: JobManager, job_id: str, what: str) -> JobMaster:
+    def _live_job(self, job_id: str, what: str) -> JobMaster:
         """A job this JobManager runs or ran. A job that ended before a JobManager restart
         is served from the job store, which keeps its checkpoints but not their
         statistics, nor its checkpoint requests."""
-        job = self.jobs.get(job_id)
+        job = self._jobs.get(job_id)
         if job is not None:
             return job
-        if job_id in self.archived:
+        if self._archive.is_archived(job_id):
             raise RequestNotFound(
                 f"Job {job_id} ended before the JobManager restarted; its {what} are not kept across restarts."
             )

@@ -7,7 +7,8 @@ Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answe
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.executiongraph import (
     TASK_COUNT_KEYS,
@@ -25,8 +26,15 @@ from flink_runtime.scheduler.restart import restart_strategy
 from flink_runtime.security import masked_config
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
+
+
+class TaskManagerRegistry(Protocol):
+    """Where a subtask runs (the JobManager's registered TaskManagers)."""
+
+    @property
+    def task_managers(self) -> Mapping[str, RegisteredTaskManager]: ...
 
 
 def _ms(seconds: float | None) -> int:
@@ -177,7 +185,7 @@ def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
     }
 
 
-def vertex_subtasks(jobmanager: JobManager, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
+def vertex_subtasks(jobmanager: TaskManagerRegistry, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
     """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
     subtasks = []
     for vertex in ejv.task_vertices:

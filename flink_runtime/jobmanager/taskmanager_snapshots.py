@@ -7,11 +7,22 @@ it holds now, and the JVM metrics its heartbeats carry (taskmanager/system_metri
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
+    from flink_runtime.scheduler.slotpool import SlotPool
+
+
+class SlotsAndJobs(Protocol):
+    """What these snapshots read of the JobManager: the slot pool and the jobs."""
+
+    @property
+    def jobs(self) -> Mapping[str, JobMaster]: ...
+    @property
+    def slot_pool(self) -> SlotPool: ...
 
 
 def _resource(cpu: float, heap_mb: float) -> dict[str, Any]:
@@ -46,7 +57,7 @@ def _memory_configuration(resources: dict[str, float]) -> dict[str, int]:
     }
 
 
-def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+def taskmanager_info(jobmanager: SlotsAndJobs, registration: RegisteredTaskManager) -> dict[str, Any]:
     """GET /taskmanagers (each) with Flink's TaskManagerInfo fields: what a TaskManager
     reports when it registers (slots, cores, memory of the machine, of its process and of
     its Spark JVM), the slots in use and the tasks it runs."""
@@ -79,7 +90,7 @@ def taskmanager_info(jobmanager: JobManager, registration: RegisteredTaskManager
     }
 
 
-def taskmanager_details(jobmanager: JobManager, registration: RegisteredTaskManager) -> dict[str, Any]:
+def taskmanager_details(jobmanager: SlotsAndJobs, registration: RegisteredTaskManager) -> dict[str, Any]:
     """GET /taskmanagers/:id: the TaskManagerInfo, the slots its jobs hold, and Flink's
     JVM metrics from what its heartbeats reported."""
     tm_id = registration.task_manager_id

@@ -53,6 +53,11 @@ class Pipeline:
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, parallelism={self.parallelism})"
 
+    @property
+    def nodes(self) -> list[Node]:
+        """The operators recorded so far, in the order they were called."""
+        return list(self._nodes)
+
     # -- sources ----------------------------------------------------------------------
 
     def read_text(

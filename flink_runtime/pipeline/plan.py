@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 
 class Kind(enum.Enum):
@@ -48,3 +48,16 @@ class Node:
     @property
     def display_name(self) -> str:
         return self.name if self.name is not None else self.label
+
+
+class LogicalPlan(Protocol):
+    """A Pipeline as `translate` reads it: its settings and the nodes recorded so far."""
+
+    name: str
+    parallelism: int
+    chaining: bool
+    config: dict[str, Any]
+    libraries: list[str]
+
+    @property
+    def nodes(self) -> list[Node]: ...

@@ -24,21 +24,18 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner, new_job_id
 from flink_runtime.jobgraph.validation import validate_job_graph
 from flink_runtime.operators.aggregates import can_combine
-from flink_runtime.pipeline.plan import Kind, Node
-
-if TYPE_CHECKING:
-    from flink_runtime.pipeline.pipeline import Pipeline
+from flink_runtime.pipeline.plan import Kind, LogicalPlan, Node
 
 INVOKABLE = "spark"
 MAX_VERTEX_NAME = 256
 
 
-def translate(pipeline: Pipeline, job_id: str | None = None) -> JobGraph:
+def translate(pipeline: LogicalPlan, job_id: str | None = None) -> JobGraph:
     """The validated JobGraph of the pipeline's operators that lead to a sink."""
     nodes = _leading_to_sinks(pipeline)
     # How many operators read each node's output; a node read twice (even by one join)
@@ -52,9 +49,9 @@ def translate(pipeline: Pipeline, job_id: str | None = None) -> JobGraph:
     return graph
 
 
-def _leading_to_sinks(pipeline: Pipeline) -> list[Node]:
+def _leading_to_sinks(pipeline: LogicalPlan) -> list[Node]:
     """The nodes some sink depends on, in creation (hence topological) order."""
-    sinks = [node for node in pipeline._nodes if node.kind is Kind.SINK]
+    sinks = [node for node in pipeline.nodes if node.kind is Kind.SINK]
     if not sinks:
         raise ValueError(
             f"Pipeline {pipeline.name!r} has no sink, so it would compute nothing; "
@@ -96,7 +93,7 @@ class _Vertex:
 
 
 class _Builder:
-    def __init__(self, pipeline: Pipeline, consumers: Counter[Node]) -> None:
+    def __init__(self, pipeline: LogicalPlan, consumers: Counter[Node]) -> None:
         self._pipeline = pipeline
         self._consumers = consumers
         self._graph = JobGraph(

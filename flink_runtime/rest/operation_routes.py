@@ -123,7 +123,9 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def trigger_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), SavepointTriggerRequest)
-        request_id = await jobmanager.trigger_savepoint(job_id, body.target_directory, body.cancel_job, body.trigger_id)
+        request_id = await jobmanager.operations.trigger_savepoint(
+            job_id, body.target_directory, body.cancel_job, body.trigger_id
+        )
         return {"request-id": request_id}
 
     @router.get(
@@ -132,7 +134,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses=_UNKNOWN_JOB,
     )
     async def savepoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
-        return operation_result(jobmanager.savepoint_status(job_id, triggerid))
+        return operation_result(jobmanager.operations.savepoint_status(job_id, triggerid))
 
     @router.post(
         "/jobs/{job_id}/stop",
@@ -143,7 +145,9 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def stop_with_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), StopWithSavepointRequest)
-        request_id = await jobmanager.stop_with_savepoint(job_id, body.target_directory, body.drain, body.trigger_id)
+        request_id = await jobmanager.operations.stop_with_savepoint(
+            job_id, body.target_directory, body.drain, body.trigger_id
+        )
         return {"request-id": request_id}
 
     @router.post(
@@ -155,16 +159,16 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def trigger_checkpoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), CheckpointTriggerRequest)
-        return {"request-id": await jobmanager.trigger_checkpoint(job_id, body.trigger_id)}
+        return {"request-id": await jobmanager.operations.trigger_checkpoint(job_id, body.trigger_id)}
 
     @router.get("/jobs/{job_id}/checkpoints", summary="Checkpoint statistics of a job", responses=_UNKNOWN_JOB)
     async def checkpoint_stats(job_id: str) -> dict[str, Any]:
-        return jobmanager.checkpoint_stats(job_id)
+        return jobmanager.operations.checkpoint_stats(job_id)
 
     # Before /checkpoints/{triggerid}, which would take "config" for a trigger id.
     @router.get("/jobs/{job_id}/checkpoints/config", summary="Checkpointing configuration of a job")
     async def checkpoint_config(job_id: str) -> dict[str, Any]:
-        return jobmanager.checkpoint_config(job_id)
+        return jobmanager.operations.checkpoint_config(job_id)
 
     @router.get(
         "/jobs/{job_id}/checkpoints/details/{checkpoint_id}",
@@ -172,7 +176,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses={404: {"description": "Unknown job, or a checkpoint not in the job's statistics."}},
     )
     async def checkpoint_details(job_id: str, checkpoint_id: int) -> dict[str, Any]:
-        return jobmanager.checkpoint_details(job_id, checkpoint_id)
+        return jobmanager.operations.checkpoint_details(job_id, checkpoint_id)
 
     @router.get(
         "/jobs/{job_id}/checkpoints/{triggerid}",
@@ -180,6 +184,6 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses=_UNKNOWN_JOB,
     )
     async def checkpoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
-        return operation_result(jobmanager.checkpoint_status(job_id, triggerid))
+        return operation_result(jobmanager.operations.checkpoint_status(job_id, triggerid))
 
     return router

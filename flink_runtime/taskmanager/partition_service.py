@@ -8,9 +8,9 @@ below stay well under. A consumer asks for the file list of its subpartition, th
 for each file one slice at a time (MAX_CHUNK_BYTES), appending each to its local copy:
 memory stays bounded whatever the partition's size.
 
-`PartitionService` is the server side, a mixin of the TaskExecutor (as LogService):
-its reads run on worker threads, never in the mailbox. It answers consumers (one
-subpartition each) and the JobManager, which copies whole partitions into a savepoint
+`PartitionService` is a component of the TaskExecutor: the server side, whose reads
+run on worker threads, never in the mailbox. It answers consumers (one subpartition
+each) and the JobManager, which copies whole partitions into a savepoint
 (checkpoint/served_partitions.py). `fetch_remote_inputs` is the consumers' client
 side, run in a task's thread before its invokable starts (io/partition_files.py says
 what is fetched and where it goes; shuffle/partition_client.py copies it).
@@ -19,21 +19,29 @@ what is fetched and where it goes; shuffle/partition_client.py copies it).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
 from flink_runtime.io import partition_files as pf
-from flink_runtime.io.partitions import PartitionNotFoundError
+from flink_runtime.io.partitions import (
+    InvalidDataNamespace,
+    PartitionNotFoundError,
+    release_job_partitions,
+    validate_namespace,
+)
 from flink_runtime.jobgraph.jobgraph import Partitioner
-from flink_runtime.rpc.endpoint import handles
 from flink_runtime.rpc.messages import (
     InputGateDeploymentDescriptor,
     PartitionFileChunk,
     PartitionFiles,
     PartitionRequestRefused,
+    ReleasePartitions,
     RequestPartitionFile,
     RequestPartitionFiles,
     RequestSubpartitionFiles,
@@ -41,32 +49,70 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
 )
 from flink_runtime.shuffle.partition_client import Ask, answer, fetch_files
+from flink_runtime.taskmanager.task import FetchInputs
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Runs a blocking read off the mailbox (asyncio.to_thread; a test may run it inline).
+RunInThread = Callable[..., Awaitable[Any]]
 
 
 class PartitionService:
-    """The TaskExecutor's answers to RequestSubpartitionFiles and RequestPartitionFile."""
+    """The partitions this TaskManager produced: served to consumers and the JobManager
+    (RequestSubpartitionFiles, RequestPartitionFiles, RequestPartitionFile), released
+    when the JobManager says so, and the fetching of a task's inputs produced elsewhere.
 
-    data_dir: str
+    Owns the data directory's partitions and how they are served (`serving`: network
+    or shared, io/partition_files.py)."""
 
-    @handles(RequestSubpartitionFiles)
-    def _on_request_subpartition_files(
+    def __init__(self, data_dir: str, serving: str, run_in_thread: RunInThread = asyncio.to_thread) -> None:
+        self.data_dir = data_dir
+        self.serving = serving
+        self._run_in_thread = run_in_thread
+
+    @classmethod
+    def from_configuration(cls, config: Configuration, data_dir: str) -> PartitionService:
+        try:
+            # network: this TaskManager serves the partitions it produces, and fetches
+            # those produced elsewhere.
+            serving = pf.serving_mode(config.get(cfg.PARTITION_SERVING), data_dir)
+        except ValueError as exc:
+            raise cfg.ConfigurationError(str(exc)) from None
+        return cls(data_dir, serving)
+
+    # -- the server's side (reads run on worker threads, never in the mailbox) -----------------
+
+    def subpartition_files(
         self, message: RequestSubpartitionFiles
     ) -> Awaitable[SubpartitionFiles | PartitionRequestRefused]:
-        return asyncio.to_thread(list_subpartition, self.data_dir, message)
+        return self._run_in_thread(list_subpartition, self.data_dir, message)
 
-    @handles(RequestPartitionFiles)
-    def _on_request_partition_files(
-        self, message: RequestPartitionFiles
-    ) -> Awaitable[PartitionFiles | PartitionRequestRefused]:
-        return asyncio.to_thread(list_partition, self.data_dir, message)
+    def partition_files(self, message: RequestPartitionFiles) -> Awaitable[PartitionFiles | PartitionRequestRefused]:
+        return self._run_in_thread(list_partition, self.data_dir, message)
 
-    @handles(RequestPartitionFile)
-    def _on_request_partition_file(
-        self, message: RequestPartitionFile
-    ) -> Awaitable[PartitionFileChunk | PartitionRequestRefused]:
-        return asyncio.to_thread(read_partition_file, self.data_dir, message)
+    def partition_file(self, message: RequestPartitionFile) -> Awaitable[PartitionFileChunk | PartitionRequestRefused]:
+        return self._run_in_thread(read_partition_file, self.data_dir, message)
+
+    def release(self, message: ReleasePartitions) -> Awaitable[Any] | None:
+        """Delete a job's (or data namespace's) partitions; None if the namespace is invalid."""
+        namespace = message.data_namespace or message.job_id
+        try:
+            validate_namespace(namespace)
+        except InvalidDataNamespace as exc:
+            log.warning("ReleasePartitions ignored: %s", exc)
+            return None
+        return self._run_in_thread(release_job_partitions, self.data_dir, namespace)
+
+    # -- the consumer's side ---------------------------------------------------------------------
+
+    def input_fetcher(self, own_address: str, ask: Ask) -> FetchInputs | None:
+        """How a task (in its thread) fetches its inputs produced on other TaskManagers;
+        None when partitions are not served over the network (the data directory is shared)."""
+        if self.serving != pf.NETWORK:
+            return None
+        data_dir = self.data_dir
+        return lambda descriptor: fetch_remote_inputs(descriptor, own_address, data_dir, ask)
 
 
 def list_subpartition(data_dir: str, request: RequestSubpartitionFiles) -> SubpartitionFiles | PartitionRequestRefused:

@@ -103,6 +103,9 @@ class Task:
     def start(self) -> None:
         self.thread.start()
 
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
     # -- cancellation (called from the TaskExecutor's loop thread) ---------------------------
 
     def cancel(self) -> None:

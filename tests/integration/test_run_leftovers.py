@@ -16,6 +16,7 @@ import psutil
 import pytest
 
 from tests.conftest import PROJECT_ROOT
+from tests.helpers.leftovers import GRACE_ENV
 
 pytestmark = pytest.mark.integration  # a whole pytest run in a process of its own
 
@@ -40,7 +41,8 @@ def run_pytest(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
+        # Its leaked process is a plain sleeper, not a JVM: 1 s of grace is plenty.
+        env={**os.environ, "PYTHONPATH": PROJECT_ROOT, GRACE_ENV: "1"},
     )
 
 

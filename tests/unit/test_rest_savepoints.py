@@ -35,6 +35,7 @@ class StubJobManager:
         self.blob_store = BlobStore(blob_dir)
         self.calls: list[tuple[Any, ...]] = []
         self.statuses: dict[str, dict[str, Any]] = {REQUEST_ID: {"status": {"id": "IN_PROGRESS"}}}
+        self.operations = self  # the JobManager's operations gateway (jobmanager/operations.py), stubbed here too
 
     def _check_running(self, job_id: str) -> None:
         if job_id == OTHER_JOB:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.registration import NextAttempt, retrying
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
@@ -33,6 +34,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
+from tests.unit.taskexecutor_fakes import FakeTask
 
 ACCEPTED = AcknowledgeRegistration(registration_id="r", jobmanager_id="jm")
 # A TaskExecutor's RPC is always CURVE; the fake JobManager holds the same secret.
@@ -207,3 +209,35 @@ async def test_commands_of_another_jobmanager_are_ignored(tmp_path: Path, endpoi
     while (tmp_path / job_id).exists() and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert not (tmp_path / job_id).exists()
+
+
+async def test_tasks_come_from_create_task_and_are_cancelled_when_the_jobmanager_goes_silent(
+    tmp_path: Path, endpoints: list[RpcEndpoint]
+) -> None:
+    """`create_task` is the one place a descriptor becomes a task (a simulation swaps it);
+    the JobManager connection's news reach the task table through the TaskExecutor."""
+    jobmanager = await start(endpoints, FakeJobManager())
+    overrides = {"heartbeat.interval": "100 ms", "heartbeat.timeout": "300 ms"}
+    tm = taskexecutor(tmp_path, jobmanager, **overrides)
+    made: list[FakeTask] = []
+
+    def create_task(descriptor: TaskDeploymentDescriptor) -> FakeTask:
+        made.append(FakeTask(descriptor, report=tm.task_table.report_from_task_thread))
+        return made[-1]
+
+    tm.create_task = create_task  # type: ignore[method-assign]
+    await start(endpoints, tm)
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+    submitted = await jobmanager.rpc.ask(tm.address, SubmitTask(descriptor=noop_task("exec-1")), 2.0)
+    assert submitted == TaskOperationResult(execution_id="exec-1", success=True)
+    assert [task.execution_id for task in made] == ["exec-1"] and made[0].started
+    await asyncio.to_thread(made[0].report, ExecutionState.RUNNING)
+    deadline = time.monotonic() + 5.0
+    while not jobmanager.updates and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert [(update.execution_id, update.state) for update in jobmanager.updates] == [("exec-1", "RUNNING")]
+
+    deadline = time.monotonic() + 5.0  # the fake JobManager sends no heartbeats
+    while not made[0].cancelled and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert made[0].cancelled, "the tasks of a lost JobManager are cancelled"

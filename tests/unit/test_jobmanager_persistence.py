@@ -1,0 +1,222 @@
+"""The JobManager's JobPersistence component, built alone: a fake host (the JobManager's
+side: its job registry and JobMaster factory) and fake JobMasters, on a real SQLite job
+store. Its writes run on its own writer thread; each test awaits them (`settle`)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.checkpoint.progress import SAVEPOINT_PATH_KEY
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
+from flink_runtime.jobmanager import job_persistence
+from flink_runtime.jobmanager.job_persistence import JobPersistence
+from flink_runtime.jobmanager.jobstore import JobStore
+from flink_runtime.rpc.messages import JobStatusChanged
+
+JOB = "0123456789abcdef0123456789abcdef"
+OTHER = "fedcba9876543210fedcba9876543210"
+
+
+def graph(job_id: str = JOB) -> JobGraph:
+    return JobGraph(name="numbers", job_id=job_id, vertices=[JobVertex(id="v1", name="source", invokable="noop")])
+
+
+class FakeCoordinator:
+    def __init__(self) -> None:
+        self.resumed: tuple[list[int], list[str]] | None = None
+
+    def resume_after(self, checkpoint_ids: list[int], locations: list[str]) -> None:
+        self.resumed = (checkpoint_ids, locations)
+
+
+class FakeSavepointRequests:
+    def __init__(self) -> None:
+        self.restored: dict[str, Any] | None = None
+
+    def restore(self, stored: dict[str, Any]) -> None:
+        self.restored = stored
+
+
+class FakeJob:
+    """A JobMaster as the persistence sees it."""
+
+    def __init__(self, job_graph: JobGraph) -> None:
+        assert job_graph.job_id is not None
+        self.job_id = job_graph.job_id
+        self.job_graph = job_graph
+        self.status = JobStatus.INITIALIZING
+        self.data_namespace = ""
+        self.coordinator = FakeCoordinator()
+        self.savepoint_requests = FakeSavepointRequests()
+        self.started = False
+        self.given_up: str | None = None
+
+    def start(self) -> None:
+        self.started = True
+
+    def give_up_recovery(self, reason: str) -> None:
+        self.given_up = reason
+
+
+class FakeHost:
+    def __init__(self) -> None:
+        self.jobs: dict[str, FakeJob] = {}
+        self.removed: list[str] = []
+        self._pending: list[asyncio.Future[Any]] = []
+
+    def run_async(self, awaitable: Any, on_done: Any = None) -> Any:
+        future = asyncio.ensure_future(awaitable)
+        self._pending.append(future)
+        return future
+
+    def new_job_master(self, job_graph: JobGraph) -> FakeJob:
+        return FakeJob(job_graph)
+
+    def add_job(self, job: FakeJob) -> None:
+        self.jobs[job.job_id] = job
+
+    def remove_job(self, job_id: str) -> None:
+        self.removed.append(job_id)
+        self.jobs.pop(job_id, None)
+
+    async def settle(self) -> None:
+        """Wait for every write handed to the writer thread so far."""
+        while self._pending:
+            await self._pending.pop(0)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[JobStore]:
+    with JobStore(f"sqlite:///{tmp_path / 'jobstore.db'}") as job_store:
+        yield job_store
+
+
+@pytest.fixture(autouse=True)
+def snapshots_of_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What is archived of a job is snapshots.py's (tested with REST); a fake job's is this."""
+    monkeypatch.setattr(job_persistence.snapshots, "job_details", lambda job: {"jid": job.job_id, "state": "X"})
+    monkeypatch.setattr(job_persistence.snapshots, "job_exceptions", lambda job: {"root-exception": None})
+
+
+def changed(job: FakeJob, status: JobStatus, at: float = 1000.0) -> JobStatusChanged:
+    job.status = status
+    return JobStatusChanged(job_id=job.job_id, old_state="", new_state=status.value, timestamp=at)
+
+
+async def test_recovery_restarts_running_jobs_from_their_latest_checkpoint(store: JobStore) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    store.update_status(JOB, "RUNNING", 2.0)
+    store.add_checkpoint(JOB, 1, "/cp/chk-1", False, 3.0, 10, None, [])
+    store.add_checkpoint(JOB, 2, "/cp/sp-2", True, 4.0, 10, None, [])
+    store.put_savepoint_request(JOB, "r1", {"status": {"id": "COMPLETED"}, "operation": {"location": "/cp/sp-2"}})
+    store.add_job(OTHER, "done", graph(OTHER).to_json(), 1.0)
+    store.update_status(OTHER, "FINISHED", time.time())  # within jobstore.expiration-time
+    store.archive(OTHER, {"jid": OTHER}, {})
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+
+    persistence.recover_jobs()
+
+    job = host.jobs[JOB]
+    assert job.started and job.given_up is None
+    assert job.job_graph.config[SAVEPOINT_PATH_KEY] == "/cp/sp-2"  # the latest, savepoint or not
+    assert job.coordinator.resumed == ([1, 2], ["/cp/chk-1"])  # ids go on after 2; savepoints are not its own
+    assert job.data_namespace.startswith(f"{JOB}/run-")  # a fresh namespace for this run's data
+    assert job.savepoint_requests.restored == {"r1": store.savepoint_requests(JOB)["r1"]}
+    assert OTHER not in host.jobs and persistence.is_archived(OTHER)
+    assert persistence.archived_savepoint_requests(OTHER) == {}
+    assert persistence.archived_savepoint_requests("unknown") is None
+
+    # RUNNING again: the recovery is over, and counts from 0 next time.
+    persistence.status_changed(job, changed(job, JobStatus.RUNNING))  # type: ignore[arg-type]
+    await host.settle()
+    assert store.begin_recovery(JOB) == 1
+    persistence.close()
+
+
+async def test_a_job_recovered_too_often_is_given_up(store: JobStore) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    config = Configuration({"jobmanager.recovery.max-attempts": 2})
+    for _ in range(2):
+        store.begin_recovery(JOB)  # two JobManagers died recovering it
+    host = FakeHost()
+    JobPersistence(config, store, host).recover_jobs()
+    job = host.jobs[JOB]
+    assert not job.started
+    assert job.given_up is not None and "recovered 2 times and never reached RUNNING" in job.given_up
+
+
+async def test_a_finished_job_is_archived(store: JobStore) -> None:
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+    job = FakeJob(graph())
+    host.add_job(job)
+    persistence.job_submitted(job.job_graph)
+    persistence.status_changed(job, changed(job, JobStatus.FINISHED, at=time.time()))  # type: ignore[arg-type]
+    await host.settle()
+    record = store.job(JOB)
+    assert record is not None and record.status == "FINISHED" and record.details == {"jid": JOB, "state": "X"}
+    persistence.expire_finished_jobs()
+    assert host.removed == []  # queryable for jobstore.expiration-time (an hour)
+    persistence.close()
+
+
+async def test_a_finished_job_expires_in_memory_and_in_the_store(store: JobStore) -> None:
+    host = FakeHost()
+    persistence = JobPersistence(Configuration({"jobstore.expiration-time": "0 s"}), store, host)
+    job = FakeJob(graph())
+    host.add_job(job)
+    persistence.job_submitted(job.job_graph)
+    persistence.status_changed(job, changed(job, JobStatus.CANCELED, at=time.time() - 1))  # type: ignore[arg-type]
+    await host.settle()
+    assert store.job(JOB) is None  # archived, then pruned in the same writer thread
+    persistence.expire_finished_jobs()
+    assert host.removed == [JOB] and JOB not in host.jobs
+    persistence.close()
+
+
+async def test_a_standby_writes_nothing_until_fenced_with_its_token(store: JobStore) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
+    job = FakeJob(graph())
+    persistence.status_changed(job, changed(job, JobStatus.RUNNING))  # type: ignore[arg-type]
+    await host.settle()  # refused (logged), not made
+    record = store.job(JOB)
+    assert record is not None and record.status != "RUNNING"
+    persistence.forget()
+    assert persistence.archived == {}
+
+
+async def test_without_a_store_subsumed_checkpoints_are_still_deleted(tmp_path: Path) -> None:
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), None, host)
+    old = tmp_path / "chk-1"
+    old.mkdir()
+    (old / "state").write_text("x")
+    persistence.checkpoint_completed(JOB, 2, str(tmp_path / "chk-2"), False, 1, [str(old)])
+    persistence.savepoint_request_changed(JOB, "r1", {})  # nothing to keep it in: a no-op
+    await host.settle()
+    assert not old.exists() and not persistence.enabled
+    persistence.close()
+
+
+async def test_subsumed_checkpoints_go_only_after_the_store_forgot_them(store: JobStore, tmp_path: Path) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+    old = tmp_path / "chk-1"
+    old.mkdir()
+    persistence.checkpoint_completed(JOB, 1, str(old), False, 1, [])
+    persistence.checkpoint_completed(JOB, 2, str(tmp_path / "chk-2"), False, 1, [str(old)])
+    await host.settle()
+    assert [c.checkpoint_id for c in store.checkpoints(JOB)] == [2] and not old.exists()
+    persistence.close()

@@ -1,0 +1,167 @@
+"""TaskTable (taskmanager/task_table.py) alone: fake tasks, a fake mailbox and clock, and
+a fake JobManager that answers (or not) the state updates."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from flink_runtime.executiongraph.states import ExecutionState
+from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.rpc.messages import Acknowledge, Message, UpdateTaskExecutionState
+from flink_runtime.rpc.service import AskTimeoutError
+from flink_runtime.taskmanager.task_table import FINAL_STATE_ATTEMPTS, TaskStateChanged, TaskTable
+from tests.unit.taskexecutor_fakes import FakeClock, FakeMailbox, FakeTask, descriptor
+
+
+@dataclass
+class JobManager:
+    """Answers each update with `answer`; `silent` makes every ask time out."""
+
+    updates: list[UpdateTaskExecutionState] = field(default_factory=list)
+    answer: Message = field(default_factory=Acknowledge)
+    silent: bool = False
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def ask(self, message: Message) -> Message:
+        assert isinstance(message, UpdateTaskExecutionState)
+        self.updates.append(message)
+        if self.silent:
+            raise AskTimeoutError("no answer")
+        await self.release.wait()
+        return self.answer
+
+
+@dataclass
+class Harness:
+    table: TaskTable
+    mailbox: FakeMailbox
+    clock: FakeClock
+    jobmanager: JobManager
+    posted: list[TaskStateChanged]
+
+    def task(self, execution_id: str, jobmanager_id: str = "jm-1") -> FakeTask:
+        task = FakeTask(descriptor(execution_id, jobmanager_id), report=self.table.report_from_task_thread)
+        self.table.start(task)
+        return task
+
+    def deliver(self) -> None:
+        """The mailbox hands what task threads posted back to the table."""
+        posted, self.posted[:] = list(self.posted), []
+        for change in posted:
+            self.table.state_changed(change)
+
+
+@pytest.fixture
+async def harness() -> AsyncIterator[Harness]:
+    mailbox, clock, jobmanager, posted = FakeMailbox(), FakeClock(), JobManager(), []
+    jobmanager.release.set()
+    table = TaskTable(
+        mailbox,
+        jobmanager.ask,
+        posted.append,
+        cancellation_interval=0.5,
+        cancellation_timeout=3.0,
+        name="tm-1",
+        clock=clock,
+    )
+    yield Harness(table, mailbox, clock, jobmanager, posted)
+    await mailbox.close()
+
+
+async def test_updates_leave_in_order_and_a_final_state_is_reported_until_answered(harness: Harness) -> None:
+    task = harness.task("e-1")
+    assert task.started and "e-1" in harness.table
+    task.report(ExecutionState.INITIALIZING)
+    task.report(ExecutionState.RUNNING)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert [update.state for update in harness.jobmanager.updates] == ["INITIALIZING", "RUNNING"]
+
+    harness.jobmanager.release.clear()  # the JobManager is slow to answer
+    task.io_metrics = IOMetrics(records_in=3)
+    task.invokable = type("Invokable", (), {"final_state_handle": "state-handle"})()
+    task.report(ExecutionState.FINISHED)
+    harness.deliver()
+    await asyncio.sleep(0.01)
+    final = harness.jobmanager.updates[-1]
+    assert (final.state, final.jobmanager_id, final.state_handle) == ("FINISHED", "jm-1", "state-handle")
+    assert final.io_metrics == IOMetrics(records_in=3)
+    assert "e-1" not in harness.table.tasks, "ended: gone from the table..."
+    assert harness.table.running_executions() == ["e-1"], "...but reported while its FINISHED is unanswered"
+    harness.jobmanager.release.set()
+    await harness.mailbox.settle()
+    assert harness.table.running_executions() == []
+
+
+async def test_a_final_state_nobody_answers_is_sent_a_bounded_number_of_times(harness: Harness) -> None:
+    task = harness.task("e-1")
+    harness.jobmanager.silent = True
+    task.missing_partitions = ["p-1"]
+    task.report(ExecutionState.FAILED, "boom")
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert len(harness.jobmanager.updates) == FINAL_STATE_ATTEMPTS
+    assert {(u.state, u.error, tuple(u.missing_partitions)) for u in harness.jobmanager.updates} == {
+        ("FAILED", "boom", ("p-1",))
+    }
+    assert harness.table.running_executions() == [], "given up: the JobManager reconciles it as lost"
+
+
+async def test_a_task_the_jobmanager_no_longer_runs_is_cancelled(harness: Harness) -> None:
+    task = harness.task("e-1")
+    harness.jobmanager.answer = Acknowledge(ok=False, reason="unknown attempt")
+    task.report(ExecutionState.RUNNING)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert task.cancelled == 1
+
+
+async def test_a_task_that_ignores_cancellation_is_interrupted_then_abandoned_as_canceled(harness: Harness) -> None:
+    task = harness.task("e-1")
+    assert not harness.table.cancel("unknown")
+    assert harness.table.cancel("e-1")
+    assert task.cancelled == 1 and task.interrupted == 0
+    for _ in range(5):  # every cancellation interval until the timeout
+        assert harness.mailbox.fire_timers() == [0.5]
+        harness.clock.now += 0.5
+    assert task.interrupted == 5
+    harness.clock.now += 0.5
+    harness.mailbox.fire_timers()
+    await harness.mailbox.settle()
+    assert task.interrupted == 5 and harness.mailbox.timers == []
+    assert [update.state for update in harness.jobmanager.updates] == ["CANCELED"]
+    assert harness.table.running_executions() == []
+    task.report(ExecutionState.CANCELED)  # the abandoned thread ends after all: not reported twice
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert len(harness.jobmanager.updates) == 1
+
+
+async def test_a_cancelled_task_whose_thread_ended_is_not_interrupted(harness: Harness) -> None:
+    task = harness.task("e-1")
+    harness.table.cancel("e-1")
+    task.alive = False
+    harness.mailbox.fire_timers()
+    assert task.interrupted == 0 and harness.mailbox.timers == []
+
+
+async def test_registering_with_a_new_jobmanager_cancels_the_tasks_of_the_old_one(harness: Harness) -> None:
+    old, current = harness.task("e-1", "jm-1"), harness.task("e-2", "jm-2")
+    harness.table.cancel_not_deployed_by("jm-2")
+    assert (old.cancelled, current.cancelled) == (1, 0)
+    harness.table.cancel_all()
+    assert (old.cancelled, current.cancelled) == (2, 1)
+
+
+async def test_a_task_thread_reports_through_the_mailbox_not_into_the_table(harness: Harness) -> None:
+    task = harness.task("e-1")
+    thread = threading.Thread(target=task.report, args=(ExecutionState.RUNNING,))
+    thread.start()
+    thread.join()
+    assert harness.jobmanager.updates == [] and len(harness.posted) == 1
+    assert harness.posted[0] == TaskStateChanged(task, ExecutionState.RUNNING, None)
