@@ -79,10 +79,10 @@ def supervised(method: Callable[..., None]) -> Callable[..., None]:
     pool events, start): what it raises is this job's failure (see JobMaster.restart)."""
 
     @functools.wraps(method)
-    def call(self: Any, *args: Any) -> None:
+    def call(job: Any, *args: Any) -> None:
         try:
-            method(self, *args)
+            method(job, *args)
         except Exception as error:
-            supervise(self.supervisor, self, error)
+            supervise(job.supervisor, job, error)
 
     return call
