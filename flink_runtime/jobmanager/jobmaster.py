@@ -13,10 +13,12 @@ that own their state and each have a test of their own:
                                what a failure restarts, when the job ends, what a
                                stop needs); it returns actions this shell executes
   execution_deployment.py      ExecutionDeployer: slots, SubmitTask, CancelTask
-  task_reports.py              PartitionRegistry: finished partitions, lost inputs
+  task_reports.py              PartitionRegistry: finished partitions, lost inputs;
+                               TaskReports: the answers to what TaskManagers report
   job_checkpoints.py           JobCheckpointing: savepoint/stop/checkpoint requests,
                                the CheckpointedJob view of the coordinator and tracker
   rounds.py                    ContinuousRounds: a continuous job's rounds
+  job_planning.py              JobPlanning: the job's code, run in the planner process
 
 This class routes what reaches the job (task reports, slot events, timers, requests)
 to them and executes the actions the scheduling returns (`_execute`).
