@@ -1,5 +1,6 @@
 """What the checkpoint coordinator and the progress tracker need from the job they
-serve: exactly this, so checkpoint/ never depends on the JobMaster that implements it."""
+serve: exactly this, so checkpoint/ never depends on the JobMaster (its JobCheckpointing
+part, jobmanager/job_checkpoints.py, implements it)."""
 
 from __future__ import annotations
 

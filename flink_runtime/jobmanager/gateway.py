@@ -6,20 +6,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded, supervise
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.planner import Planner
     from flink_runtime.rpc.messages import JobStatusChanged, Message
     from flink_runtime.scheduler.slotpool import PhysicalSlot
 
 Callback = Callable[[Any, BaseException | None], None]
 
+# The job the JobManager hosts (jobmaster.JobMaster), as the gateway's calls name it:
+# a type parameter, so this module needs no import of the JobMaster it serves.
+J_contra = TypeVar("J_contra", contravariant=True)
 
-class JobMasterGateway(Supervisor, Protocol):
+
+class JobMasterGateway(Supervisor, Protocol[J_contra]):
     """The JobManager, as its JobMasters use it (it supervises them too)."""
 
     ask_timeout: float
@@ -29,20 +32,20 @@ class JobMasterGateway(Supervisor, Protocol):
     jobmanager_id: str  # the fencing token deployed tasks carry back
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
-    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
+    def request_slot(self, job: J_contra, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None: ...
     def release_slot(self, allocation_id: str) -> None: ...
     def cancel_slot_request(self, request_id: str) -> None: ...
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None: ...
     def task_manager_address(self, task_manager_id: str) -> str | None: ...
     def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None: ...
-    def job_status_changed(self, job: JobMaster, event: JobStatusChanged) -> None: ...
+    def job_status_changed(self, job: J_contra, event: JobStatusChanged) -> None: ...
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
     def tell_task_manager(self, address: str, message: Message) -> None: ...
     def blocking_ask(self) -> Callable[[str, Message], Message]: ...
     def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
-    def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None: ...
+    def savepoint_request_changed(self, job: J_contra, request_id: str, status: dict[str, Any]) -> None: ...
     def checkpoint_completed(
-        self, job: JobMaster, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
+        self, job: J_contra, checkpoint_id: int, location: str, is_savepoint: bool, size: int, subsumed: list[str]
     ) -> None: ...
 
 
@@ -51,7 +54,7 @@ class SupervisedGateway:
     they raise goes to the JobManager's supervision of that job. Everything else is the
     JobManager's own."""
 
-    def __init__(self, gateway: JobMasterGateway, job: Supervised) -> None:
+    def __init__(self, gateway: JobMasterGateway[Any], job: Supervised) -> None:
         self._gateway = gateway
         self._job = job
 
@@ -76,10 +79,10 @@ def supervised(method: Callable[..., None]) -> Callable[..., None]:
     pool events, start): what it raises is this job's failure (see JobMaster.restart)."""
 
     @functools.wraps(method)
-    def call(self: Any, *args: Any) -> None:
+    def call(job: Any, *args: Any) -> None:
         try:
-            method(self, *args)
+            method(job, *args)
         except Exception as error:
-            supervise(self.supervisor, self, error)
+            supervise(job.supervisor, job, error)
 
     return call

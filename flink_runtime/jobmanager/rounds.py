@@ -1,4 +1,4 @@
-"""Continuous sources: a JobMaster that runs in rounds.
+"""Continuous sources: a job that runs in rounds.
 
 A job with a continuous source (monitor_interval) runs in rounds. A round is one
 batch run of the whole graph over the input files not processed yet; when it is
@@ -8,107 +8,120 @@ so their output is always the total over every file so far (and replaces the
 previous round's); any other round's output adds to what earlier rounds published.
 A batch job whose stop failed goes on the same way, for one more round.
 
-`ContinuousRounds` is part of the JobMaster (a mixin: it shares the job's state and
-runs in the JobManager's mailbox like the rest of it); it owns `_idle`, `_round` and
-`_processed_files`.
+`ContinuousRounds` owns whether the job is between rounds (idle), the round number
+and the files earlier rounds processed. It scans for input through the `scan`
+callable (the planner, in a worker) and hands a new round or the job's end back to
+its `RoundsHost`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.executiongraph import JobStatus
-from flink_runtime.invokable import Prepared
-from flink_runtime.planner import tasks as planner_tasks
-from flink_runtime.scheduler.strategy import sources_to_restart
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.invokable import Prepared
+    from flink_runtime.scheduler.source_splits import SplitProgress
 
 log = logging.getLogger(__name__)
+
+
+class RoundsHost(Protocol):
+    """The job, as its rounds need it."""
+
+    job_id: str
+
+    @property
+    def status(self) -> JobStatus: ...
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def is_continuous(self) -> bool: ...
+    @property
+    def prepared(self) -> dict[str, Prepared]: ...
+    @property
+    def split_progress(self) -> dict[str, SplitProgress]: ...
+
+    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]: ...
+    def start_round(self, prepared: dict[str, Prepared], data_namespace: str) -> None:
+        """Run the graph again over `prepared`, in `data_namespace`."""
+        ...
+
+    def end(self, error: BaseException | None) -> None:
+        """The job ends: FINISHED, or FAILED with `error`."""
+        ...
+
+
+class Timers(Protocol):
+    """The job's mailbox: timers and work in a worker, whose callbacks run supervised."""
+
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
+    def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
 
 
 class ContinuousRounds:
     """The rounds of a job with a continuous source (and of a batch job whose stop failed)."""
 
-    def _on_round_done(self: JobMaster, result: None, error: BaseException | None) -> None:
-        self._finalizing = False
-        if self.status is not JobStatus.RUNNING:
-            # Cancelled (or failing) while the round's output was published: that request
-            # found nothing running and waited for the publish; end the job now, or it
-            # stays CANCELLING for ever.
-            self._complete_if_all_stopped()
-            return
-        if error is not None:
-            self._end(error)
-            return
-        self._idle = True
-        for vertex_id, progress in self.split_progress.items():
-            files = self.prepared_split_files(vertex_id)
+    def __init__(self, host: RoundsHost, timers: Timers, scan: Callable[[], Awaitable[dict[str, Prepared]]]) -> None:
+        """scan() prepares the sources again (in a worker), without the files processed."""
+        self._host = host
+        self._timers = timers
+        self._scan = scan
+        self.idle = False  # between rounds: nothing runs
+        self.round = 0
+        self._processed_files: dict[str, set[str]] = {}
+
+    def processed_files(self, vertex_id: str) -> set[str]:
+        return self._processed_files.get(vertex_id, set())
+
+    def take_idle(self) -> bool:
+        """True (and no longer idle) if the job was between rounds: a stop can end it now."""
+        idle, self.idle = self.idle, False
+        return idle
+
+    def round_done(self) -> None:
+        """The round's output is published: remember what it read, then look for more."""
+        self.idle = True
+        for vertex_id, progress in self._host.split_progress.items():
+            files = self._host.prepared_split_files(vertex_id)
             self._processed_files.setdefault(vertex_id, set()).update(
                 f for n in progress.completed for f in files.get(n, [])
             )
-        self.tracker.start_new_round()
         self._poll_for_input()
 
-    def _poll_for_input(self: JobMaster) -> None:
-        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
+    def _waiting(self) -> bool:
+        return self._host.status is JobStatus.RUNNING and self.idle and not self._host.stopping
+
+    def _poll_for_input(self) -> None:
+        if not self._waiting():
             return
         # A batch job gets here once, after a failed stop: it looks at once for what is left.
-        intervals = [p.monitor_interval for p in self._prepared.values() if p.monitor_interval]
-        self.gateway.schedule_once(
-            min(intervals, default=0),
-            lambda: self.gateway.run_async(asyncio.to_thread(self._scan_sources), self._on_scanned),
-        )
+        intervals = [p.monitor_interval for p in self._host.prepared.values() if p.monitor_interval]
+        self._timers.schedule_once(min(intervals, default=0), self._scan_now)
 
-    def _scan_sources(self: JobMaster) -> dict[str, Prepared]:
-        """Worker thread: prepare the sources again (in the planner process), without the
-        files already processed."""
-        assert self.graph is not None
-        return self.gateway.planner.run(
-            planner_tasks.prepare_sources,
-            self.job_graph.to_json(),
-            self.config,
-            {ejv.id: sorted(self.completed_files(ejv.id)) for ejv in self.graph.source_vertices()},
-            self.data_namespace,
-            timeout=self.gateway.planner_timeout,
-        )
+    def _scan_now(self) -> None:
+        self._timers.run_async(self._scan(), self._on_scanned)
 
-    def _on_scanned(self: JobMaster, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
-        if self.status is not JobStatus.RUNNING or not self._idle or self._stop_request is not None:
+    def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
+        if not self._waiting():
             return
         if error is None and prepared is not None and any(p.splits for p in prepared.values()):
-            self._start_round(prepared)
+            self.idle = False
+            self.round += 1
+            namespace = f"{self._host.job_id}/round-{self.round}"
+            self._host.start_round(prepared, namespace)
             return
-        if self.is_continuous:
+        if self._host.is_continuous:
             if error is not None:
-                log.warning("Scanning the input of job %s failed: %s", self.job_id, error)
+                log.warning("Scanning the input of job %s failed: %s", self._host.job_id, error)
             self._poll_for_input()
             return
         # A batch job going on after a failed stop: all its input is read and published.
-        self._idle = False
-        self._end(error)
-
-    def _start_round(self: JobMaster, prepared: dict[str, Prepared]) -> None:
-        assert self.graph is not None
-        self._idle = False
-        self._round += 1
-        previous, self.data_namespace = self.data_namespace, f"{self.job_id}/round-{self._round}"
-        released = namespace_released_by_new_round(previous, self.job_id)
-        if released is not None:
-            self.gateway.release_partitions(self.job_id, released)
-        # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
-        # are about to be replaced, so each subtask keeps what its attempt reported.
-        for vertex in self.graph.all_execution_vertices():
-            vertex.end_round()
-        self._reset_all_executions()
-        self._prepared.update(prepared)
-        self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
-        splits = sum(len(p.splits) for p in prepared.values())
-        log.info("Job %s: round %d over %d new input splits.", self.job_id, self._round, splits)
-        self._schedule_all(sources_to_restart(self.graph))
+        self.idle = False
+        self._host.end(error)
 
 
 def namespace_released_by_new_round(previous: str, job_id: str) -> str | None:

@@ -1,35 +1,33 @@
-"""What TaskManagers report about a job's tasks, and how the JobMaster answers:
+"""What TaskManagers report about a job's partitions, kept for the job: Flink's
+JobMasterPartitionTracker, much reduced.
 
-- a task's state changed (UpdateTaskExecutionState: FINISHED with its final state
-  handle and I/O metrics, FAILED with its error, ...);
-- a source subtask asks for its next input split (and says which one it completed);
-- a producer committed a result partition (ScheduleOrUpdateConsumers), so consumers
-  whose inputs are all complete can be deployed;
-- reconciliation (jobmanager/resource_manager.py): which attempts the JobManager
-  believes run on a TaskManager, and failing one the TaskManager no longer has.
+- a producer committed a result partition (ScheduleOrUpdateConsumers): where its
+  chunks are and which TaskManager serves them, for the consumers' deployment
+  descriptors and the checkpoints that record them;
+- a failed attempt could not fetch finished partitions (their TaskManager is gone,
+  or without them): the failover reruns their producers.
 
-`TaskReports` is part of the JobMaster (a mixin: it shares the job's state and runs
-in the JobManager's mailbox like the rest of it). Every execution state change goes
-through the JobMaster's `_set_execution_state`.
+`PartitionRegistry` owns that state. `TaskReports` answers what TaskManagers report
+(UpdateTaskExecutionState, input split requests, ScheduleOrUpdateConsumers,
+reconciliation) from the graph, the registry and the source splits; it changes an
+execution's state only through the `set_state` it is given (the JobMaster's, which
+accounts for every change) and deploys through `schedule`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.executiongraph import ExecutionState, JobStatus
-from flink_runtime.jobmanager.gateway import supervised
-from flink_runtime.scheduler.strategy import consumers_ready, inputs_finished
+from flink_runtime.io.partitions import partition_dir
+from flink_runtime.scheduler.strategy import consumers_ready
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph import Execution
+    from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionVertex
     from flink_runtime.io.metrics import IOMetrics
     from flink_runtime.io.splits import InputSplit
-    from flink_runtime.jobmanager.jobmaster import JobMaster
-
-log = logging.getLogger(__name__)
+    from flink_runtime.scheduler.source_splits import SourceSplits
 
 _E = ExecutionState
 
@@ -38,11 +36,110 @@ class UnknownExecution(LookupError):
     """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
 
 
+class PartitionRegistry:
+    """Finished partitions' locations and addresses, and the inputs failed attempts lost."""
+
+    def __init__(
+        self,
+        data_dir: str,
+        data_namespace: Callable[[], str],
+        graph: Callable[[], ExecutionGraph | None],
+        task_manager_address: Callable[[str], str | None],
+    ) -> None:
+        """data_namespace(): the job's current data namespace (a continuous job's changes
+        per round); graph(): the job's ExecutionGraph, once built."""
+        self._data_dir = data_dir
+        self._data_namespace = data_namespace
+        self._graph = graph
+        self._task_manager_address = task_manager_address
+        # Partition id -> directory of its chunks, as its producer reported it.
+        self.locations: dict[str, str] = {}
+        # Partition id -> RPC address of the TaskManager that produced it (and serves it).
+        self.addresses: dict[str, str] = {}
+        # Failed attempt id -> the finished partitions it could not fetch.
+        self._lost_inputs: dict[str, list[str]] = {}
+
+    def finished(self, partition_id: str, location: str, address: str) -> None:
+        self.locations[partition_id] = location
+        self.addresses[partition_id] = address
+
+    def forget(self, partition_ids: Iterable[str]) -> None:
+        """These partitions are produced again (their producer reruns)."""
+        for partition_id in partition_ids:
+            self.locations.pop(partition_id, None)
+            self.addresses.pop(partition_id, None)
+
+    def clear(self) -> None:
+        """Every subtask gets a new attempt: every partition is reported anew."""
+        self.locations.clear()
+        self.addresses.clear()
+        self._lost_inputs.clear()
+
+    def inputs_lost(self, attempt_id: str, partition_ids: Iterable[str]) -> None:
+        self._lost_inputs[attempt_id] = list(partition_ids)
+
+    def take_lost_inputs(self, attempt_id: str) -> list[str]:
+        return self._lost_inputs.pop(attempt_id, [])
+
+    def location(self, partition_id: str) -> str:
+        """Where a partition's chunks are; a running producer's is derived from the
+        shared data directory (it reports its location only when it finishes)."""
+        if partition_id in self.locations:
+            return self.locations[partition_id]
+        result_id, _, number = partition_id.rpartition("#")
+        return partition_dir(self._data_dir, self._data_namespace(), result_id, int(number))
+
+    def address(self, partition_id: str) -> str:
+        """The TaskManager holding a partition: the one its producer reported it from, or
+        the one running its producer now (its completed splits' chunks are there)."""
+        if partition_id in self.addresses:
+            return self.addresses[partition_id]
+        graph = self._graph()
+        partition = graph.partition(partition_id) if graph is not None else None
+        execution = partition.producer.current_execution if partition is not None else None
+        if execution is None or not execution.state.is_deployed or not execution.task_manager_id:
+            return ""
+        return self._task_manager_address(execution.task_manager_id) or ""
+
+
+class ReportedJob(Protocol):
+    """The job, as answering its tasks' reports reads it."""
+
+    job_id: str
+
+    @property
+    def graph(self) -> ExecutionGraph | None: ...
+    @property
+    def status(self) -> JobStatus: ...
+    @property
+    def stopping(self) -> bool: ...
+
+
 class TaskReports:
-    """The JobMaster's handlers of what TaskManagers report about its tasks."""
+    """The answers to what TaskManagers report about a job's tasks."""
+
+    def __init__(
+        self,
+        job: ReportedJob,
+        partitions: PartitionRegistry,
+        final_states: dict[tuple[str, int], dict[str, Any]],
+        splits: SourceSplits,
+        set_state: Callable[[Execution, ExecutionState, str | None], bool],
+        schedule: Callable[[Iterable[ExecutionVertex]], None],
+    ) -> None:
+        self._job = job
+        self._partitions = partitions
+        self._final_states = final_states  # the tracker's: (vertex id, subtask) -> state handle
+        self._splits = splits
+        self._set_state = set_state
+        self._schedule = schedule
+
+    def _execution(self, execution_id: str) -> Execution | None:
+        graph = self._job.graph
+        return graph.execution(execution_id) if graph is not None else None
 
     def update_task_execution_state(
-        self: JobMaster,
+        self,
         execution_id: str,
         state: ExecutionState,
         error: str | None,
@@ -50,40 +147,41 @@ class TaskReports:
         io_metrics: IOMetrics | None = None,
         missing_partitions: Iterable[str] = (),
     ) -> bool:
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        execution = self._execution(execution_id)
         if execution is None:
             return False
         if state is _E.FAILED and missing_partitions and not execution.is_terminal:
-            # Read when the failover restarts this subtask (_rerun_producers_of_lost_inputs).
-            self._lost_inputs[execution_id] = list(missing_partitions)
+            # The failover reruns their producers with this subtask (its region).
+            self._partitions.inputs_lost(execution_id, missing_partitions)
         if state is _E.FINISHED and state_handle is not None:
-            self.tracker.final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
+            self._final_states[(execution.vertex.job_vertex.id, execution.vertex.subtask_index)] = state_handle
         if io_metrics is not None and state.is_terminal and execution.state.can_transition_to(state):
             # Before the transition: the last one ends the job, whose final snapshot shows them.
             execution.io_metrics = io_metrics
-        return self._set_execution_state(execution, state, error)
+        return self._set_state(execution, state, error)
 
     def request_next_input_split(
-        self: JobMaster, execution_id: str, host: str | None, completed_split: int | None = None
+        self, execution_id: str, host: str | None, completed_split: int | None = None
     ) -> InputSplit | None:
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
+        execution = self._execution(execution_id)
         if execution is None or execution.is_terminal:
             # Told "no split left", such a task would commit what it has as if complete.
             state = "unknown" if execution is None else execution.state.value
-            raise UnknownExecution(f"execution {execution_id} of job {self.job_id} is {state}: it must stop")
-        if self.status is not JobStatus.RUNNING or execution.state is _E.CANCELING:
+            raise UnknownExecution(f"execution {execution_id} of job {self._job.job_id} is {state}: it must stop")
+        if self._job.status is not JobStatus.RUNNING or execution.state is _E.CANCELING:
             return None  # being cancelled: the task stops, and its partitions are never used
         vertex = execution.vertex
-        stopping = self._stop_request is not None
-        return self.splits.next_split(
-            vertex.job_vertex.id, execution_id, vertex.subtask_index, host, completed_split, stopping
+        return self._splits.next_split(
+            vertex.job_vertex.id, execution_id, vertex.subtask_index, host, completed_split, self._job.stopping
         )
 
     def schedule_or_update_consumers(
-        self: JobMaster, partition_id: str, location: str, execution_id: str, data_address: str = ""
+        self, partition_id: str, location: str, execution_id: str, data_address: str = ""
     ) -> str | None:
-        """A producer committed a partition; deploy consumers whose inputs are now complete."""
-        partition = self.graph.partition(partition_id) if self.graph is not None else None
+        """A producer committed a partition; deploy consumers whose inputs are now complete.
+        Returns why the report is refused, if it is."""
+        graph = self._job.graph
+        partition = graph.partition(partition_id) if graph is not None else None
         if partition is None:
             return f"unknown partition {partition_id}"
         producer = partition.producer.current_execution
@@ -92,54 +190,15 @@ class TaskReports:
                 f"partition {partition_id} reported by execution {execution_id}, which is not the running "
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
-        self._partition_locations[partition_id] = location
-        self._partition_addresses[partition_id] = data_address
-        if partition.mark_finished() and self.status is JobStatus.RUNNING:
-            self._schedule_all(consumers_ready(partition))
+        self._partitions.finished(partition_id, location, data_address)
+        if partition.mark_finished() and self._job.status is JobStatus.RUNNING:
+            self._schedule(consumers_ready(partition))
         return None
 
-    def _rerun_producers_of_lost_inputs(self: JobMaster, failed: Execution) -> bool:
-        """The failed attempt could not fetch finished partitions from the TaskManagers that
-        produced them (gone, or without them): as Flink's region failover answers a
-        PartitionNotFoundException, their producers run again and the consumer waits for
-        them. True when the consumer (already reset) must wait; False when it can run now."""
-        lost = self._lost_inputs.pop(failed.attempt_id, [])
-        for partition_id in lost:
-            partition = self.graph.partition(partition_id) if self.graph is not None else None
-            if partition is None:
-                continue
-            producer = partition.producer
-            if producer.current_execution.state is not _E.FINISHED:
-                continue  # already running again (another consumer reported it first)
-            log.info(
-                "Partition %s cannot be fetched from the TaskManager that produced it; running %s again.",
-                partition_id,
-                producer.task_name_with_subtask,
-            )
-            for produced in producer.produced_partitions:
-                self._partition_locations.pop(produced.partition_id, None)
-                self._partition_addresses.pop(produced.partition_id, None)
-            # Its completed splits went down with the partition: they are read again.
-            self.splits.forget_completed(producer.job_vertex.id, producer.subtask_index)
-            producer.reset_for_new_execution()
-            self._finished_executions -= 1
-            self._active_executions += 1
-            self._schedule(producer)
-        return bool(lost) and not inputs_finished(failed.vertex)
-
-    # -- reconciliation with what TaskManagers report (jobmanager/resource_manager.py) ------------
-
-    def executions_on(self: JobMaster, task_manager_id: str) -> dict[str, ExecutionState]:
-        """This job's current attempts on a TaskManager that have not ended, by attempt id."""
-        if self.graph is None or self._active_executions <= 0:  # nothing left running: skip the walk
+    def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
+        """The job's current attempts on a TaskManager that have not ended, by attempt id."""
+        graph = self._job.graph
+        if graph is None:
             return {}
-        executions = (vertex.current_execution for vertex in self.graph.all_execution_vertices())
+        executions = (vertex.current_execution for vertex in graph.all_execution_vertices())
         return {e.attempt_id: e.state for e in executions if e.task_manager_id == task_manager_id and not e.is_terminal}
-
-    @supervised
-    def fail_execution(self: JobMaster, execution_id: str, reason: str) -> None:
-        """Fail a current attempt the JobManager found lost (its TaskManager is gone, or no
-        longer runs it); the restart strategy decides what follows."""
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is not None and not execution.is_terminal:
-            self._fail_execution(execution, reason)

@@ -5,14 +5,18 @@ whether the job may restart at all, and after how long. The failover strategy
 (`jobmanager.execution.failover-strategy`) says what restarts: with `region` the failed
 subtask's pipelined region, with `full` every subtask of the job.
 
-Exchanges here are blocking, so every subtask is a failover region of its own: its
-inputs are committed partitions, and nothing consumes its output before it finishes.
-Region failover therefore restarts just the failed subtask.
+Exchanges here are blocking (a consumer is deployed once the partitions it reads are
+finished, whatever the result type), so every subtask is a pipelined region of its own:
+its inputs are committed partitions, and nothing consumes its output before it
+finishes. Region failover therefore restarts the failed subtask, plus, as Flink's
+RestartPipelinedRegionFailoverStrategy answers a PartitionNotFoundException, the
+regions of the producers whose finished partitions the failed attempt could not fetch
+(their TaskManager is gone): their output must be produced again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -49,13 +53,16 @@ class ExecutionFailureHandler(Generic[V]):
     def from_config(cls, config: Configuration) -> ExecutionFailureHandler[V]:
         return cls(restart_strategy(config), failover_strategy(config))
 
-    def task_failed(self, failed: V, all_vertices: Collection[V], now: float) -> FailureHandlingResult[V]:
-        """One subtask failed at `now` (monotonic seconds)."""
+    def task_failed(
+        self, failed: V, all_vertices: Collection[V], now: float, lost_producers: Iterable[V] = ()
+    ) -> FailureHandlingResult[V]:
+        """One subtask failed at `now` (monotonic seconds); `lost_producers` made the
+        partitions it could not read."""
         delay = self.restart.on_failure(now)
         if delay is None:
             return FailureHandlingResult.unrecoverable()
         if self.failover == "region":
-            return FailureHandlingResult(True, delay, frozenset([failed]), global_failover=False)
+            return FailureHandlingResult(True, delay, frozenset([failed, *lost_producers]), global_failover=False)
         return FailureHandlingResult(True, delay, frozenset(all_vertices), global_failover=True)
 
     def global_failure(self, all_vertices: Collection[V], now: float) -> FailureHandlingResult[V]:

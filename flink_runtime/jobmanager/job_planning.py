@@ -1,0 +1,77 @@
+"""The job's own code, run for the JobMaster in the planner process (planner/): the
+vertices' preparation (input splits, plan checks), a continuous job's new scan of its
+sources, and the terminal hooks that publish or discard what the sinks staged.
+
+`JobPlanning` owns what the preparation returned (`prepared`, per vertex). Its calls
+block: the JobMaster runs them in a worker thread, never in the mailbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from flink_runtime.planner import tasks as planner_tasks
+
+if TYPE_CHECKING:
+    from flink_runtime.configuration import Configuration
+    from flink_runtime.executiongraph import JobStatus
+    from flink_runtime.invokable import Prepared
+    from flink_runtime.jobgraph.jobgraph import JobGraph
+    from flink_runtime.planner import Planner
+
+
+class PlannerGateway(Protocol):
+    planner: Planner
+    planner_timeout: float  # seconds
+    blob_dir: str  # where uploaded libraries live on the JobManager
+
+
+class JobPlanning:
+    def __init__(self, job_graph: JobGraph, config: Configuration, gateway: PlannerGateway) -> None:
+        self._job_graph = job_graph
+        self._config = config
+        self._gateway = gateway
+        self.prepared: dict[str, Prepared] = {}
+
+    @property
+    def is_continuous(self) -> bool:
+        """A source watches its input (monitor_interval): the job runs in rounds."""
+        return any(p.monitor_interval for p in self.prepared.values())
+
+    def prepare_job(self, restored: Mapping[str, Any], data_namespace: str) -> dict[str, Prepared]:
+        """Every vertex's preparation (restored: what a savepoint says of each vertex)."""
+        return self._gateway.planner.run(
+            planner_tasks.prepare_job,
+            self._job_graph.to_json(),
+            self._config,
+            restored,
+            data_namespace,
+            self._gateway.blob_dir,
+            timeout=self._gateway.planner_timeout,
+        )
+
+    def prepare_sources(self, processed: dict[str, list[str]], data_namespace: str) -> dict[str, Prepared]:
+        """The sources again, without the files processed already."""
+        return self._gateway.planner.run(
+            planner_tasks.prepare_sources,
+            self._job_graph.to_json(),
+            self._config,
+            processed,
+            data_namespace,
+            timeout=self._gateway.planner_timeout,
+        )
+
+    def run_terminal_hooks(self, status: JobStatus, data_namespace: str, continuation: bool) -> None:
+        """Each vertex publishes (FINISHED) or discards its staged output; `continuation`:
+        the job published to its sinks before (an earlier round)."""
+        self._gateway.planner.run(
+            planner_tasks.run_terminal_hooks,
+            self._job_graph.to_json(),
+            self._config,
+            self.prepared,
+            data_namespace,
+            status,
+            continuation,
+            timeout=self._gateway.planner_timeout,
+        )

@@ -1,0 +1,310 @@
+"""Each part of the JobMaster built alone, with fakes for what it reaches: the
+ExecutionDeployer, the PartitionRegistry, TaskReports, JobCheckpointing, ContinuousRounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
+from flink_runtime.invokable import Prepared
+from flink_runtime.io.splits import InputSplit
+from flink_runtime.jobmanager.execution_deployment import ExecutionDeployer
+from flink_runtime.jobmanager.job_checkpoints import JobCheckpointing
+from flink_runtime.jobmanager.rounds import ContinuousRounds
+from flink_runtime.jobmanager.task_reports import PartitionRegistry, TaskReports, UnknownExecution
+from flink_runtime.rpc.messages import CancelTask, SubmitTask
+from flink_runtime.scheduler.slotpool import PhysicalSlot
+from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
+
+from .jobmaster_fakes import ADDRESS, FakeGateway, job_graph
+
+E = ExecutionState
+
+
+def graph_of(*vertices: tuple[str, int], edges: tuple[tuple[str, str], ...] = ()) -> ExecutionGraph:
+    return ExecutionGraph(job_graph(*vertices, edges=edges))
+
+
+class StateLog:
+    """The `set_state` a component gets: applies and records every change."""
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[str, ExecutionState, str | None]] = []
+
+    def __call__(self, execution: Execution, state: ExecutionState, error: str | None) -> bool:
+        if not execution.transition_state(state, error):
+            return False
+        self.changes.append((execution.attempt_id, state, error))
+        return True
+
+
+# -- ExecutionDeployer -----------------------------------------------------------------------
+
+
+def deployer(slots: int) -> tuple[ExecutionDeployer, FakeGateway, StateLog]:
+    gateway = FakeGateway(slots)
+    states = StateLog()
+    deploy = ExecutionDeployer(
+        "job",
+        gateway,
+        lambda request_id: gateway.request_slot(None, request_id, []),  # type: ignore[arg-type]
+        lambda execution, allocation_id, slot_index: SimpleNamespace(execution_id=execution.attempt_id),  # type: ignore[arg-type,return-value]
+        states,
+    )
+    return deploy, gateway, states
+
+
+def test_the_deployer_submits_into_a_free_slot_and_waits_for_one_otherwise() -> None:
+    graph = graph_of(("source", 2))
+    deploy, gateway, states = deployer(slots=1)
+    first, second = graph.vertices["source"].task_vertices
+    allocation = deploy.schedule(first)
+    assert allocation is not None and deploy.schedule(second) is None
+    deploy.deploy(first.current_execution, allocation)
+    assert first.current_execution.state is E.DEPLOYING
+    assert [s.descriptor.execution_id for s in gateway.submitted] == [first.current_execution.attempt_id]
+    assert second.current_execution.state is E.SCHEDULED and gateway.pending_requests
+    # The waiting request is told the slot, once the pool has one for it.
+    request_id = gateway.pending_requests[0]
+    slot = SimpleNamespace(allocation_id="alloc-2", task_manager_id="tm-1", slot_index=0)
+    assert deploy.slot_allocated(request_id, slot, accept=True) == [second.current_execution.attempt_id]  # type: ignore[arg-type]
+
+
+def test_the_deployer_gives_back_a_slot_nobody_waits_for() -> None:
+    deploy, gateway, _ = deployer(slots=1)
+    gateway.allocated["stray"] = slot = PhysicalSlot("tm-1", 0, "localhost", "stray")
+    assert deploy.slot_allocated("unknown-request", slot, accept=True) == []
+    assert "stray" not in gateway.allocated and len(gateway.free_slots) == 2
+
+
+def test_the_deployer_fails_an_attempt_whose_slot_vanished() -> None:
+    graph = graph_of(("source", 1))
+    deploy, _, states = deployer(slots=1)
+    [vertex] = graph.vertices["source"].task_vertices
+    deploy.schedule(vertex)
+    deploy.deploy(vertex.current_execution, "no-such-allocation")
+    assert states.changes[-1][1] is E.FAILED and "vanished" in (states.changes[-1][2] or "")
+
+
+def test_cancel_all_asks_deployed_tasks_and_cancels_the_rest_at_once() -> None:
+    graph = graph_of(("source", 1), ("sink", 1), edges=(("source", "sink"),))
+    deploy, gateway, _ = deployer(slots=2)
+    [source] = graph.vertices["source"].task_vertices
+    [sink] = graph.vertices["sink"].task_vertices
+    deploy.deploy(source.current_execution, deploy.schedule(source) or "")
+    deploy.cancel_all(graph.all_execution_vertices())
+    assert gateway.cancelled == [source.current_execution.attempt_id]
+    # The fake TaskManager no longer knows the task: concluded CANCELED here.
+    assert source.current_execution.state is E.CANCELED and sink.current_execution.state is E.CANCELED
+
+
+def test_tell_deployed_to_cancel_is_fenced_and_expects_no_answer() -> None:
+    graph = graph_of(("source", 1))
+    deploy, gateway, _ = deployer(slots=1)
+    [source] = graph.vertices["source"].task_vertices
+    deploy.deploy(source.current_execution, deploy.schedule(source) or "")
+    deploy.tell_deployed_to_cancel(graph.all_execution_vertices())
+    [told] = gateway.told
+    assert isinstance(told, CancelTask) and told.jobmanager_id == "jm-1"
+    assert source.current_execution.state is E.DEPLOYING
+    assert all(isinstance(m, SubmitTask) for m in gateway.submitted)
+
+
+# -- PartitionRegistry and TaskReports ---------------------------------------------------------
+
+
+def test_the_registry_knows_finished_partitions_and_derives_running_ones(tmp_path: Path) -> None:
+    graph = graph_of(("source", 1), ("sink", 1), edges=(("source", "sink"),))
+    registry = PartitionRegistry(str(tmp_path), lambda: "ns", lambda: graph, lambda tm: ADDRESS if tm else None)
+    [source] = graph.vertices["source"].task_vertices
+    partition_id = source.produced_partitions[0].partition_id
+    assert registry.location(partition_id).startswith(str(tmp_path))
+    assert registry.address(partition_id) == ""  # its producer is not deployed
+    registry.finished(partition_id, "/data/p", "tcp://tm-2")
+    assert (registry.location(partition_id), registry.address(partition_id)) == ("/data/p", "tcp://tm-2")
+    registry.inputs_lost("attempt-1", [partition_id])
+    assert registry.take_lost_inputs("attempt-1") == [partition_id]
+    assert registry.take_lost_inputs("attempt-1") == []
+    registry.forget([partition_id])
+    assert registry.locations == {} and registry.addresses == {}
+
+
+def reports(graph: ExecutionGraph, status: JobStatus = JobStatus.RUNNING, stopping: bool = False):
+    job = SimpleNamespace(job_id="job", graph=graph, status=status, stopping=stopping)
+    registry = PartitionRegistry("/data", lambda: "ns", lambda: graph, lambda tm: None)
+    scheduled: list[Any] = []
+    splits = SourceSplits()
+    splits.start({"source": [InputSplit(0), InputSplit(1)]})
+    answers = TaskReports(job, registry, {}, splits, StateLog(), lambda vs: scheduled.extend(vs))  # type: ignore[arg-type]
+    return answers, registry, scheduled
+
+
+def test_reports_refuse_a_partition_from_an_attempt_that_is_not_the_running_one() -> None:
+    graph = graph_of(("source", 1), ("sink", 1), edges=(("source", "sink"),))
+    answers, registry, scheduled = reports(graph)
+    [source] = graph.vertices["source"].task_vertices
+    partition_id = source.produced_partitions[0].partition_id
+    refused = answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id)
+    assert refused is not None and "not the running attempt" in refused
+    for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
+        source.current_execution.transition_state(step)
+    assert answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id) is None
+    assert scheduled == list(graph.vertices["sink"].task_vertices)
+    assert registry.location(partition_id) == "/p"
+
+
+def test_reports_hand_out_splits_while_running_and_stop_an_unknown_attempt() -> None:
+    graph = graph_of(("source", 1))
+    answers, _, _ = reports(graph)
+    [source] = graph.vertices["source"].task_vertices
+    attempt = source.current_execution.attempt_id
+    for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
+        source.current_execution.transition_state(step)
+    first = answers.request_next_input_split(attempt, None)
+    assert first is not None and first.split_number == 0
+    with pytest.raises(UnknownExecution):
+        answers.request_next_input_split("no-such-attempt", None)
+    stopped, _, _ = reports(graph, stopping=True)
+    assert stopped.request_next_input_split(attempt, None) is None  # a stop hands out no more
+    assert answers.executions_on("tm-x") == {}
+
+
+def test_a_failed_report_with_missing_partitions_records_the_lost_inputs() -> None:
+    graph = graph_of(("source", 1))
+    answers, registry, _ = reports(graph)
+    [source] = graph.vertices["source"].task_vertices
+    attempt = source.current_execution.attempt_id
+    assert answers.update_task_execution_state(attempt, E.FAILED, "gone", missing_partitions=["r#0"])
+    assert registry.take_lost_inputs(attempt) == ["r#0"]
+    assert not answers.update_task_execution_state("no-such-attempt", E.FAILED, "x")
+
+
+# -- JobCheckpointing ------------------------------------------------------------------------------
+
+
+class CheckpointHost:
+    def __init__(self, graph: ExecutionGraph | None) -> None:
+        self.graph = graph
+        self.status = JobStatus.RUNNING
+        self.is_continuous = False
+        self.data_namespace = "ns"
+        self.finalizing = False
+        self.split_progress: dict[str, SplitProgress] = {}
+        self.prepared = {"source": Prepared(splits=[InputSplit(0, payload={"files": ["a.csv"]})])}
+        self.cancelled = 0
+        self.stops: list[bool] = []
+        self.idle = True
+
+    def processed_files(self, vertex_id: str) -> set[str]:
+        return {"old.csv"}
+
+    def task_manager_address(self, task_manager_id: str) -> str | None:
+        return ADDRESS
+
+    def cancel(self) -> str | None:
+        self.cancelled += 1
+        return None
+
+    def stop_while_idle(self) -> bool:
+        self.stops.append(self.idle)
+        return self.idle
+
+
+def checkpointing(tmp_path: Path, host: CheckpointHost) -> tuple[JobCheckpointing, FakeGateway, list[Any]]:
+    gateway = FakeGateway()
+    completed: list[Any] = []
+    graph = job_graph(("source", 1))
+    graph.config = {"state.checkpoints.dir": str(tmp_path / "cp")}
+    part = JobCheckpointing(
+        host,  # type: ignore[arg-type]
+        graph,
+        Configuration(graph.config),
+        gateway,
+        PartitionRegistry("/data", lambda: "ns", lambda: host.graph, lambda tm: None),
+        lambda request_id, status: gateway.savepoint_status.__setitem__(request_id, status),
+        lambda *args: completed.append(args),
+    )
+    return part, gateway, completed
+
+
+def test_checkpointing_owns_the_stop_request_and_refuses_checkpoints_once_stopping(tmp_path: Path) -> None:
+    host = CheckpointHost(graph_of(("source", 1)))
+    part, gateway, _ = checkpointing(tmp_path, host)
+    assert part.accepts_checkpoints()
+    request = part.stop_with_savepoint(str(tmp_path / "sp"), drain=False)
+    assert part.stopping and not part.accepts_checkpoints()
+    assert host.stops == [True]  # the host was asked to stop at once if nothing runs
+    outcomes: list[bool] = []
+    part.write_stop_savepoint(outcomes.append)
+    gateway.settle()
+    assert outcomes == [False] and not part.stopping
+    assert "location" in gateway.savepoint_status[request]["operation"]
+
+
+def test_checkpointing_reads_files_from_the_preparation_and_earlier_rounds(tmp_path: Path) -> None:
+    part, _, _ = checkpointing(tmp_path, CheckpointHost(None))
+    assert part.prepared_split_files("source") == {0: ["a.csv"]}
+    assert part.completed_files("source") == {"old.csv"}
+    assert part.vertex_and_subtask("nobody") == (None, -1)
+
+
+# -- ContinuousRounds ------------------------------------------------------------------------------
+
+
+class RoundsHost:
+    job_id = "job"
+
+    def __init__(self) -> None:
+        self.status = JobStatus.RUNNING
+        self.stopping = False
+        self.is_continuous = True
+        self.prepared = {"source": Prepared(monitor_interval=5.0)}
+        self.split_progress: dict[str, SplitProgress] = {}
+        self.rounds: list[tuple[dict[str, Prepared], str]] = []
+        self.ended: list[BaseException | None] = []
+
+    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
+        return {}
+
+    def start_round(self, prepared: dict[str, Prepared], data_namespace: str) -> None:
+        self.rounds.append((prepared, data_namespace))
+
+    def end(self, error: BaseException | None) -> None:
+        self.ended.append(error)
+
+
+def rounds_with(scans: list[dict[str, Prepared]]) -> tuple[ContinuousRounds, RoundsHost, FakeGateway]:
+    host, gateway = RoundsHost(), FakeGateway()
+
+    async def scan() -> dict[str, Prepared]:
+        return scans.pop(0)
+
+    scanner: Callable[[], Any] = scan
+    return ContinuousRounds(host, gateway, scanner), host, gateway  # type: ignore[arg-type]
+
+
+def test_rounds_poll_every_monitor_interval_until_new_input_starts_a_round() -> None:
+    rounds, host, gateway = rounds_with([{"source": Prepared()}, {"source": Prepared(splits=[InputSplit(0)])}])
+    rounds.round_done()
+    assert rounds.idle
+    gateway.advance(4.9)
+    assert host.rounds == []
+    gateway.advance(0.1)  # the first scan: nothing new, look again later
+    assert host.rounds == [] and rounds.idle
+    gateway.advance(5.0)
+    assert [namespace for _, namespace in host.rounds] == ["job/round-1"]
+    assert not rounds.idle and rounds.round == 1
+
+
+def test_a_stop_takes_an_idle_job_and_ends_its_polling() -> None:
+    rounds, host, gateway = rounds_with([{"source": Prepared(splits=[InputSplit(0)])}])
+    rounds.round_done()
+    assert rounds.take_idle() and not rounds.take_idle()
+    gateway.advance(10)
+    assert host.rounds == []
