@@ -78,8 +78,8 @@ class JobEndCleanup:
         # A FINISHED job published its output already; any other end discards what its
         # sinks staged, after the kept checkpoints copied the part they record.
         discard_staged = (
-            (lambda: job._run_terminal_hooks(job.status))
-            if job.status is not JobStatus.FINISHED and job._prepared
+            (lambda: job.run_terminal_hooks(job.status))
+            if job.status is not JobStatus.FINISHED and job.prepared
             else None
         )
         self._in_progress[job.job_id] = end.keep

@@ -164,8 +164,6 @@ class JobMaster:
     def prepared(self) -> dict[str, Prepared]:
         return self.planning.prepared
 
-    _prepared = prepared  # the name checkpoint_retention.py reads
-
     @property
     def prepared_splits(self) -> dict[str, int]:
         """How many input splits each source vertex was prepared with."""
@@ -428,7 +426,7 @@ class JobMaster:
                     self._schedule_all(sources_to_restart(self.graph))
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
-                    hooks = asyncio.to_thread(self._run_terminal_hooks, JobStatus.FINISHED)
+                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
                     self.checkpointing.write_stop_savepoint(
@@ -474,8 +472,9 @@ class JobMaster:
         self.partitions.clear()
         self.deployer.declare_usage(self._vertices())
 
-    def _run_terminal_hooks(self, status: JobStatus) -> None:
-        """Runs in a worker thread (also from the JobManager's job-end cleanup)."""
+    def run_terminal_hooks(self, status: JobStatus) -> None:
+        """Each vertex publishes (FINISHED) or discards its staged output, in the planner
+        process. Runs in a worker thread (also from the JobManager's job-end cleanup)."""
         self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.round > 0)
 
     def _on_published(self, result: None, error: BaseException | None) -> None:

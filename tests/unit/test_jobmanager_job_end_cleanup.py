@@ -44,7 +44,7 @@ class FakeJob:
         self.status = status
         self.config = Configuration(config or {})
         self.coordinator = FakeCoordinator(retained)
-        self._prepared = False  # nothing staged: no terminal hooks to run
+        self.prepared = False  # nothing staged: no terminal hooks to run
         self.started = False
 
     def start(self) -> None:

@@ -1,4 +1,5 @@
-"""No import cycles between the packages of flink_runtime (issue 10).
+"""No import cycles between the packages of flink_runtime (issue 10), nor between the
+modules of one package (issue 23).
 
 Every `import flink_runtime.<package>...` counts, at module level, inside functions and
 under TYPE_CHECKING alike: a cycle hidden in a function is still two concepts that
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import flink_runtime
@@ -91,3 +93,47 @@ def test_low_layers_do_not_reach_up() -> None:
         ("io", "operators"),
     ]:
         assert high not in edges.get(low, {}), f"{low} imports {high}: {sorted(edges[low][high])}"
+
+
+def module_level(tree: ast.Module) -> Iterator[ast.stmt]:
+    """The statements run when a module is imported, those under `if TYPE_CHECKING:` too
+    (a type-only back-reference is still two modules that each need the other)."""
+    for node in tree.body:
+        if isinstance(node, ast.If):
+            yield from node.body
+        else:
+            yield node
+
+
+def module_imports_within_packages() -> dict[str, dict[str, set[str]]]:
+    """module -> the modules of its own package it imports at module level."""
+    paths = {_module_name(path): path for path in ROOT.rglob("*.py")}
+    edges: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for module, path in paths.items():
+        package = module.rsplit(".", 1)[0]
+        for node in module_level(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name in paths and name != module and name.rsplit(".", 1)[0] == package:
+                    edges[module][name].add(str(path.relative_to(ROOT)))
+    return edges
+
+
+def _module_name(path: Path) -> str:
+    parts = ["flink_runtime", *path.relative_to(ROOT).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycle_between_modules_of_a_package() -> None:
+    """Components composed by constructor and typed against Protocols need no
+    back-reference: a module that imports the one importing it is a mixin in disguise
+    (issue 23 removed the six there were)."""
+    edges = module_imports_within_packages()
+    cycle = find_cycle(edges)
+    if cycle is not None:
+        raise AssertionError("import cycle between modules of a package:\n  " + " -> ".join(cycle))
