@@ -74,6 +74,7 @@ from flink_runtime.rpc.messages import (
     UpdateTaskExecutionState,
 )
 from flink_runtime.rpc.service import RpcService
+from flink_runtime.rpc.transport import RpcTransport
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories, job_path_problems
@@ -88,15 +89,25 @@ STORE_LOCK_CHECK_INTERVAL = 5.0
 
 
 class JobManager(RpcEndpoint):
-    def __init__(self, config: Configuration, embedded: bool = False, cluster_secret: str = "") -> None:
+    def __init__(
+        self,
+        config: Configuration,
+        embedded: bool = False,
+        cluster_secret: str = "",
+        *,
+        rpc: RpcTransport | None = None,
+        planner: Planner | None = None,
+    ) -> None:
         """embedded: hosted in a MiniCluster process beside its TaskManagers.
         cluster_secret: the RPC's (a MiniCluster's own); by default the configured one, or
-        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated."""
+        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated.
+        rpc, planner: injected by the deterministic simulator (tests/simulation/): an
+        in-memory transport and an in-process planner instead of ZeroMQ and the planner pool."""
         rpc_address = config.get(cfg.JOBMANAGER_RPC_ADDRESS)
         self.cluster_secret = cluster_secret or resolve_cluster_secret(
             config, "JobManager", {cfg.JOBMANAGER_RPC_ADDRESS.key: rpc_address}
         )
-        rpc = RpcService(
+        rpc = rpc or RpcService(
             rpc_address,
             config.get(cfg.JOBMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),
@@ -140,7 +151,7 @@ class JobManager(RpcEndpoint):
         # The job's own code runs in the planner process (planner/); a MiniCluster's
         # process runs the job's code in its TaskManagers anyway, so it plans in-process.
         warm_up = config.get(cfg.PLANNER_WARM_UP)
-        self.planner: Planner = (
+        self.planner: Planner = planner or (
             InProcessPlanner(self.spark) if embedded else PlannerPool(config.to_dict(), start_spark_ahead=warm_up)
         )
         self.planner_timeout = config.get_seconds(cfg.PLANNER_TIMEOUT)

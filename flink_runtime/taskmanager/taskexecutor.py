@@ -61,6 +61,7 @@ from flink_runtime.rpc.messages import (
     TriggerCheckpoint,
 )
 from flink_runtime.rpc.service import RpcService
+from flink_runtime.rpc.transport import RpcTransport
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories
@@ -84,9 +85,18 @@ def default_data_dir() -> str:
 
 
 class TaskExecutor(RpcEndpoint):
-    def __init__(self, config: Configuration, jobmanager_address: str | None = None, cluster_secret: str = "") -> None:
+    def __init__(
+        self,
+        config: Configuration,
+        jobmanager_address: str | None = None,
+        cluster_secret: str = "",
+        *,
+        rpc: RpcTransport | None = None,
+    ) -> None:
         """cluster_secret: the RPC's (a MiniCluster's own); by default the configured one, or
-        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated."""
+        on loopback this user's (security/cluster_secret.py). RPC is never unauthenticated.
+        rpc: injected by the deterministic simulator (tests/simulation/), an in-memory
+        transport instead of ZeroMQ (it replaces the tasks through `create_task`)."""
         jobmanager_address = jobmanager_address or (
             f"tcp://{config.get(cfg.JOBMANAGER_RPC_ADDRESS)}:{config.get(cfg.JOBMANAGER_RPC_PORT)}"
         )
@@ -97,7 +107,7 @@ class TaskExecutor(RpcEndpoint):
             "TaskManager",
             {cfg.TASKMANAGER_HOST.key: host, cfg.JOBMANAGER_RPC_ADDRESS.key: jobmanager_host},
         )
-        rpc = RpcService(
+        rpc = rpc or RpcService(
             host,
             config.get(cfg.TASKMANAGER_RPC_PORT),
             framesize=config.get(cfg.FRAMESIZE),

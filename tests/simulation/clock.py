@@ -1,0 +1,116 @@
+"""Virtual time: an asyncio event loop whose clock jumps to the next timer.
+
+The loop's selector never blocks: asked to wait `timeout` seconds, it advances the
+virtual clock by that much and reports nothing ready. So a heartbeat timeout of 50 s
+costs no wall time, and every run of a seed sees the same interleaving. Work the code
+hands to threads (`asyncio.to_thread`, `run_in_executor`) runs inline on the loop's
+thread (InlineExecutor), and `time.time`, `time.monotonic` and `uuid.uuid4` are
+patched for the run (`deterministic`), so no decision depends on the wall clock or the
+OS's randomness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import selectors
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+# Virtual wall-clock time starts here (2026-01-01T00:00:00Z), so timestamps look real.
+EPOCH = 1767225600.0
+
+
+class _VirtualSelector(selectors.BaseSelector):
+    """Registers file objects (the loop's self-pipe) but never waits on them."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self._clock = clock
+        self._map: dict[Any, selectors.SelectorKey] = {}
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = selectors.SelectorKey(fileobj, _fd(fileobj), events, data)
+        self._map[fileobj] = key
+        return key
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._map.pop(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self.register(fileobj, events, data)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None:
+            raise SimulationStuck("nothing scheduled and nothing ready: the simulated cluster has stopped")
+        if timeout > 0:
+            self._clock.now += timeout
+        return []
+
+    def close(self) -> None:
+        self._map.clear()
+
+    def get_map(self) -> Any:
+        return self._map
+
+
+def _fd(fileobj: Any) -> int:
+    return fileobj if isinstance(fileobj, int) else fileobj.fileno()
+
+
+class SimulationStuck(RuntimeError):
+    """The loop has nothing to run and no timer: every actor waits on something that never comes."""
+
+
+class VirtualClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on a VirtualClock (loop.time() is virtual; waiting is free)."""
+
+    def __init__(self) -> None:
+        self.clock = VirtualClock()
+        super().__init__(_VirtualSelector(self.clock))
+        self._clock_resolution = 1e-9
+        self.set_default_executor(InlineExecutor())
+
+    def time(self) -> float:
+        return self.clock.now
+
+
+class InlineExecutor(ThreadPoolExecutor):
+    """Runs submitted work at once on the calling thread (the loop's): deterministic."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the caller's future carries it
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+@contextmanager
+def deterministic(loop: VirtualTimeLoop, seed: int) -> Iterator[random.Random]:
+    """Patch the process's clocks and uuid4 to the loop's virtual time and a seeded
+    generator for the duration of one run; yields that generator's twin for ids."""
+    ids = random.Random(seed ^ 0x5EED)
+    saved = (time.time, time.monotonic, uuid.uuid4)
+    time.time = lambda: EPOCH + loop.clock.now  # type: ignore[assignment]
+    time.monotonic = lambda: loop.clock.now  # type: ignore[assignment]
+    uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
+    try:
+        yield ids
+    finally:
+        time.time, time.monotonic, uuid.uuid4 = saved  # type: ignore[assignment]

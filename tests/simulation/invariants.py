@@ -1,0 +1,185 @@
+"""The invariants, checked after every delivered message and at the end of a run.
+
+- exactly once: a finished job's published output holds every split of every source
+  exactly once (World.publish sees each chunk of its data namespace);
+- one attempt per subtask: no attempt the JobManager superseded commits a chunk;
+- fencing: no message of an older JobManager epoch or a superseded attempt is
+  accepted (answered ok / handed a split), and no TaskManager accepts a task from a
+  JobManager it is not registered with;
+- slots: the slot pool adds up (free + allocated = total = sum of the registered
+  TaskManagers' slots), and no TaskManager runs more tasks of the leader than the
+  leader has slots allocated on it (a slot freed while its task still runs);
+- checkpoint ids strictly increase per job, across JobManager epochs;
+- at the end: every job terminal within the bound after faults stop (liveness), and
+  once settled no slot stays allocated and no task runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.rpc.messages import (
+    Acknowledge,
+    Message,
+    NextInputSplit,
+    RequestNextInputSplit,
+    ScheduleOrUpdateConsumers,
+    SubmitTask,
+    TaskOperationResult,
+    TriggerCheckpoint,
+    UpdateTaskExecutionState,
+)
+
+if TYPE_CHECKING:
+    from tests.simulation.network import SimRpc
+    from tests.simulation.tasks import SimTask
+    from tests.simulation.world import World
+
+_FROM_TASKS = (UpdateTaskExecutionState, RequestNextInputSplit, ScheduleOrUpdateConsumers)
+
+
+class Invariants:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.checkpoint_ids: dict[str, int] = {}
+        self.triggered: set[tuple[str, str, int]] = set()
+        world.network.after_delivery = self.check_step
+        world.network.observer = self
+        world.on_publish = self._published
+        world.on_chunk = self._chunk
+
+    def violate(self, what: str) -> None:
+        self.world.trace(f"VIOLATION: {what}")
+        self.world.violations.append(what)
+
+    # -- per step ----------------------------------------------------------------------------------
+
+    def check_step(self) -> None:
+        jobmanager = self.world.jobmanager
+        if jobmanager is None:
+            return
+        pool = jobmanager.slot_pool
+        registered = jobmanager.task_managers
+        if pool.free_slots + pool.allocated_slots != pool.total_slots or pool.free_slots < 0:
+            self.violate(
+                f"slot pool does not add up: {pool.free_slots} free + {pool.allocated_slots} allocated "
+                f"!= {pool.total_slots} total"
+            )
+        offered = sum(registration.slots for registration in registered.values())
+        if offered != pool.total_slots:
+            self.violate(f"slot pool counts {pool.total_slots} slots, registered TaskManagers offer {offered}")
+        for slot in self.world.task_managers:
+            executor = slot.executor
+            if executor is None or slot.resource_id not in registered:
+                continue
+            if executor.jobmanager_id != jobmanager.jobmanager_id:
+                continue
+            if registered[slot.resource_id].address != executor.address:
+                continue
+            running = sum(
+                1 for task in executor.tasks.values() if task.descriptor.jobmanager_id == jobmanager.jobmanager_id
+            )
+            if running > executor.slots:
+                self.violate(
+                    f"{slot.resource_id} runs {running} tasks of the leader on {executor.slots} slots: "
+                    f"{sorted(self.world.name_of(t) for t in executor.tasks.values())}"  # type: ignore[arg-type]
+                )
+            allocated = sum(1 for s in pool.slots_of(slot.resource_id) if s.allocation_id is not None)
+            if running > allocated:
+                # Not fatal by itself (a late SubmitTask: the leader gave up on it and freed its
+                # slot; the zombie is cancelled once its first update is refused), counted.
+                self.world.note("task running in a slot the leader freed")
+
+    # -- fencing: watched messages -------------------------------------------------------------------
+
+    def watch(self, receiver: SimRpc, message: Message, reply: Callable[[Message], None] | None) -> Any:
+        jobmanager = self.world.jobmanager
+        if isinstance(message, TriggerCheckpoint):
+            self._checkpoint_triggered(message)
+            return reply
+        if reply is None:
+            return None
+        if jobmanager is not None and receiver is jobmanager.rpc and isinstance(message, _FROM_TASKS):
+            stale_epoch = message.jobmanager_id != jobmanager.jobmanager_id
+            job = jobmanager.jobs.get(message.job_id)
+            superseded = job is None or job.graph is None or job.graph.execution(message.execution_id) is None
+
+            def checked(answer: Message) -> None:
+                if (stale_epoch or superseded) and _accepted(message, answer):
+                    why = "an older JobManager epoch" if stale_epoch else "a superseded attempt"
+                    self.violate(f"{type(message).__name__} of {why} ({message.execution_id}) accepted: {answer}")
+                reply(answer)
+
+            return checked
+        if isinstance(message, SubmitTask):
+            executor = next(
+                (s.executor for s in self.world.task_managers if s.executor is not None and s.executor.rpc is receiver),
+                None,
+            )
+            if executor is None:
+                return reply
+
+            def checked_submit(answer: Message) -> None:
+                token = message.descriptor.jobmanager_id
+                if isinstance(answer, TaskOperationResult) and answer.success and token != executor.jobmanager_id:
+                    self.violate(f"{executor.resource_id} accepted a task of JobManager {token}")
+                reply(answer)
+
+            return checked_submit
+        return reply
+
+    def _checkpoint_triggered(self, message: TriggerCheckpoint) -> None:
+        """One checkpoint is triggered on every task (one id, many messages, maybe resent);
+        a new checkpoint, of this JobManager epoch or a later one, must take a higher id."""
+        key = (message.job_id, message.jobmanager_id, message.checkpoint_id)
+        if key in self.triggered:
+            return
+        self.triggered.add(key)
+        last = self.checkpoint_ids.get(message.job_id, 0)
+        if message.checkpoint_id <= last:
+            self.violate(
+                f"checkpoint {message.checkpoint_id} of job {message.job_id} triggered (JobManager "
+                f"{message.jobmanager_id[:8]}) after checkpoint {last}: ids must strictly increase"
+            )
+        self.checkpoint_ids[message.job_id] = max(last, message.checkpoint_id)
+
+    # -- output --------------------------------------------------------------------------------------------
+
+    def _chunk(self, task: SimTask, split: int) -> None:
+        jobmanager = self.world.jobmanager
+        if jobmanager is None or task.descriptor.jobmanager_id != jobmanager.jobmanager_id:
+            return
+        job = jobmanager.jobs.get(task.job_id)
+        if job is None or job.graph is None or task.descriptor.data_namespace != job.data_namespace:
+            return
+        if job.graph.execution(task.execution_id) is None:
+            self.violate(
+                f"{self.world.name_of(task)} ({task.execution_id}) commits split {split}, but the JobManager "
+                f"superseded that attempt: two attempts of one subtask write its partition"
+            )
+
+    def _published(self, graph: JobGraph, namespace: str) -> None:
+        output = self.world.published[namespace]
+        sources = {edge.target for edge in graph.edges}
+        for vertex in graph.vertices:
+            if vertex.id in sources or "splits" not in vertex.config:
+                continue
+            expected = set(range(vertex.config["splits"]))
+            got = set(output.get(vertex.id, {}))
+            if got != expected:
+                self.violate(
+                    f"{graph.name}/{vertex.id} published splits {sorted(got)}, expected each of "
+                    f"{sorted(expected)} once (missing {sorted(expected - got)}, extra {sorted(got - expected)})"
+                )
+        for task in self.world.live_tasks:
+            if task.namespace == namespace and task.job_id == graph.job_id and task.state.value != "FINISHED":
+                # Harmless for what was published (a chunk written later is never read), counted.
+                self.world.note("job published while a superseded attempt of it still ran")
+
+
+def _accepted(message: Message, answer: Message) -> bool:
+    if isinstance(message, RequestNextInputSplit):
+        return isinstance(answer, NextInputSplit) and answer.split is not None
+    return isinstance(answer, Acknowledge) and answer.ok

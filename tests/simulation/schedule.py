@@ -1,0 +1,374 @@
+"""Seeded schedules: a cluster, jobs and a fault plan drawn from one seed, run and checked.
+
+`run(seed)` builds the schedule from `random.Random(seed)`, runs it on a fresh virtual
+loop and returns a Result: the violations found (empty when every invariant held), the
+trace of steps (what was delivered, dropped, crashed, started, published), and what
+became of each job. Everything random comes from the seed (the schedule, the network's
+latencies and faults, the tasks' behaviour, every uuid4), so a seed replays exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
+from flink_runtime.rpc.messages import JobSubmissionFailure, Message, SubmitJob
+from flink_runtime.rpc.service import RpcException
+from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
+from tests.simulation.invariants import Invariants
+from tests.simulation.network import NetworkFaults, SimRpc
+from tests.simulation.tasks import TaskFaults
+from tests.simulation.world import JOBMANAGER_ADDRESS, World, cluster_config
+
+# Once faults stop, every job must be terminal within this many (virtual) seconds: heartbeat
+# timeout, registration backoff, restart delays and task cancellation timeouts fit well inside.
+LIVENESS_BOUND = 120.0
+# After the last job ended: time for slots to come back and tasks to stop, then checked.
+SETTLE = 15.0
+
+PROFILES = ("calm", "tasks", "taskmanagers", "jobmanager", "network", "chaos")
+
+
+@dataclass
+class Event:
+    at: float
+    kind: str  # crash-tm, restart-tm, crash-jm, restart-jm, isolate, heal
+    target: int = 0  # TaskManager index (-1: the JobManager, for isolate/heal)
+
+    def __str__(self) -> str:
+        target = "jobmanager" if self.target < 0 else f"tm-{self.target}"
+        return f"{self.kind} {target}" if self.kind in ("isolate", "heal") or "tm" in self.kind else self.kind
+
+
+@dataclass
+class JobSpec:
+    name: str
+    parallelism: int
+    splits: int
+    submit_at: float
+
+
+@dataclass
+class Schedule:
+    seed: int
+    profile: str
+    task_managers: list[int]  # slots of each
+    jobs: list[JobSpec]
+    events: list[Event]
+    network: NetworkFaults
+    task_faults: TaskFaults
+    faults_end: float
+
+    def describe(self) -> list[str]:
+        lines = [
+            f"seed {self.seed}: profile {self.profile}, TaskManagers with slots {self.task_managers}, "
+            f"faults until t={self.faults_end:.3f}",
+            f"  network: {self.network}",
+            f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
+            f"stubborn {self.task_faults.stubborn:.3f}",
+        ]
+        lines += [
+            f"  job {j.name}: parallelism {j.parallelism}, {j.splits} splits, submitted at t={j.submit_at:.3f}"
+            for j in self.jobs
+        ]
+        lines += [f"  t={e.at:.3f} {e}" for e in self.events]
+        return lines
+
+
+def generate(seed: int) -> Schedule:
+    rng = random.Random(seed)
+    profile = PROFILES[rng.randrange(len(PROFILES))]
+    task_managers = [rng.randint(1, 2) for _ in range(rng.randint(1, 3))]
+    jobs = []
+    for number in range(rng.randint(1, 2)):
+        parallelism = rng.randint(2, 4)
+        jobs.append(JobSpec(f"job{number}", parallelism, rng.randint(1, 2 * parallelism), rng.uniform(0.0, 2.0)))
+    faults_end = rng.uniform(3.0, 20.0)
+    network = NetworkFaults()
+    task_faults = TaskFaults()
+    events: list[Event] = []
+    chaos = profile == "chaos"
+    if profile in ("tasks", "chaos"):
+        task_faults = TaskFaults(fail=rng.uniform(0, 0.3), hang=rng.uniform(0, 0.1), stubborn=rng.uniform(0, 0.5))
+    if profile in ("taskmanagers", "chaos"):
+        for _ in range(rng.randint(1, 3)):
+            target = rng.randrange(len(task_managers))
+            at = rng.uniform(0.0, faults_end)
+            events.append(Event(at, "crash-tm", target))
+            events.append(Event(min(at + rng.uniform(0.1, 10.0), faults_end), "restart-tm", target))
+    if profile in ("jobmanager", "chaos"):
+        for _ in range(rng.randint(1, 2)):
+            at = rng.uniform(0.0, faults_end)
+            events.append(Event(at, "crash-jm"))
+            events.append(Event(min(at + rng.uniform(0.05, 5.0), faults_end), "restart-jm"))
+    if profile in ("network", "chaos"):
+        network = NetworkFaults(slow=rng.uniform(0, 0.05), slow_latency=rng.uniform(0.1, 4.0))
+        for _ in range(rng.randint(1, 3)):
+            target = rng.randrange(-1, len(task_managers))
+            at = rng.uniform(0.0, faults_end)
+            events.append(Event(at, "isolate", target))
+            events.append(Event(min(at + rng.uniform(0.1, 12.0), faults_end), "heal", target))
+    if chaos and rng.random() < 0.3:
+        # Beyond what TCP does: messages lost on a live connection, delivered twice, reordered.
+        network.drop = rng.uniform(0, 0.02)
+        network.duplicate = rng.uniform(0, 0.02)
+        network.fifo = rng.random() < 0.5
+    events.sort(key=lambda e: e.at)
+    return Schedule(seed, profile, task_managers, jobs, events, network, task_faults, faults_end)
+
+
+@dataclass
+class Result:
+    seed: int
+    schedule: Schedule
+    violations: list[str]
+    trace: list[tuple[float, str]]
+    job_states: dict[str, str] = field(default_factory=dict)
+    delivered: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
+    end_time: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def format_trace(self) -> str:
+        lines = self.schedule.describe()
+        lines += [f"{at:10.4f}  {what}" for at, what in self.trace]
+        return "\n".join(lines)
+
+
+def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
+    vertex = JobVertex(
+        id="source",
+        name=f"{spec.name}-source",
+        invokable="noop",
+        parallelism=spec.parallelism,
+        config={"splits": spec.splits},
+    )
+    return JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
+
+
+def run(seed: int, record: bool = True, transport_faults: bool = True, verbose: bool = False) -> Result:
+    schedule = generate(seed)
+    if not transport_faults:
+        schedule.network.drop = schedule.network.duplicate = 0.0
+        schedule.network.fifo = True
+    loop = VirtualTimeLoop()
+    trace: list[tuple[float, str]] = []
+    append: Callable[[str], None] = (lambda what: trace.append((loop.time(), what))) if record else (lambda what: None)
+    logging.disable(logging.CRITICAL)  # the runtime's own logs: thousands of lines per schedule
+    result = Result(seed, schedule, [], trace)
+    try:
+        with deterministic(loop, seed):
+            try:
+                loop.run_until_complete(_run(schedule, loop, append, result, verbose))
+            finally:
+                _cancel_everything(loop)
+    finally:
+        loop.close()
+        logging.disable(logging.NOTSET)
+    return result
+
+
+def _cancel_everything(loop: asyncio.AbstractEventLoop) -> None:
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+async def _run(
+    schedule: Schedule, loop: VirtualTimeLoop, trace: Callable[[str], None], result: Result, verbose: bool
+) -> None:
+    rng = random.Random(schedule.seed * 7919 + 1)
+    world = World(loop, rng, trace, cluster_config(), dataclasses.replace(schedule.task_faults))
+    world.network.faults = dataclasses.replace(schedule.network)
+    world.network.verbose = verbose
+    Invariants(world)
+    await world.start_jobmanager()
+    for slots in schedule.task_managers:
+        await world.start_task_manager(world.add_task_manager(slots))
+    client = SimRpc(world.network, "sim://client:1")
+    await client.start(lambda message, reply: None)
+    job_ids = {spec.name: f"{schedule.seed % 0xFFFFFFFF:08x}{number:024x}" for number, spec in enumerate(schedule.jobs)}
+    background: set[asyncio.Task[Any]] = set()
+
+    def spawn(coroutine: Any) -> None:
+        task = loop.create_task(coroutine)
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    for spec in schedule.jobs:
+        loop.call_at(spec.submit_at, lambda s=spec: spawn(_submit(client, s, job_ids[s.name], trace)))
+    for event in schedule.events:
+        loop.call_at(event.at, lambda e=event: spawn(_apply(world, e)))
+    calm = asyncio.Event()
+    loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm)))
+    try:
+        await _until_done(world, schedule, job_ids, calm, result)
+    except SimulationStuck as exc:
+        world.violations.append(str(exc))
+    world.trace = lambda what: None  # what the teardown cancels is no step of the schedule
+    result.violations = world.violations
+    result.delivered = world.network.delivered
+    result.notes = world.notes
+    result.end_time = loop.time()
+    for name, job_id in job_ids.items():
+        record = world.store.jobs.get(job_id)
+        result.job_states[name] = record.status if record is not None else "NOT STORED"
+
+
+async def _until_done(
+    world: World, schedule: Schedule, job_ids: dict[str, str], calm: asyncio.Event, result: Result
+) -> None:
+    loop = world.loop
+    deadline = schedule.faults_end + LIVENESS_BOUND
+    while True:
+        await asyncio.sleep(0.25)
+        if world.violations:
+            return
+        if calm.is_set() and _all_terminal(world, job_ids):
+            break
+        if loop.time() > deadline:
+            states = {
+                name: (world.store.jobs[j].status if j in world.store.jobs else "not stored")
+                for name, j in job_ids.items()
+            }
+            world.violations.append(
+                f"liveness: {LIVENESS_BOUND:.0f} s after the faults stopped, jobs are not all terminal: {states}"
+            )
+            world.trace(f"VIOLATION: {world.violations[-1]}")
+            _dump(world)
+            return
+    world.trace("every job is terminal; settling")
+    await asyncio.sleep(SETTLE)
+    _check_settled(world)
+
+
+def _all_terminal(world: World, job_ids: dict[str, str]) -> bool:
+    jobmanager = world.jobmanager
+    if jobmanager is None:
+        return False
+    for job_id in job_ids.values():
+        record = world.store.jobs.get(job_id)
+        if record is None or not record.is_terminal:
+            return False
+        job = jobmanager.jobs.get(job_id)
+        if job is not None and not job.status.is_globally_terminal:
+            return False
+    return True
+
+
+def _check_settled(world: World) -> None:
+    jobmanager = world.jobmanager
+    assert jobmanager is not None
+    pool = jobmanager.slot_pool
+    if pool.allocated_slots or pool.pending_requests:
+        world.violations.append(
+            f"settled, yet the slot pool holds {pool.allocated_slots} allocated slots and "
+            f"{pool.pending_requests} pending requests"
+        )
+    for slot in world.task_managers:
+        if slot.executor is not None and slot.executor.tasks:
+            names = sorted(world.name_of(t) for t in slot.executor.tasks.values())  # type: ignore[arg-type]
+            world.violations.append(f"settled, yet {slot.resource_id} still runs {names}")
+    for violation in world.violations:
+        world.trace(f"VIOLATION: {violation}")
+
+
+def _dump(world: World) -> None:
+    jobmanager = world.jobmanager
+    if jobmanager is None:
+        world.trace("state: no JobManager")
+        return
+    world.trace(
+        f"state: registered TaskManagers {sorted(jobmanager.task_managers)}, pool free "
+        f"{jobmanager.slot_pool.free_slots}/{jobmanager.slot_pool.total_slots}, pending "
+        f"{jobmanager.slot_pool.pending_requests}"
+    )
+    for job in jobmanager.jobs.values():
+        states = []
+        if job.graph is not None:
+            for vertex in job.graph.all_execution_vertices():
+                e = vertex.current_execution
+                states.append(f"{vertex.task_name_with_subtask}#{e.attempt_number}={e.state.value}@{e.task_manager_id}")
+        world.trace(f"state: job {job.name} {job.status.value}: {states}")
+    for slot in world.task_managers:
+        executor = slot.executor
+        if executor is None:
+            world.trace(f"state: {slot.resource_id} down")
+        else:
+            world.trace(
+                f"state: {slot.resource_id} registered with {str(executor.jobmanager_id)[:8]}, tasks "
+                f"{[world.name_of(t) for t in executor.tasks.values()]}"  # type: ignore[arg-type]
+            )
+
+
+async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[str], None]) -> None:
+    """A client that retries its submission (same job id) until the JobManager answers."""
+    while True:
+        trace(f"submit {spec.name} ({job_id[:8]})")
+        try:
+            answer: Message = await client.ask(JOBMANAGER_ADDRESS, SubmitJob(job_graph=job_graph(spec, job_id)), 30.0)
+        except RpcException as exc:
+            trace(f"submit {spec.name}: {exc}")
+            await asyncio.sleep(1.0)
+            continue
+        trace(f"submit {spec.name}: {type(answer).__name__}")
+        if isinstance(answer, JobSubmissionFailure) and answer.kind != "duplicate":
+            trace(f"submit {spec.name} refused: {answer.reason}")
+        return
+
+
+async def _apply(world: World, event: Event) -> None:
+    if event.kind == "crash-tm":
+        world.crash_task_manager(world.task_managers[event.target])
+    elif event.kind == "restart-tm":
+        slot = world.task_managers[event.target]
+        if slot.executor is None:
+            await world.start_task_manager(slot)
+    elif event.kind == "crash-jm":
+        world.crash_jobmanager()
+    elif event.kind == "restart-jm":
+        if world.jobmanager is None:
+            await world.start_jobmanager()
+    elif event.kind in ("isolate", "heal"):
+        address = _address_of(world, event.target)
+        if address is None:
+            return
+        world.trace(f"{event.kind} {address}")
+        if event.kind == "isolate":
+            world.network.isolated.add(address)
+        else:
+            world.network.isolated.discard(address)
+
+
+def _address_of(world: World, target: int) -> str | None:
+    if target < 0:
+        return JOBMANAGER_ADDRESS
+    executor = world.task_managers[target].executor
+    return executor.address if executor is not None else None
+
+
+async def _calm(world: World, calm: asyncio.Event) -> None:
+    """Faults stop: the network heals and behaves, tasks stop failing, every process is up."""
+    world.trace("faults stop")
+    world.network.faults = NetworkFaults()
+    world.network.isolated.clear()
+    world.task_faults = TaskFaults()
+    for task in list(world.live_tasks):
+        task.unhang()
+    if world.jobmanager is None:
+        await world.start_jobmanager()
+    for slot in world.task_managers:
+        if slot.executor is None:
+            await world.start_task_manager(slot)
+    calm.set()
