@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run(args.seed, record=True, transport_faults=transport_faults, verbose=args.trace)
         if args.trace or not result.ok:
             print(result.format_trace())
+        if not transport_faults:
+            print("(replayed without --transport-faults; add it if the seed failed with it)")
         print(
             f"seed {args.seed}: {'ok' if result.ok else 'FAILED'} ({result.delivered} messages, "
             f"{result.end_time:.1f} virtual s, jobs {result.job_states})"

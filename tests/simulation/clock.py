@@ -12,6 +12,7 @@ OS's randomness.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import random
 import selectors
 import time
@@ -20,6 +21,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
+
+from flink_runtime.taskmanager import jobmanager_connection
 
 # Virtual wall-clock time starts here (2026-01-01T00:00:00Z), so timestamps look real.
 EPOCH = 1767225600.0
@@ -82,6 +85,44 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self.clock.now
 
+    def _run_once(self) -> None:
+        """One iteration, as BaseEventLoop._run_once without the I/O poll (there is none):
+        jump the clock to the next timer when nothing is ready, then run what is due."""
+        scheduled = self._scheduled  # type: ignore[attr-defined]
+        ready = self._ready  # type: ignore[attr-defined]
+        if len(scheduled) > 100 and self._timer_cancelled_count * 2 > len(scheduled):  # type: ignore[attr-defined]
+            live = [handle for handle in scheduled if not handle._cancelled]
+            for handle in scheduled:
+                if handle._cancelled:
+                    handle._scheduled = False
+            heapq.heapify(live)
+            self._scheduled = scheduled = live
+            self._timer_cancelled_count = 0
+        while scheduled and scheduled[0]._cancelled:
+            self._timer_cancelled_count -= 1
+            heapq.heappop(scheduled)._scheduled = False
+        clock = self.clock
+        if not ready and not self._stopping:  # type: ignore[attr-defined]
+            if not scheduled:
+                raise SimulationStuck("nothing scheduled and nothing ready: the simulated cluster has stopped")
+            when = scheduled[0]._when
+            if when > clock.now:
+                clock.now = when
+        end = clock.now + self._clock_resolution
+        while scheduled and scheduled[0]._when < end:
+            handle = heapq.heappop(scheduled)
+            handle._scheduled = False
+            ready.append(handle)
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
+
+    def _write_to_self(self) -> None:
+        # call_soon_threadsafe wakes a selector blocked in another thread; this one never
+        # blocks and every caller is on the loop's own thread: no byte through the self-pipe.
+        pass
+
 
 class InlineExecutor(ThreadPoolExecutor):
     """Runs submitted work at once on the calling thread (the loop's): deterministic."""
@@ -106,11 +147,17 @@ def deterministic(loop: VirtualTimeLoop, seed: int) -> Iterator[random.Random]:
     """Patch the process's clocks and uuid4 to the loop's virtual time and a seeded
     generator for the duration of one run; yields that generator's twin for ids."""
     ids = random.Random(seed ^ 0x5EED)
-    saved = (time.time, time.monotonic, uuid.uuid4)
+    saved = (time.time, time.monotonic, uuid.uuid4, jobmanager_connection.task_manager_resources)
     time.time = lambda: EPOCH + loop.clock.now  # type: ignore[assignment]
     time.monotonic = lambda: loop.clock.now  # type: ignore[assignment]
     uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
+    # What a registering TaskManager reports of its machine (psutil: varies, and slow).
+    jobmanager_connection.task_manager_resources = _fixed_resources  # type: ignore[attr-defined]
     try:
         yield ids
     finally:
-        time.time, time.monotonic, uuid.uuid4 = saved  # type: ignore[assignment]
+        time.time, time.monotonic, uuid.uuid4, jobmanager_connection.task_manager_resources = saved  # type: ignore[assignment]
+
+
+def _fixed_resources(config: Any, slots: int) -> dict[str, float]:
+    return {"cpu_cores": float(slots), "memory_mb": 4096.0, "process_mb": 100.0, "spark_heap_mb": 1024.0}

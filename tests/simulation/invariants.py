@@ -50,9 +50,8 @@ class Invariants:
         world.on_publish = self._published
         world.on_chunk = self._chunk
 
-    def violate(self, what: str) -> None:
-        self.world.trace(f"VIOLATION: {what}")
-        self.world.violations.append(what)
+    def violate(self, kind: str, what: str) -> None:
+        self.world.violate(kind, what)
 
     # -- per step ----------------------------------------------------------------------------------
 
@@ -64,29 +63,31 @@ class Invariants:
         registered = jobmanager.task_managers
         if pool.free_slots + pool.allocated_slots != pool.total_slots or pool.free_slots < 0:
             self.violate(
+                "slot-pool",
                 f"slot pool does not add up: {pool.free_slots} free + {pool.allocated_slots} allocated "
-                f"!= {pool.total_slots} total"
+                f"!= {pool.total_slots} total",
             )
         offered = sum(registration.slots for registration in registered.values())
         if offered != pool.total_slots:
-            self.violate(f"slot pool counts {pool.total_slots} slots, registered TaskManagers offer {offered}")
+            self.violate(
+                "slot-pool", f"slot pool counts {pool.total_slots} slots, registered TaskManagers offer {offered}"
+            )
+        leader = jobmanager.jobmanager_id
         for slot in self.world.task_managers:
             executor = slot.executor
-            if executor is None or slot.resource_id not in registered:
+            if executor is None or not executor.tasks or executor.jobmanager_id != leader:
                 continue
-            if executor.jobmanager_id != jobmanager.jobmanager_id:
+            registration = registered.get(executor.resource_id)
+            if registration is None or registration.address != executor.address:
                 continue
-            if registered[slot.resource_id].address != executor.address:
-                continue
-            running = sum(
-                1 for task in executor.tasks.values() if task.descriptor.jobmanager_id == jobmanager.jobmanager_id
-            )
+            running = sum(1 for task in executor.tasks.values() if task.descriptor.jobmanager_id == leader)
             if running > executor.slots:
                 self.violate(
-                    f"{slot.resource_id} runs {running} tasks of the leader on {executor.slots} slots: "
-                    f"{sorted(self.world.name_of(t) for t in executor.tasks.values())}"  # type: ignore[arg-type]
+                    "oversubscribed",
+                    f"{executor.resource_id} runs {running} tasks of the leader on {executor.slots} slots: "
+                    f"{sorted(self.world.name_of(t) for t in executor.tasks.values())}",  # type: ignore[arg-type]
                 )
-            allocated = sum(1 for s in pool.slots_of(slot.resource_id) if s.allocation_id is not None)
+            allocated = sum(1 for s in pool.slots_of(executor.resource_id) if s.allocation_id is not None)
             if running > allocated:
                 # Not fatal by itself (a late SubmitTask: the leader gave up on it and freed its
                 # slot; the zombie is cancelled once its first update is refused), counted.
@@ -109,7 +110,9 @@ class Invariants:
             def checked(answer: Message) -> None:
                 if (stale_epoch or superseded) and _accepted(message, answer):
                     why = "an older JobManager epoch" if stale_epoch else "a superseded attempt"
-                    self.violate(f"{type(message).__name__} of {why} ({message.execution_id}) accepted: {answer}")
+                    self.violate(
+                        "fencing", f"{type(message).__name__} of {why} ({message.execution_id}) accepted: {answer}"
+                    )
                 reply(answer)
 
             return checked
@@ -124,7 +127,7 @@ class Invariants:
             def checked_submit(answer: Message) -> None:
                 token = message.descriptor.jobmanager_id
                 if isinstance(answer, TaskOperationResult) and answer.success and token != executor.jobmanager_id:
-                    self.violate(f"{executor.resource_id} accepted a task of JobManager {token}")
+                    self.violate("fencing", f"{executor.resource_id} accepted a task of JobManager {token}")
                 reply(answer)
 
             return checked_submit
@@ -140,8 +143,9 @@ class Invariants:
         last = self.checkpoint_ids.get(message.job_id, 0)
         if message.checkpoint_id <= last:
             self.violate(
+                "checkpoint-ids",
                 f"checkpoint {message.checkpoint_id} of job {message.job_id} triggered (JobManager "
-                f"{message.jobmanager_id[:8]}) after checkpoint {last}: ids must strictly increase"
+                f"{message.jobmanager_id[:8]}) after checkpoint {last}: ids must strictly increase",
             )
         self.checkpoint_ids[message.job_id] = max(last, message.checkpoint_id)
 
@@ -156,8 +160,9 @@ class Invariants:
             return
         if job.graph.execution(task.execution_id) is None:
             self.violate(
+                "two-attempts",
                 f"{self.world.name_of(task)} ({task.execution_id}) commits split {split}, but the JobManager "
-                f"superseded that attempt: two attempts of one subtask write its partition"
+                f"superseded that attempt: two attempts of one subtask write its partition",
             )
 
     def _published(self, graph: JobGraph, namespace: str) -> None:
@@ -170,8 +175,9 @@ class Invariants:
             got = set(output.get(vertex.id, {}))
             if got != expected:
                 self.violate(
+                    "exactly-once",
                     f"{graph.name}/{vertex.id} published splits {sorted(got)}, expected each of "
-                    f"{sorted(expected)} once (missing {sorted(expected - got)}, extra {sorted(got - expected)})"
+                    f"{sorted(expected)} once (missing {sorted(expected - got)}, extra {sorted(got - expected)})",
                 )
         for task in self.world.live_tasks:
             if task.namespace == namespace and task.job_id == graph.job_id and task.state.value != "FINISHED":

@@ -130,6 +130,15 @@ class SimNetwork:
         self.after_delivery()
 
 
+class _Expired(Exception):
+    pass
+
+
+def _expire(future: asyncio.Future[Message]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
+
+
 def _describe(message: Message) -> str:
     text = repr(message)
     return text if len(text) <= 300 else text[:300] + "..."
@@ -182,17 +191,21 @@ class SimRpc:
     async def ask(self, address: str, message: Message, timeout: float) -> Message:
         self._correlation += 1
         correlation_id = self._correlation
-        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        loop = self.network.loop
+        future: asyncio.Future[Message] = loop.create_future()
         if self.closed:
             raise RpcException("RPC service closed")
         self._pending[correlation_id] = future
         self._connections[address] = None
+        # One timer instead of asyncio.wait_for's machinery: the same outcome, a third the work.
+        timer = loop.call_at(loop.time() + timeout, _expire, future)
         try:
             self.network.send(self, address, Envelope(PROTOCOL_VERSION, ASK, correlation_id, message), self)
-            answer = await asyncio.wait_for(future, timeout)
-        except TimeoutError:
+            answer = await future
+        except _Expired:
             raise AskTimeoutError(f"{type(message).__name__} to {address}: no answer within {timeout:.3g} s") from None
         finally:
+            timer.cancel()
             self._pending.pop(correlation_id, None)
         if isinstance(answer, RpcError):
             raise RpcException(f"{type(message).__name__} to {address} failed: {answer.error}")

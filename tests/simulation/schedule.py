@@ -29,8 +29,9 @@ from tests.simulation.world import JOBMANAGER_ADDRESS, World, cluster_config
 # Once faults stop, every job must be terminal within this many (virtual) seconds: heartbeat
 # timeout, registration backoff, restart delays and task cancellation timeouts fit well inside.
 LIVENESS_BOUND = 120.0
-# After the last job ended: time for slots to come back and tasks to stop, then checked.
-SETTLE = 15.0
+# After the last job ended: time for slots to come back and tasks to stop (past
+# task.cancellation.timeout), then checked.
+SETTLE = 5.0
 
 PROFILES = ("calm", "tasks", "taskmanagers", "jobmanager", "network", "chaos")
 
@@ -89,7 +90,7 @@ def generate(seed: int) -> Schedule:
     for number in range(rng.randint(1, 2)):
         parallelism = rng.randint(2, 4)
         jobs.append(JobSpec(f"job{number}", parallelism, rng.randint(1, 2 * parallelism), rng.uniform(0.0, 2.0)))
-    faults_end = rng.uniform(3.0, 20.0)
+    faults_end = rng.uniform(2.0, 12.0)
     network = NetworkFaults()
     task_faults = TaskFaults()
     events: list[Event] = []
@@ -155,7 +156,10 @@ def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
     return JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
 
 
-def run(seed: int, record: bool = True, transport_faults: bool = True, verbose: bool = False) -> Result:
+def run(seed: int, record: bool = True, transport_faults: bool = False, verbose: bool = False) -> Result:
+    """transport_faults: let chaos schedules also drop, duplicate and reorder messages on a
+    live connection, which TCP and ZeroMQ never do (the runtime relies on per-connection
+    order); off by default, for exploring what the protocol would need to survive it."""
     schedule = generate(seed)
     if not transport_faults:
         schedule.network.drop = schedule.network.duplicate = 0.0
@@ -208,14 +212,13 @@ async def _run(
 
     for spec in schedule.jobs:
         loop.call_at(spec.submit_at, lambda s=spec: spawn(_submit(client, s, job_ids[s.name], trace)))
-    for event in schedule.events:
-        loop.call_at(event.at, lambda e=event: spawn(_apply(world, e)))
+    faults = [loop.call_at(event.at, lambda e=event: spawn(_apply(world, e))) for event in schedule.events]
     calm = asyncio.Event()
-    loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm)))
+    faults.append(loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm))))
     try:
-        await _until_done(world, schedule, job_ids, calm, result)
+        await _until_done(world, schedule, job_ids, calm, faults)
     except SimulationStuck as exc:
-        world.violations.append(str(exc))
+        world.violate("stuck", str(exc))
     world.trace = lambda what: None  # what the teardown cancels is no step of the schedule
     result.violations = world.violations
     result.delivered = world.network.delivered
@@ -227,26 +230,32 @@ async def _run(
 
 
 async def _until_done(
-    world: World, schedule: Schedule, job_ids: dict[str, str], calm: asyncio.Event, result: Result
+    world: World, schedule: Schedule, job_ids: dict[str, str], calm: asyncio.Event, faults: list[asyncio.TimerHandle]
 ) -> None:
     loop = world.loop
     deadline = schedule.faults_end + LIVENESS_BOUND
     while True:
-        await asyncio.sleep(0.25)
+        await asyncio.sleep(0.5)
         if world.violations:
             return
-        if calm.is_set() and _all_terminal(world, job_ids):
+        if _all_terminal(world, job_ids):
+            if not calm.is_set():
+                # Every job ended before the faults did: what is left of them would only
+                # exercise a cluster without jobs. Stop them now (and save the time).
+                for handle in faults:
+                    handle.cancel()
+                await _calm(world, calm)
             break
         if loop.time() > deadline:
             states = {
                 name: (world.store.jobs[j].status if j in world.store.jobs else "not stored")
                 for name, j in job_ids.items()
             }
-            world.violations.append(
-                f"liveness: {LIVENESS_BOUND:.0f} s after the faults stopped, jobs are not all terminal: {states}"
-            )
-            world.trace(f"VIOLATION: {world.violations[-1]}")
             _dump(world)
+            world.violate(
+                _liveness_kind(world),
+                f"{LIVENESS_BOUND:.0f} s after the faults stopped, jobs are not all terminal: {states}",
+            )
             return
     world.trace("every job is terminal; settling")
     await asyncio.sleep(SETTLE)
@@ -272,16 +281,29 @@ def _check_settled(world: World) -> None:
     assert jobmanager is not None
     pool = jobmanager.slot_pool
     if pool.allocated_slots or pool.pending_requests:
-        world.violations.append(
+        world.violate(
+            "settled",
             f"settled, yet the slot pool holds {pool.allocated_slots} allocated slots and "
-            f"{pool.pending_requests} pending requests"
+            f"{pool.pending_requests} pending requests",
         )
     for slot in world.task_managers:
         if slot.executor is not None and slot.executor.tasks:
             names = sorted(world.name_of(t) for t in slot.executor.tasks.values())  # type: ignore[arg-type]
-            world.violations.append(f"settled, yet {slot.resource_id} still runs {names}")
-    for violation in world.violations:
-        world.trace(f"VIOLATION: {violation}")
+            world.violate("settled", f"settled, yet {slot.resource_id} still runs {names}")
+
+
+def _liveness_kind(world: World) -> str:
+    """liveness, or the known way to lose it: a running job whose subtask ended CANCELED
+    although nobody cancelled the job (a TaskManager cancelled it on its own), which no
+    failover restarts."""
+    jobmanager = world.jobmanager
+    if jobmanager is not None:
+        for job in jobmanager.jobs.values():
+            if job.graph is None or job.status.value != "RUNNING":
+                continue
+            if any(v.current_execution.state.value == "CANCELED" for v in job.graph.all_execution_vertices()):
+                return "liveness/canceled-subtask"
+    return "liveness"
 
 
 def _dump(world: World) -> None:

@@ -135,8 +135,9 @@ class SimTask:
             raise _Cancelled()
 
     async def _work(self) -> None:
-        rng, faults = self._rng, self.world.task_faults
+        rng = self._rng
         await asyncio.sleep(rng.uniform(0.01, 0.5))
+        faults = self.world.task_faults  # read now: the faults may have stopped meanwhile
         roll = rng.random()
         if roll < faults.fail:
             raise SimTaskFailure(f"injected failure in {self.world.name_of(self)}")

@@ -58,8 +58,8 @@ def cluster_config(overrides: dict[str, Any] | None = None) -> Configuration:
         "restart-strategy.type": "fixed-delay",
         "restart-strategy.fixed-delay.attempts": 1000,
         "restart-strategy.fixed-delay.delay": "500 ms",
-        "task.cancellation.interval": "1 s",
-        "task.cancellation.timeout": "5 s",
+        "task.cancellation.interval": "500 ms",
+        "task.cancellation.timeout": "3 s",
         "jobmanager.planner.warm-up": False,
         "metrics.system-resource-probing-interval": "1 h",
         "io.tmp.dirs": _DATA_DIR,
@@ -240,6 +240,11 @@ class World:
         self.on_publish: Callable[[JobGraph, str], None] = lambda graph, namespace: None
         self.on_chunk: Callable[[SimTask, int], None] = lambda task, split: None
 
+    def violate(self, kind: str, what: str) -> None:
+        """An invariant broke: `kind` names which (the test tells known bugs by it)."""
+        self.trace(f"VIOLATION [{kind}]: {what}")
+        self.violations.append(f"[{kind}] {what}")
+
     def note(self, what: str) -> None:
         if what not in self.notes:
             self.trace(f"note: {what}")
@@ -332,9 +337,10 @@ class World:
                 by_split = output.setdefault(vertex_id, {})
                 for split in chunks:
                     if split in by_split:
-                        self.violations.append(
+                        self.violate(
+                            "exactly-once",
                             f"split {split} of {graph.name}/{vertex_id} published twice: by subtasks "
-                            f"{by_split[split]} and {subtask} (namespace {namespace})"
+                            f"{by_split[split]} and {subtask} (namespace {namespace})",
                         )
                     by_split[split] = subtask
         self.trace(f"publish {graph.name} ({namespace})")
