@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup runtime java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast lint format bench docker-smoke clean
+.PHONY: setup runtime java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast simulate lint format bench docker-smoke clean
 
 # What running the runtime needs: the demo waits for this only.
 runtime: $(STAMP) java
@@ -58,6 +58,12 @@ test: setup flink-tools spark-cds
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not integration"
+
+# The control plane on a simulated clock and network (tests/simulation/): SCHEDULES seeded
+# fault schedules from seed START (default 10000 from 0) over 2 processes, or with SEED=n
+# that one schedule's replay, every step printed.
+simulate: runtime
+	$(BIN)/python -m tests.simulation $(if $(SEED),--seed $(SEED) --trace,--schedules $(or $(SCHEDULES),10000) --start $(or $(START),0) --workers 2)
 
 lint: setup
 	$(BIN)/ruff check flink_runtime tests benchmarks dags plugins

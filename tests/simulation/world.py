@@ -242,8 +242,10 @@ class World:
 
     def violate(self, kind: str, what: str) -> None:
         """An invariant broke: `kind` names which (the test tells known bugs by it)."""
-        self.trace(f"VIOLATION [{kind}]: {what}")
-        self.violations.append(f"[{kind}] {what}")
+        violation = f"[{kind}] {what}"
+        if violation not in self.violations:  # checked after every step: once is enough
+            self.trace(f"VIOLATION {violation}")
+            self.violations.append(violation)
 
     def note(self, what: str) -> None:
         if what not in self.notes:
