@@ -86,10 +86,24 @@ def replay(seed: int, transport_faults: bool = False) -> Result:
     return run(seed, record=True, transport_faults=transport_faults)
 
 
-def failing_seeds_with_lost_splits(seeds: int) -> list[tuple[int, list[str]]]:
+def failing_seeds_with_lost_splits(seeds: int, enough: int = 3) -> list[tuple[int, list[str]]]:
     """A mutant JobMaster that never hands out again the splits of an attempt that did not
-    finish: the seeds whose invariants catch it (the simulator's own test)."""
+    finish: the first `enough` of `seeds` seeds whose invariants catch it (the simulator's
+    own test)."""
     from flink_runtime.scheduler.source_splits import SourceSplits
 
     SourceSplits.attempt_stopped = lambda self, vertex_id, execution_id, subtask_index: None  # type: ignore[method-assign]
-    return [(seed, result.violations) for seed in range(seeds) if not (result := run(seed, record=False)).ok]
+    caught = []
+    for seed in range(seeds):
+        result = run(seed, record=False)
+        if not result.ok:
+            caught.append((seed, result.violations))
+            if len(caught) == enough:
+                break
+    return caught
+
+
+def replays_exactly(seed: int) -> tuple[bool, int]:
+    """Whether two runs of a seed take the very same steps, and how many steps."""
+    first, second = replay(seed), replay(seed)
+    return first.trace == second.trace, len(first.trace)

@@ -65,11 +65,12 @@ class Schedule:
     network: NetworkFaults
     task_faults: TaskFaults
     faults_end: float
+    checkpoint_interval: float | None = None  # periodic checkpoints (execution.checkpointing.interval)
 
     def describe(self) -> list[str]:
         lines = [
             f"seed {self.seed}: profile {self.profile}, TaskManagers with slots {self.task_managers}, "
-            f"faults until t={self.faults_end:.3f}",
+            f"faults until t={self.faults_end:.3f}, checkpoints every {self.checkpoint_interval or '-'} s",
             f"  network: {self.network}",
             f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
             f"stubborn {self.task_faults.stubborn:.3f}",
@@ -121,7 +122,9 @@ def generate(seed: int) -> Schedule:
         network.duplicate = rng.uniform(0, 0.02)
         network.fifo = rng.random() < 0.5
     events.sort(key=lambda e: e.at)
-    return Schedule(seed, profile, task_managers, jobs, events, network, task_faults, faults_end)
+    # Drawn last, so that adding it left every earlier draw (and so each seed's faults) as it was.
+    checkpoint_interval = rng.choice([None, None, 0.3, 1.0])
+    return Schedule(seed, profile, task_managers, jobs, events, network, task_faults, faults_end, checkpoint_interval)
 
 
 @dataclass
@@ -193,7 +196,10 @@ async def _run(
     schedule: Schedule, loop: VirtualTimeLoop, trace: Callable[[str], None], result: Result, verbose: bool
 ) -> None:
     rng = random.Random(schedule.seed * 7919 + 1)
-    world = World(loop, rng, trace, cluster_config(), dataclasses.replace(schedule.task_faults))
+    overrides = {}
+    if schedule.checkpoint_interval:
+        overrides["execution.checkpointing.interval"] = f"{int(schedule.checkpoint_interval * 1000)} ms"
+    world = World(loop, rng, trace, cluster_config(overrides), dataclasses.replace(schedule.task_faults))
     world.network.faults = dataclasses.replace(schedule.network)
     world.network.verbose = verbose
     Invariants(world)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import os
 import random
 import tempfile
 from collections.abc import Callable
@@ -42,7 +43,8 @@ from tests.simulation.tasks import SimTask, TaskFaults
 SECRET = "simulated-cluster-secret"
 JOBMANAGER_ADDRESS = "sim://jobmanager:6123"
 
-_DATA_DIR = tempfile.mkdtemp(prefix="flink-sim-")
+# Shared by every run (JobManagers mostly delete what they find there at a job's end).
+_DATA_DIR = os.path.join(tempfile.gettempdir(), f"flink-runtime-simulation-{os.getuid()}")
 
 
 def cluster_config(overrides: dict[str, Any] | None = None) -> Configuration:
@@ -65,6 +67,8 @@ def cluster_config(overrides: dict[str, Any] | None = None) -> Configuration:
         "io.tmp.dirs": _DATA_DIR,
         "blob.storage.directory": _DATA_DIR + "/blobs",
         "jobstore.expiration-time": "1 h",
+        "execution.checkpointing.min-interval": "100 ms",
+        "state.checkpoints.dir": _DATA_DIR + "/checkpoints",
     }
     values.update(overrides or {})
     return Configuration(values)
