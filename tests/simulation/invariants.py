@@ -96,13 +96,13 @@ class Invariants:
     # -- fencing: watched messages -------------------------------------------------------------------
 
     def watch(self, receiver: SimRpc, message: Message, reply: Callable[[Message], None] | None) -> Any:
-        jobmanager = self.world.jobmanager
+        jobmanager = self.world.jobmanager_at(receiver) if isinstance(message, _FROM_TASKS) else None
         if isinstance(message, TriggerCheckpoint):
             self._checkpoint_triggered(message)
             return reply
         if reply is None:
             return None
-        if jobmanager is not None and receiver is jobmanager.rpc and isinstance(message, _FROM_TASKS):
+        if jobmanager is not None:
             stale_epoch = message.jobmanager_id != jobmanager.jobmanager_id
             job = jobmanager.jobs.get(message.job_id)
             superseded = job is None or job.graph is None or job.graph.execution(message.execution_id) is None
@@ -142,8 +142,13 @@ class Invariants:
         self.triggered.add(key)
         last = self.checkpoint_ids.get(message.job_id, 0)
         if message.checkpoint_id <= last:
+            reused = any(
+                job_id == message.job_id and checkpoint_id == message.checkpoint_id
+                for job_id, _, checkpoint_id in self.triggered - {key}
+            )
             self.violate(
-                "checkpoint-ids",
+                # The same id, triggered by an earlier JobManager epoch that never completed it.
+                "checkpoint-ids/reused" if reused else "checkpoint-ids",
                 f"checkpoint {message.checkpoint_id} of job {message.job_id} triggered (JobManager "
                 f"{message.jobmanager_id[:8]}) after checkpoint {last}: ids must strictly increase",
             )

@@ -12,19 +12,21 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
-from flink_runtime.rpc.messages import JobSubmissionFailure, Message, SubmitJob
+from flink_runtime.rpc.messages import JobSubmissionFailure, Message, SubmitJob, Success
 from flink_runtime.rpc.service import RpcException
 from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
 from tests.simulation.invariants import Invariants
 from tests.simulation.network import NetworkFaults, SimRpc
 from tests.simulation.tasks import TaskFaults
-from tests.simulation.world import JOBMANAGER_ADDRESS, World, cluster_config
+from tests.simulation.world import DATA_ROOT, World, cluster_config
 
 # Once faults stop, every job must be terminal within this many (virtual) seconds: heartbeat
 # timeout, registration backoff, restart delays and task cancellation timeouts fit well inside.
@@ -66,11 +68,14 @@ class Schedule:
     task_faults: TaskFaults
     faults_end: float
     checkpoint_interval: float | None = None  # periodic checkpoints (execution.checkpointing.interval)
+    # Two JobManagers on one job store, one leading (the lease), with leader changes.
+    high_availability: bool = False
 
     def describe(self) -> list[str]:
         lines = [
             f"seed {self.seed}: profile {self.profile}, TaskManagers with slots {self.task_managers}, "
-            f"faults until t={self.faults_end:.3f}, checkpoints every {self.checkpoint_interval or '-'} s",
+            f"faults until t={self.faults_end:.3f}, checkpoints every {self.checkpoint_interval or '-'} s"
+            + (", two JobManagers (high availability)" if self.high_availability else ""),
             f"  network: {self.network}",
             f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
             f"stubborn {self.task_faults.stubborn:.3f}",
@@ -124,7 +129,23 @@ def generate(seed: int) -> Schedule:
     events.sort(key=lambda e: e.at)
     # Drawn last, so that adding it left every earlier draw (and so each seed's faults) as it was.
     checkpoint_interval = rng.choice([None, None, 0.3, 1.0])
-    return Schedule(seed, profile, task_managers, jobs, events, network, task_faults, faults_end, checkpoint_interval)
+    high_availability = profile in ("jobmanager", "chaos") and rng.random() < 0.5
+    if high_availability:
+        for _ in range(rng.randint(1, 2)):
+            events.append(Event(rng.uniform(0.0, faults_end), "depose"))
+        events.sort(key=lambda e: e.at)
+    return Schedule(
+        seed,
+        profile,
+        task_managers,
+        jobs,
+        events,
+        network,
+        task_faults,
+        faults_end,
+        checkpoint_interval,
+        high_availability,
+    )
 
 
 @dataclass
@@ -168,6 +189,7 @@ def run(seed: int, record: bool = True, transport_faults: bool = False, verbose:
         schedule.network.drop = schedule.network.duplicate = 0.0
         schedule.network.fifo = True
     loop = VirtualTimeLoop()
+    data_dir = os.path.join(DATA_ROOT, f"{seed}-{os.getpid()}")
     trace: list[tuple[float, str]] = []
     append: Callable[[str], None] = (lambda what: trace.append((loop.time(), what))) if record else (lambda what: None)
     logging.disable(logging.CRITICAL)  # the runtime's own logs: thousands of lines per schedule
@@ -175,12 +197,13 @@ def run(seed: int, record: bool = True, transport_faults: bool = False, verbose:
     try:
         with deterministic(loop, seed):
             try:
-                loop.run_until_complete(_run(schedule, loop, append, result, verbose))
+                loop.run_until_complete(_run(schedule, loop, append, result, verbose, data_dir))
             finally:
                 _cancel_everything(loop)
     finally:
         loop.close()
         logging.disable(logging.NOTSET)
+        shutil.rmtree(data_dir, ignore_errors=True)
     return result
 
 
@@ -193,21 +216,36 @@ def _cancel_everything(loop: asyncio.AbstractEventLoop) -> None:
 
 
 async def _run(
-    schedule: Schedule, loop: VirtualTimeLoop, trace: Callable[[str], None], result: Result, verbose: bool
+    schedule: Schedule,
+    loop: VirtualTimeLoop,
+    trace: Callable[[str], None],
+    result: Result,
+    verbose: bool,
+    data_dir: str,
 ) -> None:
     rng = random.Random(schedule.seed * 7919 + 1)
     overrides = {}
     if schedule.checkpoint_interval:
         overrides["execution.checkpointing.interval"] = f"{int(schedule.checkpoint_interval * 1000)} ms"
-    world = World(loop, rng, trace, cluster_config(overrides), dataclasses.replace(schedule.task_faults))
+    world = World(
+        loop,
+        rng,
+        trace,
+        cluster_config(data_dir, overrides),
+        dataclasses.replace(schedule.task_faults),
+        high_availability=schedule.high_availability,
+    )
     world.network.faults = dataclasses.replace(schedule.network)
     world.network.verbose = verbose
     Invariants(world)
-    await world.start_jobmanager()
+    for _ in world.jobmanagers:
+        await world.start_jobmanager()
     for slots in schedule.task_managers:
         await world.start_task_manager(world.add_task_manager(slots))
     client = SimRpc(world.network, "sim://client:1")
     await client.start(lambda message, reply: None)
+    client.world = world  # type: ignore[attr-defined]  # where the leader is
+    client.acknowledged = set()  # type: ignore[attr-defined]  # jobs whose submission was answered Success
     job_ids = {spec.name: f"{schedule.seed % 0xFFFFFFFF:08x}{number:024x}" for number, spec in enumerate(schedule.jobs)}
     background: set[asyncio.Task[Any]] = set()
 
@@ -222,7 +260,7 @@ async def _run(
     calm = asyncio.Event()
     faults.append(loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm))))
     try:
-        await _until_done(world, schedule, job_ids, calm, faults)
+        await _until_done(world, schedule, job_ids, calm, faults, client.acknowledged)  # type: ignore[attr-defined]
     except SimulationStuck as exc:
         world.violate("stuck", str(exc))
     world.trace = lambda what: None  # what the teardown cancels is no step of the schedule
@@ -236,7 +274,12 @@ async def _run(
 
 
 async def _until_done(
-    world: World, schedule: Schedule, job_ids: dict[str, str], calm: asyncio.Event, faults: list[asyncio.TimerHandle]
+    world: World,
+    schedule: Schedule,
+    job_ids: dict[str, str],
+    calm: asyncio.Event,
+    faults: list[asyncio.TimerHandle],
+    acknowledged: set[str],
 ) -> None:
     loop = world.loop
     deadline = schedule.faults_end + LIVENESS_BOUND
@@ -258,6 +301,13 @@ async def _until_done(
                 for name, j in job_ids.items()
             }
             _dump(world)
+            lost = [name for name, j in job_ids.items() if j in acknowledged and j not in world.store.jobs]
+            if lost:
+                world.violate(
+                    "acknowledged-job-lost",
+                    f"the submission of {lost} was answered Success, yet no JobManager has or stores the job",
+                )
+                return
             world.violate(
                 _liveness_kind(world),
                 f"{LIVENESS_BOUND:.0f} s after the faults stopped, jobs are not all terminal: {states}",
@@ -344,15 +394,21 @@ async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[s
     """A client that retries its submission (same job id) until the JobManager answers."""
     while True:
         trace(f"submit {spec.name} ({job_id[:8]})")
+        leader = client.world.leader_address  # type: ignore[attr-defined]
         try:
-            answer: Message = await client.ask(JOBMANAGER_ADDRESS, SubmitJob(job_graph=job_graph(spec, job_id)), 30.0)
+            answer: Message = await client.ask(leader, SubmitJob(job_graph=job_graph(spec, job_id)), 30.0)
         except RpcException as exc:
             trace(f"submit {spec.name}: {exc}")
             await asyncio.sleep(1.0)
             continue
         trace(f"submit {spec.name}: {type(answer).__name__}")
+        if isinstance(answer, JobSubmissionFailure) and "standby" in answer.reason:
+            await asyncio.sleep(1.0)  # asked a JobManager that lost the lease: ask the leader
+            continue
         if isinstance(answer, JobSubmissionFailure) and answer.kind != "duplicate":
             trace(f"submit {spec.name} refused: {answer.reason}")
+        if isinstance(answer, Success):
+            client.acknowledged.add(job_id)  # type: ignore[attr-defined]
         return
 
 
@@ -366,8 +422,10 @@ async def _apply(world: World, event: Event) -> None:
     elif event.kind == "crash-jm":
         world.crash_jobmanager()
     elif event.kind == "restart-jm":
-        if world.jobmanager is None:
+        if None in world.jobmanagers.values():
             await world.start_jobmanager()
+    elif event.kind == "depose":
+        world.depose()
     elif event.kind in ("isolate", "heal"):
         address = _address_of(world, event.target)
         if address is None:
@@ -381,7 +439,7 @@ async def _apply(world: World, event: Event) -> None:
 
 def _address_of(world: World, target: int) -> str | None:
     if target < 0:
-        return JOBMANAGER_ADDRESS
+        return world.leader_address
     executor = world.task_managers[target].executor
     return executor.address if executor is not None else None
 
@@ -394,8 +452,9 @@ async def _calm(world: World, calm: asyncio.Event) -> None:
     world.task_faults = TaskFaults()
     for task in list(world.live_tasks):
         task.unhang()
-    if world.jobmanager is None:
+    while None in world.jobmanagers.values():
         await world.start_jobmanager()
+    world.elect()
     for slot in world.task_managers:
         if slot.executor is None:
             await world.start_task_manager(slot)

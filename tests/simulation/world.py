@@ -28,10 +28,12 @@ from typing import Any
 
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.invokable import Prepared
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.jobmanager import JobManager
+from flink_runtime.jobmanager.jobstore import FencingTokenMismatch
 from flink_runtime.jobmanager.jobstore_schema import TERMINAL_STATUSES, CheckpointRecord, JobRecord
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.rpc.endpoint import RpcEndpoint
@@ -42,12 +44,17 @@ from tests.simulation.tasks import SimTask, TaskFaults
 
 SECRET = "simulated-cluster-secret"
 JOBMANAGER_ADDRESS = "sim://jobmanager:6123"
+# High availability: two JobManagers on one job store, one leading at a time.
+HA_ADDRESSES = ("sim://jobmanager-a:6123", "sim://jobmanager-b:6123")
+# How long a dead leader's lease keeps the standby waiting (high-availability lease duration).
+LEASE_DURATION = 2.0
 
-# Shared by every run (JobManagers mostly delete what they find there at a job's end).
-_DATA_DIR = os.path.join(tempfile.gettempdir(), f"flink-runtime-simulation-{os.getuid()}")
+# Each run gets a folder of its own under this one, removed after the run: what a run
+# leaves there (a checkpoint folder) must not reach the next run of the same seed.
+DATA_ROOT = os.path.join(tempfile.gettempdir(), f"flink-runtime-simulation-{os.getuid()}")
 
 
-def cluster_config(overrides: dict[str, Any] | None = None) -> Configuration:
+def cluster_config(data_dir: str, overrides: dict[str, Any] | None = None) -> Configuration:
     values: dict[str, Any] = {
         "heartbeat.interval": "1 s",
         "heartbeat.timeout": "5 s",
@@ -64,11 +71,11 @@ def cluster_config(overrides: dict[str, Any] | None = None) -> Configuration:
         "task.cancellation.timeout": "3 s",
         "jobmanager.planner.warm-up": False,
         "metrics.system-resource-probing-interval": "1 h",
-        "io.tmp.dirs": _DATA_DIR,
-        "blob.storage.directory": _DATA_DIR + "/blobs",
+        "io.tmp.dirs": data_dir,
+        "blob.storage.directory": data_dir + "/blobs",
         "jobstore.expiration-time": "1 h",
         "execution.checkpointing.min-interval": "100 ms",
-        "state.checkpoints.dir": _DATA_DIR + "/checkpoints",
+        "state.checkpoints.dir": data_dir + "/checkpoints",
     }
     values.update(overrides or {})
     return Configuration(values)
@@ -109,6 +116,8 @@ class SimJobStore:
     """The JobStore calls the JobManager makes, kept in memory (survives JobManager crashes)."""
 
     def __init__(self) -> None:
+        # The HA lease's fencing token (the lease row of the same database).
+        self.lease_token = 0
         self.jobs: dict[str, JobRecord] = {}
         self._checkpoints: dict[str, list[CheckpointRecord]] = {}
         self._recovery_attempts: dict[str, int] = {}
@@ -116,6 +125,9 @@ class SimJobStore:
 
     def close(self) -> None:
         pass
+
+    def fenced(self, cluster_id: str, token: int | None) -> FencedSimStore:
+        return FencedSimStore(self, token)
 
     def add_job(self, job_id: str, name: str, job_graph_json: bytes | str, submitted_at: float) -> None:
         if isinstance(job_graph_json, bytes):
@@ -187,6 +199,63 @@ class SimJobStore:
         return list(self._checkpoints.get(job_id, []))
 
 
+_WRITES = (
+    "add_job",
+    "update_status",
+    "archive",
+    "prune",
+    "begin_recovery",
+    "end_recovery",
+    "put_savepoint_request",
+    "add_checkpoint",
+)
+
+
+class FencedSimStore:
+    """SimJobStore as one JobManager of an HA cluster writes to it: a write is made only
+    while `token` is the lease's (JobStore.fenced: the write transaction checks the lease
+    row); reads go through."""
+
+    def __init__(self, store: SimJobStore, token: int | None) -> None:
+        self._store = store
+        self._token = token
+
+    def fenced(self, cluster_id: str, token: int | None) -> FencedSimStore:
+        return FencedSimStore(self._store, token)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._store, name)
+        if name not in _WRITES:
+            return attribute
+
+        def write(*args: Any, **kwargs: Any) -> Any:
+            if self._token is None or self._token != self._store.lease_token:
+                raise FencingTokenMismatch(
+                    f"{name} with fencing token {self._token}, but the lease has {self._store.lease_token}"
+                )
+            return attribute(*args, **kwargs)
+
+        return write
+
+
+class _SimElection:
+    """What the JobManager asks of its LeaderElectionService (leadership.py)."""
+
+    def __init__(self, world: World, jobmanager: JobManager) -> None:
+        self.world = world
+        self.jobmanager = jobmanager
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, release: bool = False) -> None:
+        pass
+
+    def step_down(self, lease: LeaderLease, reason: str) -> None:
+        self.world.trace(f"{self.jobmanager.address} steps down: {reason}")
+        self.world.loop.call_soon(self.world.lease_lost, self.jobmanager, lease)
+
+
 class _NoMetrics:
     """Instead of the TaskManager's sampler thread (psutil): no metrics, no thread."""
 
@@ -221,8 +290,15 @@ class World:
         trace: Callable[[str], None],
         config: Configuration,
         task_faults: TaskFaults,
+        high_availability: bool = False,
     ) -> None:
         self.loop = loop
+        self.high_availability = high_availability
+        # Every JobManager position by address (None: its process is down).
+        self.jobmanagers: dict[str, JobManager | None] = dict.fromkeys(
+            HA_ADDRESSES if high_availability else (JOBMANAGER_ADDRESS,)
+        )
+        self.lease: LeaderLease | None = None
         self.rng = rng
         self.trace = trace
         self.config = config
@@ -258,25 +334,106 @@ class World:
 
     # -- processes -------------------------------------------------------------------------------
 
-    async def start_jobmanager(self) -> JobManager:
+    @property
+    def leader_address(self) -> str:
+        """Where clients and TaskManagers find the leader (the lease names it)."""
+        if not self.high_availability:
+            return JOBMANAGER_ADDRESS
+        return self.lease.rpc_address if self.lease is not None else HA_ADDRESSES[0]
+
+    def jobmanager_at(self, rpc: Any) -> JobManager | None:
+        return next((jm for jm in self.jobmanagers.values() if jm is not None and jm.rpc is rpc), None)
+
+    async def start_jobmanager(self, address: str | None = None) -> JobManager:
+        address = address or next(a for a, jm in self.jobmanagers.items() if jm is None)
         self.jobmanager_incarnation += 1
-        rpc = SimRpc(self.network, JOBMANAGER_ADDRESS)
+        rpc = SimRpc(self.network, address)
         jobmanager = JobManager(self.config, cluster_secret=SECRET, rpc=rpc, planner=SimPlanner(self))
         jobmanager.job_store = self.store  # type: ignore[assignment]
         jobmanager._store_writer.shutdown(wait=False)
         jobmanager._store_writer = InlineExecutor()
-        self.jobmanager = jobmanager
-        self.trace(f"start JobManager #{self.jobmanager_incarnation} ({jobmanager.jobmanager_id[:8]})")
+        if self.high_availability:
+            # A standby until the simulated election grants it the lease (leadership.py).
+            jobmanager.high_availability = True
+            jobmanager._unfenced_store = self.store  # type: ignore[assignment]
+            jobmanager.job_store = self.store.fenced(jobmanager.cluster_id, None)  # type: ignore[assignment]
+            jobmanager._election = _SimElection(self, jobmanager)  # type: ignore[assignment]
+        else:
+            self.jobmanager = jobmanager
+        self.jobmanagers[address] = jobmanager
+        self.trace(f"start JobManager #{self.jobmanager_incarnation} at {address} ({jobmanager.jobmanager_id[:8]})")
         await jobmanager.start()
+        if self.high_availability and self.jobmanager is None and self.lease is None:
+            self.elect()
         return jobmanager
 
-    def crash_jobmanager(self) -> None:
-        jobmanager = self.jobmanager
+    def crash_jobmanager(self, address: str | None = None) -> None:
+        address = address or self.leader_address
+        jobmanager = self.jobmanagers.get(address)
         if jobmanager is None:
             return
-        self.trace(f"crash JobManager #{self.jobmanager_incarnation}")
-        self.jobmanager = None
+        self.trace(f"crash JobManager at {address}")
+        self.jobmanagers[address] = None
+        if jobmanager is self.jobmanager:
+            self.jobmanager = None
+            if self.high_availability:
+                # The standby takes over once the dead leader's lease ran out.
+                self.lease = None
+                self.loop.call_later(LEASE_DURATION, self.elect)
         _kill_endpoint(jobmanager)
+
+    # -- high availability: the lease, as the database's lease row holds it --------------------------
+
+    def elect(self, excluding: JobManager | None = None) -> None:
+        """Grant the lease to a live JobManager (not `excluding`) if nobody holds it."""
+        if not self.high_availability or (self.jobmanager is not None and excluding is None):
+            return
+        candidates = [jm for jm in self.jobmanagers.values() if jm is not None and jm is not excluding]
+        if not candidates:
+            return
+        jobmanager = self.rng.choice(candidates)
+        self.store.lease_token += 1
+        now = self.loop.time()
+        self.lease = lease = LeaderLease(
+            "default", jobmanager.address, self.store.lease_token, jobmanager.address, "", now, now
+        )
+        self.jobmanager = jobmanager
+        self.trace(f"lease {lease.token} granted to {jobmanager.address}")
+        jobmanager.run_in_mailbox(jobmanager._grant_leadership, lease)
+        for slot in self.task_managers:
+            if slot.executor is not None:
+                self._announce_leader(slot.executor)
+
+    def _announce_leader(self, executor: TaskExecutor) -> None:
+        """A TaskManager reads the lease (it polls: high-availability.retry-period)."""
+        lease = self.lease
+        if lease is not None:
+            self.loop.call_later(
+                self.rng.uniform(0.0, 1.0), executor.run_in_mailbox, executor._leader_seen, lease, None
+            )
+
+    def depose(self) -> None:
+        """The leader stalls (a long pause) past its lease: the standby is granted it, and the
+        old leader learns it lost the lease only later; meanwhile both think they lead."""
+        old = self.jobmanager
+        if not self.high_availability or old is None or old.leader_lease is None:
+            return
+        old_lease = old.leader_lease
+        self.trace(f"depose {old.address} (lease {old_lease.token})")
+        self.elect(excluding=old)
+        if self.jobmanager is old:
+            return  # no standby up: it keeps the lease
+        self.loop.call_later(
+            self.rng.uniform(0.0, 3.0), old.run_in_mailbox, old._revoke_leadership, old_lease, "its lease was taken"
+        )
+
+    def lease_lost(self, jobmanager: JobManager, lease: LeaderLease) -> None:
+        """A leader stepped down (its recovery failed): the lease goes free."""
+        if self.lease is not None and self.lease.token == lease.token:
+            self.lease = None
+            self.jobmanager = None
+            jobmanager.run_in_mailbox(jobmanager._revoke_leadership, lease, "stepped down")
+            self.loop.call_later(LEASE_DURATION, self.elect)
 
     def add_task_manager(self, slots: int) -> TaskManagerSlot:
         slot = TaskManagerSlot(len(self.task_managers), slots)
@@ -298,7 +455,7 @@ class World:
 
         executor = TaskExecutor(
             config,
-            JOBMANAGER_ADDRESS,
+            self.leader_address,
             cluster_secret=SECRET,
             rpc=SimRpc(self.network, address),
             task_factory=task_factory,  # type: ignore[arg-type]
@@ -307,6 +464,8 @@ class World:
         slot.executor = executor
         self.trace(f"start {slot.resource_id} #{slot.incarnation} ({slot.slots} slots)")
         await executor.start()
+        if self.high_availability:
+            self._announce_leader(executor)
 
     def crash_task_manager(self, slot: TaskManagerSlot) -> None:
         executor = slot.executor
