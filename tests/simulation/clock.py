@@ -4,9 +4,9 @@ The loop's selector never blocks: asked to wait `timeout` seconds, it advances t
 virtual clock by that much and reports nothing ready. So a heartbeat timeout of 50 s
 costs no wall time, and every run of a seed sees the same interleaving. Work the code
 hands to threads (`asyncio.to_thread`, `run_in_executor`) runs inline on the loop's
-thread (InlineExecutor), and `time.time`, `time.monotonic` and `uuid.uuid4` are
-patched for the run (`deterministic`), so no decision depends on the wall clock or the
-OS's randomness.
+thread (InlineExecutor), and `time.time`, `time.monotonic`, `uuid.uuid4` and
+`secrets.token_hex` are patched for the run (`deterministic`), so no decision or id
+depends on the wall clock or the OS's randomness.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import random
+import secrets
 import selectors
 import time
 import uuid
@@ -147,16 +148,18 @@ def deterministic(loop: VirtualTimeLoop, seed: int) -> Iterator[random.Random]:
     """Patch the process's clocks and uuid4 to the loop's virtual time and a seeded
     generator for the duration of one run; yields that generator's twin for ids."""
     ids = random.Random(seed ^ 0x5EED)
-    saved = (time.time, time.monotonic, uuid.uuid4, jobmanager_connection.task_manager_resources)
+    saved = (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, jobmanager_connection.task_manager_resources)
     time.time = lambda: EPOCH + loop.clock.now  # type: ignore[assignment]
     time.monotonic = lambda: loop.clock.now  # type: ignore[assignment]
     uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
+    # ExecutionGraph ids, savepoint folder names.
+    secrets.token_hex = lambda nbytes=32: ids.getrandbits(8 * nbytes).to_bytes(nbytes, "big").hex()  # type: ignore[assignment]
     # What a registering TaskManager reports of its machine (psutil: varies, and slow).
     jobmanager_connection.task_manager_resources = _fixed_resources  # type: ignore[attr-defined]
     try:
         yield ids
     finally:
-        time.time, time.monotonic, uuid.uuid4, jobmanager_connection.task_manager_resources = saved  # type: ignore[assignment]
+        (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, jobmanager_connection.task_manager_resources) = saved  # type: ignore[assignment]
 
 
 def _fixed_resources(config: Any, slots: int) -> dict[str, float]:

@@ -97,9 +97,6 @@ class Invariants:
 
     def watch(self, receiver: SimRpc, message: Message, reply: Callable[[Message], None] | None) -> Any:
         jobmanager = self.world.jobmanager_at(receiver) if isinstance(message, _FROM_TASKS) else None
-        if isinstance(message, TriggerCheckpoint):
-            self._checkpoint_triggered(message)
-            return reply
         if reply is None:
             return None
         if jobmanager is not None:
@@ -132,6 +129,12 @@ class Invariants:
 
             return checked_submit
         return reply
+
+    def sent(self, sender: SimRpc, message: Message) -> None:
+        """Checked when sent (a JobManager's decision), not when delivered: deliveries to
+        different TaskManagers take different times."""
+        if isinstance(message, TriggerCheckpoint):
+            self._checkpoint_triggered(message)
 
     def _checkpoint_triggered(self, message: TriggerCheckpoint) -> None:
         """One checkpoint is triggered on every task (one id, many messages, maybe resent);

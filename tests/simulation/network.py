@@ -88,6 +88,8 @@ class SimNetwork:
         return latency
 
     def send(self, sender: SimRpc, address: str, envelope: Envelope, asker: SimRpc | None = None) -> None:
+        if self.observer is not None:
+            self.observer.sent(sender, envelope.body)
         payload = _encoder.encode(envelope)
         if len(payload) > sender.framesize:
             raise RpcException(f"{type(envelope.body).__name__} is {len(payload)} bytes, above pekko.framesize")

@@ -26,6 +26,10 @@ KNOWN_BUGS = {
     "although the JobManager freed that slot and reused it: the TaskManager has no slot table",
     "liveness/canceled-subtask": "a task its TaskManager cancels on its own (JobManager heartbeat lost, "
     "an update refused) reports CANCELED; the JobMaster takes it without failover: the job stays RUNNING",
+    "acknowledged-job-lost": "a deposed leader that has not noticed yet answers SubmitJob Success although "
+    "its fenced add_job was refused (the write is fire-and-forget): no JobManager ever runs the job",
+    "checkpoint-ids/reused": "checkpoint ids are persisted only when a checkpoint completes: after a leader "
+    "change the new leader triggers again ids the old one triggered (and may still complete)",
 }
 
 
@@ -58,9 +62,24 @@ def test_late_submit_task_does_not_oversubscribe_a_task_manager() -> None:
 
 @pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["liveness/canceled-subtask"])
 def test_a_subtask_its_task_manager_cancelled_is_restarted() -> None:
-    # The JobManager is cut off for ~4 s; tm-0 misses its heartbeats, cancels its task and
-    # registers again (same JobManager); the task's CANCELED is accepted, nothing restarts it.
-    result = in_subprocess(replay, 679)
+    # The JobManager is cut off for a few seconds; a TaskManager misses its heartbeats,
+    # cancels its task and registers again (same JobManager); the task's CANCELED is
+    # accepted and nothing restarts it.
+    result = in_subprocess(replay, 3692)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["acknowledged-job-lost"])
+def test_a_deposed_leader_does_not_acknowledge_a_job_it_cannot_store() -> None:
+    # jobmanager-a is deposed at t=0.15 and learns it up to 3 s later; job1 is submitted
+    # to it meanwhile, answered Success, its add_job refused by the fenced store.
+    result = in_subprocess(replay, 63)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["checkpoint-ids/reused"])
+def test_checkpoint_ids_increase_across_leader_changes() -> None:
+    result = in_subprocess(replay, 20)
     assert result.ok, result.violations
 
 
