@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from flink_runtime.taskmanager import jobmanager_connection
+from flink_runtime.taskmanager import taskexecutor
 
 # Virtual wall-clock time starts here (2026-01-01T00:00:00Z), so timestamps look real.
 EPOCH = 1767225600.0
@@ -148,18 +148,18 @@ def deterministic(loop: VirtualTimeLoop, seed: int) -> Iterator[random.Random]:
     """Patch the process's clocks and uuid4 to the loop's virtual time and a seeded
     generator for the duration of one run; yields that generator's twin for ids."""
     ids = random.Random(seed ^ 0x5EED)
-    saved = (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, jobmanager_connection.task_manager_resources)
+    saved = (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, taskexecutor.task_manager_resources)
     time.time = lambda: EPOCH + loop.clock.now  # type: ignore[assignment]
     time.monotonic = lambda: loop.clock.now  # type: ignore[assignment]
     uuid.uuid4 = lambda: uuid.UUID(int=ids.getrandbits(128), version=4)  # type: ignore[assignment]
     # ExecutionGraph ids, savepoint folder names.
     secrets.token_hex = lambda nbytes=32: ids.getrandbits(8 * nbytes).to_bytes(nbytes, "big").hex()  # type: ignore[assignment]
     # What a registering TaskManager reports of its machine (psutil: varies, and slow).
-    jobmanager_connection.task_manager_resources = _fixed_resources  # type: ignore[attr-defined]
+    taskexecutor.task_manager_resources = _fixed_resources  # type: ignore[attr-defined]
     try:
         yield ids
     finally:
-        (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, jobmanager_connection.task_manager_resources) = saved  # type: ignore[assignment]
+        (time.time, time.monotonic, uuid.uuid4, secrets.token_hex, taskexecutor.task_manager_resources) = saved  # type: ignore[assignment]
 
 
 def _fixed_resources(config: Any, slots: int) -> dict[str, float]:

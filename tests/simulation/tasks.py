@@ -1,7 +1,7 @@
 """Simulated tasks: what a TaskExecutor runs instead of Task's thread and invokable.
 
 A SimTask has Task's surface as the TaskExecutor uses it (start, cancel, interrupt,
-thread.is_alive, descriptor, execution_id, io_metrics, ...) and reports its states
+is_alive, descriptor, execution_id, io_metrics, ...) and reports its states
 through the same `report` callback. It runs as a coroutine on the virtual loop and
 talks to the JobManager over the TaskExecutor's transport with the messages a real
 task sends: RequestNextInputSplit (reporting the split it completed), then
@@ -82,8 +82,6 @@ class SimTask:
         self.hanging = False
         self._wake = asyncio.Event()
         self._coroutine: asyncio.Task[None] | None = None
-        self.thread = self  # Task.thread.is_alive() is asked by the cancellation watchdog
-        self.ident = 1
 
     @property
     def namespace(self) -> str:

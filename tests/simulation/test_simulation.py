@@ -33,6 +33,8 @@ KNOWN_BUGS = {
 }
 
 
+# ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
+@pytest.mark.timeout(1500)
 def test_schedules() -> None:
     summary = run_many(FIRST_SEED, SCHEDULES, WORKERS)
     print(summary.describe())

@@ -37,6 +37,7 @@ from flink_runtime.jobmanager.jobstore import FencingTokenMismatch
 from flink_runtime.jobmanager.jobstore_schema import TERMINAL_STATUSES, CheckpointRecord, JobRecord
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.rpc.endpoint import RpcEndpoint
+from flink_runtime.rpc.messages import TaskDeploymentDescriptor
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 from tests.simulation.clock import InlineExecutor
 from tests.simulation.network import SimNetwork, SimRpc
@@ -256,6 +257,22 @@ class _SimElection:
         self.world.loop.call_soon(self.world.lease_lost, self.jobmanager, lease)
 
 
+class SimTaskExecutor(TaskExecutor):
+    """The real TaskExecutor, whose tasks are simulated (create_task is its seam for them)."""
+
+    def __init__(self, world: World, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.world = world
+        # Their clocks default to the real time.monotonic, bound when their module was
+        # imported (before clock.deterministic patched it): the virtual clock instead.
+        self.connection._clock = world.loop.time
+        self.task_table._clock = world.loop.time
+
+    def create_task(self, descriptor: TaskDeploymentDescriptor) -> SimTask:
+        rng = random.Random(self.world.rng.getrandbits(32))
+        return SimTask(self.world, self, descriptor, self.data_dir, self.task_table.report_from_task_thread, rng=rng)
+
+
 class _NoMetrics:
     """Instead of the TaskManager's sampler thread (psutil): no metrics, no thread."""
 
@@ -349,15 +366,17 @@ class World:
         self.jobmanager_incarnation += 1
         rpc = SimRpc(self.network, address)
         jobmanager = JobManager(self.config, cluster_secret=SECRET, rpc=rpc, planner=SimPlanner(self))
-        jobmanager.job_store = self.store  # type: ignore[assignment]
-        jobmanager._store_writer.shutdown(wait=False)
-        jobmanager._store_writer = InlineExecutor()
+        persistence, leadership = jobmanager.persistence, jobmanager.leadership
+        persistence._writer.shutdown(wait=False)
+        persistence._writer = InlineExecutor()
+        persistence._store = self.store  # type: ignore[assignment]
+        persistence.job_store = self.store  # type: ignore[assignment]
         if self.high_availability:
             # A standby until the simulated election grants it the lease (leadership.py).
-            jobmanager.high_availability = True
-            jobmanager._unfenced_store = self.store  # type: ignore[assignment]
-            jobmanager.job_store = self.store.fenced(jobmanager.cluster_id, None)  # type: ignore[assignment]
-            jobmanager._election = _SimElection(self, jobmanager)  # type: ignore[assignment]
+            leadership.high_availability = True
+            leadership._election = _SimElection(self, jobmanager)  # type: ignore[assignment]
+            persistence._fencing_cluster = leadership.cluster_id
+            persistence.fence(None)
         else:
             self.jobmanager = jobmanager
         self.jobmanagers[address] = jobmanager
@@ -399,7 +418,7 @@ class World:
         )
         self.jobmanager = jobmanager
         self.trace(f"lease {lease.token} granted to {jobmanager.address}")
-        jobmanager.run_in_mailbox(jobmanager._grant_leadership, lease)
+        jobmanager.run_in_mailbox(jobmanager.leadership._grant, lease)
         for slot in self.task_managers:
             if slot.executor is not None:
                 self._announce_leader(slot.executor)
@@ -409,22 +428,22 @@ class World:
         lease = self.lease
         if lease is not None:
             self.loop.call_later(
-                self.rng.uniform(0.0, 1.0), executor.run_in_mailbox, executor._leader_seen, lease, None
+                self.rng.uniform(0.0, 1.0), executor.run_in_mailbox, executor.connection._leader_seen, lease, None
             )
 
     def depose(self) -> None:
         """The leader stalls (a long pause) past its lease: the standby is granted it, and the
         old leader learns it lost the lease only later; meanwhile both think they lead."""
         old = self.jobmanager
-        if not self.high_availability or old is None or old.leader_lease is None:
+        if not self.high_availability or old is None or old.leadership.leader_lease is None:
             return
-        old_lease = old.leader_lease
+        old_lease = old.leadership.leader_lease
         self.trace(f"depose {old.address} (lease {old_lease.token})")
         self.elect(excluding=old)
         if self.jobmanager is old:
             return  # no standby up: it keeps the lease
         self.loop.call_later(
-            self.rng.uniform(0.0, 3.0), old.run_in_mailbox, old._revoke_leadership, old_lease, "its lease was taken"
+            self.rng.uniform(0.0, 3.0), old.run_in_mailbox, old.leadership._revoke, old_lease, "its lease was taken"
         )
 
     def lease_lost(self, jobmanager: JobManager, lease: LeaderLease) -> None:
@@ -432,7 +451,7 @@ class World:
         if self.lease is not None and self.lease.token == lease.token:
             self.lease = None
             self.jobmanager = None
-            jobmanager.run_in_mailbox(jobmanager._revoke_leadership, lease, "stepped down")
+            jobmanager.run_in_mailbox(jobmanager.leadership._revoke, lease, "stepped down")
             self.loop.call_later(LEASE_DURATION, self.elect)
 
     def add_task_manager(self, slots: int) -> TaskManagerSlot:
@@ -446,19 +465,8 @@ class World:
         config = self.config.copy(
             {"taskmanager.resource-id": slot.resource_id, "taskmanager.numberOfTaskSlots": slot.slots}
         )
-        executor: TaskExecutor | None = None
-
-        def task_factory(descriptor: Any, data_dir: str, **kwargs: Any) -> SimTask:
-            assert executor is not None
-            seed = self.rng.getrandbits(32)
-            return SimTask(self, executor, descriptor, data_dir, rng=random.Random(seed), **kwargs)
-
-        executor = TaskExecutor(
-            config,
-            self.leader_address,
-            cluster_secret=SECRET,
-            rpc=SimRpc(self.network, address),
-            task_factory=task_factory,  # type: ignore[arg-type]
+        executor = SimTaskExecutor(
+            self, config, self.leader_address, cluster_secret=SECRET, rpc=SimRpc(self.network, address)
         )
         executor.system_metrics = _NoMetrics()  # type: ignore[assignment]
         slot.executor = executor
