@@ -424,12 +424,14 @@ class World:
                 self._announce_leader(slot.executor)
 
     def _announce_leader(self, executor: TaskExecutor) -> None:
-        """A TaskManager reads the lease (it polls: high-availability.retry-period)."""
-        lease = self.lease
-        if lease is not None:
-            self.loop.call_later(
-                self.rng.uniform(0.0, 1.0), executor.run_in_mailbox, executor.connection._leader_seen, lease, None
-            )
+        """A TaskManager reads the lease (it polls: high-availability.retry-period): the lease
+        as it is when read, never an older one after a newer."""
+
+        def read() -> None:
+            if self.lease is not None:
+                executor.run_in_mailbox(executor.connection._leader_seen, self.lease, None)
+
+        self.loop.call_later(self.rng.uniform(0.0, 1.0), read)
 
     def depose(self) -> None:
         """The leader stalls (a long pause) past its lease: the standby is granted it, and the
