@@ -43,7 +43,7 @@ _FROM_TASKS = (UpdateTaskExecutionState, RequestNextInputSplit, ScheduleOrUpdate
 class Invariants:
     def __init__(self, world: World) -> None:
         self.world = world
-        self.checkpoint_ids: dict[str, int] = {}
+        self.checkpoint_ids: dict[str, tuple[int, str]] = {}  # job -> highest id triggered, by which epoch
         self.triggered: set[tuple[str, str, int]] = set()
         world.network.after_delivery = self.check_step
         world.network.observer = self
@@ -143,19 +143,17 @@ class Invariants:
         if key in self.triggered:
             return
         self.triggered.add(key)
-        last = self.checkpoint_ids.get(message.job_id, 0)
+        last, last_epoch = self.checkpoint_ids.get(message.job_id, (0, ""))
         if message.checkpoint_id <= last:
-            reused = any(
-                job_id == message.job_id and checkpoint_id == message.checkpoint_id
-                for job_id, _, checkpoint_id in self.triggered - {key}
-            )
             self.violate(
-                # The same id, triggered by an earlier JobManager epoch that never completed it.
-                "checkpoint-ids/reused" if reused else "checkpoint-ids",
+                # Another JobManager epoch counted from where the store's completed ones end.
+                "checkpoint-ids/reused" if last_epoch != message.jobmanager_id else "checkpoint-ids",
                 f"checkpoint {message.checkpoint_id} of job {message.job_id} triggered (JobManager "
-                f"{message.jobmanager_id[:8]}) after checkpoint {last}: ids must strictly increase",
+                f"{message.jobmanager_id[:8]}) after checkpoint {last} (JobManager {last_epoch[:8]}): "
+                "ids must strictly increase",
             )
-        self.checkpoint_ids[message.job_id] = max(last, message.checkpoint_id)
+        if message.checkpoint_id > last:
+            self.checkpoint_ids[message.job_id] = (message.checkpoint_id, message.jobmanager_id)
 
     # -- output --------------------------------------------------------------------------------------------
 
