@@ -38,6 +38,7 @@ from flink_runtime.jobmanager.jobstore_schema import TERMINAL_STATUSES, Checkpoi
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.rpc.endpoint import RpcEndpoint
 from flink_runtime.rpc.messages import TaskDeploymentDescriptor
+from flink_runtime.rpc.supervision import Directive
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 from tests.simulation.clock import InlineExecutor
 from tests.simulation.network import SimNetwork, SimRpc
@@ -273,6 +274,25 @@ class SimTaskExecutor(TaskExecutor):
         return SimTask(self.world, self, descriptor, self.data_dir, self.task_table.report_from_task_thread, rng=rng)
 
 
+class _SimProcess:
+    """The top of a simulated process (instead of ProcessSupervisor, which would end the
+    simulator's own process): an endpoint failure escalated this far is a handler that
+    raised, a bug; it is recorded, and the process dies as exit 70 would end it."""
+
+    name = "process"
+
+    def __init__(self, world: World, endpoint: RpcEndpoint) -> None:
+        self.world = world
+        self.endpoint = endpoint
+
+    def child_failed(self, child: Any, error: BaseException) -> Directive:
+        return Directive.ESCALATE
+
+    def escalate_failure(self, child: Any, error: BaseException) -> None:
+        self.world.violate("supervision", f"{child.name} failed, its process ends: {type(error).__name__}: {error}")
+        self.world.loop.call_soon(self.world.crash_endpoint, self.endpoint)
+
+
 class _NoMetrics:
     """Instead of the TaskManager's sampler thread (psutil): no metrics, no thread."""
 
@@ -379,6 +399,7 @@ class World:
             persistence.fence(None)
         else:
             self.jobmanager = jobmanager
+        jobmanager.parent = _SimProcess(self, jobmanager)
         self.jobmanagers[address] = jobmanager
         self.trace(f"start JobManager #{self.jobmanager_incarnation} at {address} ({jobmanager.jobmanager_id[:8]})")
         await jobmanager.start()
@@ -456,6 +477,15 @@ class World:
             jobmanager.run_in_mailbox(jobmanager.leadership._revoke, lease, "stepped down")
             self.loop.call_later(LEASE_DURATION, self.elect)
 
+    def crash_endpoint(self, endpoint: RpcEndpoint) -> None:
+        """The process of `endpoint` ends (supervision escalated to its top)."""
+        for address, jobmanager in self.jobmanagers.items():
+            if jobmanager is endpoint:
+                self.crash_jobmanager(address)
+        for slot in self.task_managers:
+            if slot.executor is endpoint:
+                self.crash_task_manager(slot)
+
     def add_task_manager(self, slots: int) -> TaskManagerSlot:
         slot = TaskManagerSlot(len(self.task_managers), slots)
         self.task_managers.append(slot)
@@ -471,6 +501,7 @@ class World:
             self, config, self.leader_address, cluster_secret=SECRET, rpc=SimRpc(self.network, address)
         )
         executor.system_metrics = _NoMetrics()  # type: ignore[assignment]
+        executor.parent = _SimProcess(self, executor)
         slot.executor = executor
         self.trace(f"start {slot.resource_id} #{slot.incarnation} ({slot.slots} slots)")
         await executor.start()
