@@ -18,7 +18,6 @@ Crashes are kill -9: the endpoint's mailbox and timers stop, its transport unbin
 from __future__ import annotations
 
 import asyncio
-import copy
 import dataclasses
 import os
 import random
@@ -27,21 +26,16 @@ from collections.abc import Callable
 from typing import Any
 
 from flink_runtime.configuration import Configuration
-from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.highavailability.lease_store import LeaderLease
-from flink_runtime.invokable import Prepared
-from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.jobmanager import JobManager
-from flink_runtime.jobmanager.jobstore import FencingTokenMismatch
-from flink_runtime.jobmanager.jobstore_schema import TERMINAL_STATUSES, CheckpointRecord, JobRecord
-from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.rpc.endpoint import RpcEndpoint
 from flink_runtime.rpc.messages import TaskDeploymentDescriptor
 from flink_runtime.rpc.supervision import Directive
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 from tests.simulation.clock import InlineExecutor
 from tests.simulation.network import SimNetwork, SimRpc
+from tests.simulation.stand_ins import SimJobStore, SimPlanner
 from tests.simulation.tasks import SimTask, TaskFaults
 
 SECRET = "simulated-cluster-secret"
@@ -81,163 +75,6 @@ def cluster_config(data_dir: str, overrides: dict[str, Any] | None = None) -> Co
     }
     values.update(overrides or {})
     return Configuration(values)
-
-
-class SimPlanner:
-    """The planner process's two calls, in-process and instant."""
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-
-    def warm_up(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def run(self, function: Callable[..., Any], *args: Any, timeout: float) -> Any:
-        if function is planner_tasks.prepare_job:
-            graph = JobGraph.from_json(args[0])
-            return {
-                vertex.id: Prepared(
-                    splits=[InputSplit(split_number=n) for n in range(vertex.config["splits"])]
-                    if "splits" in vertex.config
-                    else []
-                )
-                for vertex in graph.vertices
-            }
-        if function is planner_tasks.run_terminal_hooks:
-            job_graph_json, _config, _prepared, data_namespace, status = args[:5]
-            if status is JobStatus.FINISHED:
-                self.world.publish(JobGraph.from_json(job_graph_json), data_namespace)
-            return None
-        raise AssertionError(f"the simulated planner does not run {function.__name__}")
-
-
-class SimJobStore:
-    """The JobStore calls the JobManager makes, kept in memory (survives JobManager crashes)."""
-
-    def __init__(self) -> None:
-        # The HA lease's fencing token (the lease row of the same database).
-        self.lease_token = 0
-        self.jobs: dict[str, JobRecord] = {}
-        self._checkpoints: dict[str, list[CheckpointRecord]] = {}
-        self._recovery_attempts: dict[str, int] = {}
-        self._savepoint_requests: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def close(self) -> None:
-        pass
-
-    def fenced(self, cluster_id: str, token: int | None) -> FencedSimStore:
-        return FencedSimStore(self, token)
-
-    def add_job(self, job_id: str, name: str, job_graph_json: bytes | str, submitted_at: float) -> None:
-        if isinstance(job_graph_json, bytes):
-            job_graph_json = job_graph_json.decode()
-        assert job_id not in self.jobs, f"job {job_id} stored twice"
-        self.jobs[job_id] = JobRecord(job_id, name, job_graph_json, "INITIALIZING", submitted_at, submitted_at, None)
-
-    def update_status(self, job_id: str, status: str, timestamp: float) -> None:
-        record = self.jobs.get(job_id)
-        if record is not None:
-            ended = timestamp if str(status) in TERMINAL_STATUSES else None
-            self.jobs[job_id] = dataclasses.replace(record, status=str(status), updated_at=timestamp, ended_at=ended)
-
-    def archive(self, job_id: str, details: dict[str, Any], exceptions: dict[str, Any]) -> None:
-        record = self.jobs.get(job_id)
-        if record is not None:
-            self.jobs[job_id] = dataclasses.replace(record, details=details, exceptions=exceptions)
-
-    def _latest(self, record: JobRecord) -> JobRecord:
-        checkpoints = self._checkpoints.get(record.job_id)
-        return dataclasses.replace(record, latest_checkpoint=checkpoints[-1] if checkpoints else None)
-
-    def recoverable_jobs(self) -> list[JobRecord]:
-        records = [r for r in self.jobs.values() if r.status not in TERMINAL_STATUSES]
-        return [self._latest(r) for r in sorted(records, key=lambda r: r.submitted_at)]
-
-    def archived_jobs(self, limit: int = 1000) -> list[JobRecord]:
-        records = [r for r in self.jobs.values() if r.status in TERMINAL_STATUSES]
-        records.sort(key=lambda r: (r.ended_at or 0.0, r.submitted_at), reverse=True)
-        return [self._latest(r) for r in records[:limit]]
-
-    def prune(self, max_capacity: int, finished_before: float) -> int:
-        return 0  # the simulation never runs long enough to expire a job
-
-    def begin_recovery(self, job_id: str) -> int:
-        self._recovery_attempts[job_id] = self._recovery_attempts.get(job_id, 0) + 1
-        return self._recovery_attempts[job_id]
-
-    def end_recovery(self, job_id: str) -> None:
-        self._recovery_attempts.pop(job_id, None)
-
-    def put_savepoint_request(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
-        self._savepoint_requests.setdefault(job_id, {})[request_id] = copy.deepcopy(status)
-
-    def savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]]:
-        return copy.deepcopy(self._savepoint_requests.get(job_id, {}))
-
-    def add_checkpoint(
-        self,
-        job_id: str,
-        checkpoint_id: int,
-        location: str,
-        is_savepoint: bool,
-        completed_at: float,
-        size_bytes: int,
-        metadata: dict[str, Any] | None = None,
-        subsumed: list[str] | None = None,
-    ) -> None:
-        checkpoints = self._checkpoints.setdefault(job_id, [])
-        assert all(c.checkpoint_id != checkpoint_id for c in checkpoints), f"checkpoint {checkpoint_id} stored twice"
-        checkpoints.append(
-            CheckpointRecord(job_id, checkpoint_id, location, is_savepoint, completed_at, size_bytes, metadata or {})
-        )
-        checkpoints.sort(key=lambda c: c.checkpoint_id)
-        if subsumed:
-            checkpoints[:] = [c for c in checkpoints if c.is_savepoint or c.location not in subsumed]
-
-    def checkpoints(self, job_id: str) -> list[CheckpointRecord]:
-        return list(self._checkpoints.get(job_id, []))
-
-
-_WRITES = (
-    "add_job",
-    "update_status",
-    "archive",
-    "prune",
-    "begin_recovery",
-    "end_recovery",
-    "put_savepoint_request",
-    "add_checkpoint",
-)
-
-
-class FencedSimStore:
-    """SimJobStore as one JobManager of an HA cluster writes to it: a write is made only
-    while `token` is the lease's (JobStore.fenced: the write transaction checks the lease
-    row); reads go through."""
-
-    def __init__(self, store: SimJobStore, token: int | None) -> None:
-        self._store = store
-        self._token = token
-
-    def fenced(self, cluster_id: str, token: int | None) -> FencedSimStore:
-        return FencedSimStore(self._store, token)
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._store, name)
-        if name not in _WRITES:
-            return attribute
-
-        def write(*args: Any, **kwargs: Any) -> Any:
-            if self._token is None or self._token != self._store.lease_token:
-                raise FencingTokenMismatch(
-                    f"{name} with fencing token {self._token}, but the lease has {self._store.lease_token}"
-                )
-            return attribute(*args, **kwargs)
-
-        return write
 
 
 class _SimElection:
