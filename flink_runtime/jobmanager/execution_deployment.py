@@ -134,6 +134,12 @@ class ExecutionDeployer:
         name = execution.vertex.task_name_with_subtask
         if error is not None:
             self._set_state(execution, _E.FAILED, f"could not deploy {name}: {error}")
+            # The SubmitTask may still arrive (a slow one, not a lost one): as Flink's
+            # Execution does for an attempt it fails itself, cancel it there, so the task
+            # does not run on, unaccounted for, in a slot this JobManager gives to another.
+            address = self._gateway.task_manager_address(execution.task_manager_id or "")
+            if address is not None:
+                self._gateway.tell_task_manager(address, self._cancel_task(execution))
         elif isinstance(answer, TaskOperationResult) and not answer.success:
             self._set_state(execution, _E.FAILED, f"TaskManager refused {name}: {answer.reason}")
 

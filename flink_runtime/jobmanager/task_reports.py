@@ -32,6 +32,15 @@ if TYPE_CHECKING:
 _E = ExecutionState
 
 
+def unrequested_cancel_reason(execution: Execution, error: str | None) -> str:
+    """Why an attempt failed that its TaskManager reported CANCELED unasked."""
+    why = f": {error}" if error else " (no reason given)"
+    return (
+        f"TaskManager {execution.task_manager_id or '<unknown>'} cancelled "
+        f"{execution.vertex.task_name_with_subtask} on its own, without the JobManager asking{why}"
+    )
+
+
 class UnknownExecution(LookupError):
     """A task asked about an attempt that is not (or no longer) a live attempt of this job."""
 
@@ -150,6 +159,12 @@ class TaskReports:
         execution = self._execution(execution_id)
         if execution is None:
             return False
+        if state is _E.CANCELED and execution.state is not _E.CANCELING and not execution.is_terminal:
+            # Not asked for by this JobMaster (as Flink's Execution, which only completes a
+            # cancellation it started): the TaskManager cancelled it on its own (it lost this
+            # JobManager's heartbeats, an update was refused...). Taken as CANCELED nothing
+            # would rerun it and the job would stay RUNNING for ever: a failure, for the failover.
+            state, error = _E.FAILED, unrequested_cancel_reason(execution, error)
         if state is _E.FAILED and missing_partitions and not execution.is_terminal:
             # The failover reruns their producers with this subtask (its region).
             self._partitions.inputs_lost(execution_id, missing_partitions)

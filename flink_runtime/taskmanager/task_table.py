@@ -96,6 +96,9 @@ class TaskTable:
         # Tasks that ended and whose final state the JobManager has not answered yet: still
         # reported in heartbeats, so the JobManager never takes them for missing meanwhile.
         self.final_states_in_flight: set[str] = set()
+        # Why this TaskManager cancelled a task on its own (not at the JobManager's asking):
+        # sent as the error of its CANCELED, which the JobManager then takes for a failure.
+        self._cancel_reasons: dict[str, str] = {}
 
     def __contains__(self, execution_id: str) -> bool:
         return execution_id in self.tasks
@@ -106,6 +109,15 @@ class TaskTable:
     def start(self, task: RunningTask) -> None:
         self.tasks[task.execution_id] = task
         task.start()
+
+    def slot_occupant(self, slot_index: int, allocation_id: str) -> RunningTask | None:
+        """A live task in this slot under another allocation (Flink's TaskSlotTable: a slot
+        belongs to one allocation at a time; tasks sharing it carry its allocation id). A
+        task stays here until its thread ends, so a cancelled one holds its slot till then."""
+        for task in self.tasks.values():
+            if task.descriptor.slot_index == slot_index and task.descriptor.allocation_id != allocation_id:
+                return task
+        return None
 
     def running_executions(self) -> list[str]:
         """What a heartbeat answer reports: running tasks and unanswered final states."""
@@ -123,9 +135,13 @@ class TaskTable:
         self._mailbox.schedule_once(self._cancellation_interval, self._interrupt_until_dead, task, deadline)
         return True
 
-    def cancel_all(self) -> None:
+    def cancel_all(self, reason: str) -> None:
         for task in self.tasks.values():
-            task.cancel()
+            self._cancel_on_own(task, reason)
+
+    def _cancel_on_own(self, task: RunningTask, reason: str) -> None:
+        self._cancel_reasons.setdefault(task.execution_id, reason)
+        task.cancel()
 
     def cancel_not_deployed_by(self, jobmanager_id: str) -> None:
         """Tasks of a JobManager that is gone: the new one refuses whatever they report and
@@ -139,7 +155,11 @@ class TaskTable:
                     task.descriptor.jobmanager_id,
                     jobmanager_id,
                 )
-                task.cancel()
+                self._cancel_on_own(
+                    task,
+                    f"deployed by JobManager {task.descriptor.jobmanager_id}, and this TaskManager "
+                    f"is now registered with {jobmanager_id}",
+                )
 
     def _interrupt_until_dead(self, task: RunningTask, deadline: float) -> None:
         if not task.is_alive() or self.tasks.get(task.execution_id) is not task:
@@ -166,15 +186,19 @@ class TaskTable:
         if self.tasks.get(task.execution_id) is not task:
             return  # already reported terminal (abandoned after a cancellation timeout)
         final = change.state.is_terminal
+        error = change.error
         if final:
             del self.tasks[task.execution_id]
             self.final_states_in_flight.add(task.execution_id)
+            own_reason = self._cancel_reasons.pop(task.execution_id, None)
+            if change.state is ExecutionState.CANCELED and error is None:
+                error = own_reason
         update = UpdateTaskExecutionState(
             job_id=task.job_id,
             execution_id=task.execution_id,
             jobmanager_id=task.descriptor.jobmanager_id,
             state=change.state.value,
-            error=change.error,
+            error=error,
             state_handle=getattr(task.invokable, "final_state_handle", None)
             if change.state is ExecutionState.FINISHED
             else None,
@@ -200,5 +224,5 @@ class TaskTable:
             if isinstance(answer, Acknowledge) and not answer.ok and not final:
                 # The JobManager does not run this attempt (any more): nobody would use its output.
                 log.warning("%s: cancelling %s: %s", self._name, task.descriptor.task_name, answer.reason)
-                task.cancel()
+                self._cancel_on_own(task, f"the JobManager refused its {update.state} update: {answer.reason}")
             return

@@ -194,7 +194,7 @@ class TaskExecutor(RpcEndpoint):
 
     def on_stop(self) -> None:
         self.system_metrics.stop()
-        self.task_table.cancel_all()
+        self.task_table.cancel_all(f"TaskManager {self.resource_id} shut down")
         self.spark_session.release()
         self.connection.stop("TaskManager shut down")
 
@@ -205,7 +205,7 @@ class TaskExecutor(RpcEndpoint):
 
     def jobmanager_lost(self, jobmanager_id: str) -> None:
         log.warning("%s: cancelling %d tasks of JobManager %s", self.resource_id, len(self.tasks), jobmanager_id)
-        self.task_table.cancel_all()
+        self.task_table.cancel_all(f"TaskManager {self.resource_id} lost JobManager {jobmanager_id}")
 
     def _registration_request(self) -> RegisterTaskManager:
         return RegisterTaskManager(
@@ -249,8 +249,27 @@ class TaskExecutor(RpcEndpoint):
             return TaskOperationResult(
                 execution_id=descriptor.execution_id, success=False, reason="execution already deployed here"
             )
+        refused = self._slot_refusal(descriptor)
+        if refused is not None:
+            log.warning("%s: refusing %s: %s", self.resource_id, descriptor.task_name, refused)
+            return TaskOperationResult(execution_id=descriptor.execution_id, success=False, reason=refused)
         self.task_table.start(self.create_task(descriptor))
         return TaskOperationResult(execution_id=descriptor.execution_id, success=True)
+
+    def _slot_refusal(self, descriptor: TaskDeploymentDescriptor) -> str | None:
+        """Why the slot a task is deployed into cannot take it. A SubmitTask can arrive after
+        the JobManager gave up on it (its ask timed out), freed the slot and deployed another
+        task there: running both would oversubscribe this TaskManager."""
+        if not 0 <= descriptor.slot_index < self.slots:
+            return f"slot {descriptor.slot_index} does not exist on TaskManager {self.resource_id} ({self.slots} slots)"
+        occupant = self.task_table.slot_occupant(descriptor.slot_index, descriptor.allocation_id)
+        if occupant is None:
+            return None
+        return (
+            f"slot {descriptor.slot_index} of TaskManager {self.resource_id} is occupied by "
+            f"{occupant.descriptor.task_name} ({occupant.execution_id}, allocation "
+            f"{occupant.descriptor.allocation_id}), not free for allocation {descriptor.allocation_id}"
+        )
 
     def create_task(self, descriptor: TaskDeploymentDescriptor) -> RunningTask:
         """The task a descriptor deploys, not started yet (runs in the mailbox)."""

@@ -22,10 +22,6 @@ WORKERS = min(2, os.cpu_count() or 1)
 
 # kind of violation -> the bug, as reported (see the xfails below for a seed of each).
 KNOWN_BUGS = {
-    "oversubscribed": "a SubmitTask that arrives after the JobManager's deploy ask timed out is accepted "
-    "although the JobManager freed that slot and reused it: the TaskManager has no slot table",
-    "liveness/canceled-subtask": "a task its TaskManager cancels on its own (JobManager heartbeat lost, "
-    "an update refused) reports CANCELED; the JobMaster takes it without failover: the job stays RUNNING",
     "acknowledged-job-lost": "a deposed leader that has not noticed yet answers SubmitJob Success although "
     "its fenced add_job was refused (the write is fire-and-forget): no JobManager ever runs the job",
     "checkpoint-ids/reused": "checkpoint ids are persisted only when a checkpoint completes: after a JobManager "
@@ -55,19 +51,18 @@ def test_a_seed_replays_exactly() -> None:
     assert steps > 50
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["oversubscribed"])
 def test_late_submit_task_does_not_oversubscribe_a_task_manager() -> None:
     # tm-0 (1 slot): SubmitTask(job1 subtask 2) is slow, the JobManager's ask times out, it
-    # frees the slot and deploys job0 subtask 0 there; both SubmitTasks arrive, both run.
+    # frees the slot and deploys job0 subtask 0 there; both SubmitTasks arrive: the second is
+    # refused (the slot is occupied), the late one cancelled; both jobs finish.
     result = in_subprocess(replay, 413)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["liveness/canceled-subtask"])
 def test_a_subtask_its_task_manager_cancelled_is_restarted() -> None:
     # The JobManager is cut off for a few seconds; a TaskManager misses its heartbeats,
-    # cancels its task and registers again (same JobManager); the task's CANCELED is
-    # accepted and nothing restarts it.
+    # cancels its task and registers again (same JobManager); the task's CANCELED, which the
+    # JobMaster did not ask for, fails the attempt and the restart strategy reruns it.
     result = in_subprocess(replay, 3692)
     assert result.ok, result.violations
 

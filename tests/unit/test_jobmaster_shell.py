@@ -3,13 +3,17 @@ deployment, failover, cancel, supervision and stop, each in milliseconds."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionState, JobStatus
 from flink_runtime.jobmanager.gateway import supervised
-from flink_runtime.rpc.messages import CancelTask
+from flink_runtime.jobmanager.jobmaster import JobMaster
+from flink_runtime.rpc.messages import CancelTask, Message, SubmitTask
 
-from .jobmaster_fakes import FakePlanner, current, finish_deployed, job_graph, run_to, start_job
+from .jobmaster_fakes import FakeGateway, FakePlanner, current, finish_deployed, job_graph, run_to, start_job
 
 E = ExecutionState
 FIXED_DELAY = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "1 s"}
@@ -178,3 +182,63 @@ def test_cancel_answers_are_fenced_with_the_jobmanager_id() -> None:
     job.suspend("lost leadership")
     assert job.status is JobStatus.SUSPENDED
     assert isinstance(gateway.told[0], CancelTask) and gateway.told[0].jobmanager_id == "jm-1"
+
+
+def test_a_canceled_the_jobmaster_did_not_ask_for_is_a_failure_and_restarts_the_subtask() -> None:
+    """A TaskManager that lost the JobManager's heartbeats cancels its tasks on its own; their
+    CANCELED must not end the attempt quietly (nothing would rerun it: RUNNING for ever)."""
+    job, gateway = start_job(job_graph(("source", 2)), FIXED_DELAY)
+    cancelled = current(job, "source", 1)
+    run_to(job, current(job, "source", 0), E.FINISHED)
+    run_to(job, cancelled, E.CANCELED, "TaskManager tm-1 lost JobManager jm-1")
+    assert cancelled.state is E.FAILED
+    assert "TaskManager tm-1 cancelled Source (2/2) on its own" in job.exceptions[-1].stacktrace
+    assert "lost JobManager jm-1" in job.exceptions[-1].stacktrace
+    gateway.advance(1.0)
+    assert job.num_restarts == 1
+    assert current(job, "source", 1).attempt_number == 1
+    assert deployed_ids(gateway)[-1] == current(job, "source", 1).attempt_id
+    finish_deployed(job)
+    gateway.settle()
+    assert job.status is JobStatus.FINISHED
+
+
+def test_a_canceled_the_jobmaster_asked_for_stays_canceled() -> None:
+    job, gateway = start_job(job_graph(("source", 1)))
+    execution = current(job, "source")
+    run_to(job, execution, E.RUNNING)
+    gateway.ask_task_manager = lambda address, message, on_done: None  # the CancelTask is unanswered
+    assert job.cancel() is None
+    assert execution.state is E.CANCELING
+    job.update_task_execution_state(execution.attempt_id, E.CANCELED, None)
+    assert execution.state is E.CANCELED
+    assert job.status is JobStatus.CANCELED
+    assert not job.exceptions
+
+
+def test_a_deployment_that_timed_out_is_failed_and_cancelled_on_its_task_manager() -> None:
+    """The SubmitTask may only be slow: the TaskManager is told to cancel the attempt, so it
+    does not run on in a slot the JobManager frees and gives to another task."""
+    gateway = FakeGateway()
+    answer_submit = gateway.ask_task_manager
+    timeouts = [TimeoutError("ask timed out after 10 s")]
+
+    def slow_submit(address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]) -> None:
+        if isinstance(message, SubmitTask) and timeouts:
+            gateway.submitted.append(message)
+            on_done(None, timeouts.pop())
+        else:
+            answer_submit(address, message, on_done)
+
+    gateway.ask_task_manager = slow_submit  # type: ignore[method-assign]
+    job = JobMaster(job_graph(("source", 1)), gateway, Configuration(FIXED_DELAY))
+    gateway.job = job
+    job.start()
+    gateway.settle()
+    timed_out = deployed_ids(gateway)[0]
+    failed = current(job, "source")
+    assert (failed.attempt_id, failed.state) == (timed_out, E.FAILED)
+    assert "could not deploy Source (1/1): ask timed out" in job.exceptions[-1].stacktrace
+    assert [(type(m), m.execution_id) for m in gateway.told] == [(CancelTask, timed_out)]
+    gateway.advance(1.0)  # the restart strategy deploys a new attempt
+    assert deployed_ids(gateway)[-1] == current(job, "source").attempt_id != timed_out

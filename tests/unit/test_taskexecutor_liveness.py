@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from flink_runtime.configuration import Configuration
@@ -241,3 +242,45 @@ async def test_tasks_come_from_create_task_and_are_cancelled_when_the_jobmanager
     while not made[0].cancelled and time.monotonic() < deadline:
         await asyncio.sleep(0.02)
     assert made[0].cancelled, "the tasks of a lost JobManager are cancelled"
+
+
+async def test_a_submit_task_into_a_slot_a_live_task_of_another_allocation_holds_is_refused(
+    tmp_path: Path, endpoints: list[RpcEndpoint]
+) -> None:
+    """A SubmitTask the JobManager gave up on (its ask timed out) may still arrive after the
+    JobManager freed its slot and deployed another task there: the slot takes only one."""
+    jobmanager = await start(endpoints, FakeJobManager())
+    tm = taskexecutor(tmp_path, jobmanager)  # one slot
+    made: list[FakeTask] = []
+
+    def create_task(descriptor: TaskDeploymentDescriptor) -> FakeTask:
+        made.append(FakeTask(descriptor, report=tm.task_table.report_from_task_thread))
+        return made[-1]
+
+    tm.create_task = create_task  # type: ignore[method-assign]
+    await start(endpoints, tm)
+    await asyncio.wait_for(tm.registered.wait(), 5.0)
+
+    async def submit(execution_id: str, **fields: Any) -> Any:
+        descriptor = msgspec.structs.replace(noop_task(execution_id), **fields)
+        return await jobmanager.rpc.ask(tm.address, SubmitTask(descriptor=descriptor), 2.0)
+
+    assert (await submit("late")).success
+    refused = await submit("new", allocation_id="alloc-2")
+    assert isinstance(refused, TaskOperationResult) and not refused.success
+    assert f"slot 0 of TaskManager {tm.resource_id} is occupied by noop (1/1) (late, allocation alloc-1)" in (
+        refused.reason
+    )
+    assert list(tm.tasks) == ["late"]
+    # Tasks sharing the slot carry its allocation id: they are accepted.
+    assert (await submit("shared", vertex_id="v2")).success
+    # A slot the TaskManager does not have.
+    missing = await submit("nowhere", allocation_id="alloc-3", slot_index=1)
+    assert not missing.success and "slot 1 does not exist" in missing.reason
+
+    for task in made:  # the JobManager's CancelTask reaches them: the slot is free again
+        await asyncio.to_thread(task.report, ExecutionState.CANCELED)
+    deadline = time.monotonic() + 5.0
+    while tm.tasks and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert (await submit("new", allocation_id="alloc-2")).success

@@ -154,7 +154,7 @@ async def test_registering_with_a_new_jobmanager_cancels_the_tasks_of_the_old_on
     old, current = harness.task("e-1", "jm-1"), harness.task("e-2", "jm-2")
     harness.table.cancel_not_deployed_by("jm-2")
     assert (old.cancelled, current.cancelled) == (1, 0)
-    harness.table.cancel_all()
+    harness.table.cancel_all("TaskManager tm-1 lost JobManager jm-2")
     assert (old.cancelled, current.cancelled) == (2, 1)
 
 
@@ -165,3 +165,27 @@ async def test_a_task_thread_reports_through_the_mailbox_not_into_the_table(harn
     thread.join()
     assert harness.jobmanager.updates == [] and len(harness.posted) == 1
     assert harness.posted[0] == TaskStateChanged(task, ExecutionState.RUNNING, None)
+
+
+async def test_a_task_cancelled_on_the_taskmanagers_own_says_why_in_its_canceled(harness: Harness) -> None:
+    """The JobManager fails an attempt cancelled without its asking; the reason goes with it."""
+    own, asked = harness.task("e-1"), harness.task("e-2")
+    harness.table.cancel_all("TaskManager tm-1 lost JobManager jm-1")
+    harness.table.cancel("e-2")  # the JobManager's CancelTask came too: still the first reason
+    own.report(ExecutionState.CANCELED)
+    asked.report(ExecutionState.CANCELED)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert [(u.execution_id, u.state, u.error) for u in harness.jobmanager.updates] == [
+        ("e-1", "CANCELED", "TaskManager tm-1 lost JobManager jm-1"),
+        ("e-2", "CANCELED", "TaskManager tm-1 lost JobManager jm-1"),
+    ]
+
+
+async def test_a_task_the_jobmanager_cancelled_reports_canceled_without_a_reason(harness: Harness) -> None:
+    task = harness.task("e-1")
+    harness.table.cancel("e-1")
+    task.report(ExecutionState.CANCELED)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert [(u.state, u.error) for u in harness.jobmanager.updates] == [("CANCELED", None)]
