@@ -121,9 +121,22 @@ class JobPersistence:
 
         self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, write))
 
-    def job_submitted(self, job_graph: JobGraph) -> None:
+    def job_submitted(self, job_graph: JobGraph, on_stored: Callable[[BaseException | None], None]) -> None:
+        """Store a submitted job; `on_stored(error)` runs in the mailbox once the write
+        committed (error None) or was refused or failed (a deposed leader's fenced write)."""
         assert job_graph.job_id is not None
-        self._write("add_job", job_graph.job_id, job_graph.name, job_graph.to_json(), time.time())
+        if self.job_store is None:
+            on_stored(None)
+            return
+        add_job = self.job_store.add_job  # the view of now, fenced with the token of now
+        args = (job_graph.job_id, job_graph.name, job_graph.to_json(), time.time())
+
+        def done(_result: Any, error: BaseException | None) -> None:
+            if error is not None:
+                log.warning("job store: job %s not stored: %s", job_graph.job_id, error)
+            on_stored(error)
+
+        self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, add_job, *args), done)
 
     def savepoint_request_changed(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
         self._write("put_savepoint_request", job_id, request_id, status)

@@ -314,9 +314,32 @@ class JobManager(RpcEndpoint):
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.add_job(job)
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
-        self.persistence.job_submitted(job_graph)
-        self.job_end_cleanup.start_when_settled(job)
-        return job.wait_until_running()
+        if not self.persistence.enabled:
+            self.job_end_cleanup.start_when_settled(job)
+            return job.wait_until_running()
+        # As Flink's dispatcher persists the JobGraph before acknowledging: the job starts,
+        # and Success can be answered, only once the job store committed it; a refused
+        # write (a deposed leader's) or a failed one is answered, and the job is forgotten.
+        answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+
+        def stored(error: BaseException | None) -> None:
+            if error is not None:
+                if self.jobs.get(job_id) is job:
+                    self.remove_job(job_id)
+                answer.set_result(
+                    JobSubmissionFailure(
+                        job_id=job_id,
+                        reason=f"the job could not be stored in the job store, so it was not started "
+                        f"(submit it again, to the leader): {error}",
+                    )
+                )
+                return
+            if self.jobs.get(job_id) is job:  # not if leadership was revoked meanwhile
+                self.job_end_cleanup.start_when_settled(job)
+            job.wait_until_running().add_done_callback(lambda running: _copy_outcome(running, answer))
+
+        self.persistence.job_submitted(job_graph, stored)
+        return answer
 
     @handles(CancelJob)
     def on_cancel_job(self, message: CancelJob) -> Message:
@@ -492,3 +515,14 @@ class JobManager(RpcEndpoint):
 
 def _builtin_or_class_path(name: str) -> bool:
     return name in BUILTIN_INVOKABLES or ":" in name
+
+
+def _copy_outcome(source: asyncio.Future[Message], target: asyncio.Future[Message]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif source.exception() is not None:
+        target.set_exception(source.exception())  # type: ignore[arg-type]
+    else:
+        target.set_result(source.result())

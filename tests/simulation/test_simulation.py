@@ -26,8 +26,6 @@ KNOWN_BUGS = {
     "although the JobManager freed that slot and reused it: the TaskManager has no slot table",
     "liveness/canceled-subtask": "a task its TaskManager cancels on its own (JobManager heartbeat lost, "
     "an update refused) reports CANCELED; the JobMaster takes it without failover: the job stays RUNNING",
-    "acknowledged-job-lost": "a deposed leader that has not noticed yet answers SubmitJob Success although "
-    "its fenced add_job was refused (the write is fire-and-forget): no JobManager ever runs the job",
     "checkpoint-ids/reused": "checkpoint ids are persisted only when a checkpoint completes: after a JobManager "
     "crash or leader change the next leader triggers again ids the old one triggered (a deposed leader may "
     "still complete its own, into the same chk-<id> folder)",
@@ -72,10 +70,10 @@ def test_a_subtask_its_task_manager_cancelled_is_restarted() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["acknowledged-job-lost"])
 def test_a_deposed_leader_does_not_acknowledge_a_job_it_cannot_store() -> None:
     # jobmanager-a is deposed at t=0.15 and learns it up to 3 s later; job1 is submitted
-    # to it meanwhile, answered Success, its add_job refused by the fenced store.
+    # to it meanwhile; its add_job is refused by the fenced store, so the submission is
+    # answered with an error (it used to be answered Success) and the client resubmits.
     result = in_subprocess(replay, 63)
     assert result.ok, result.violations
 
