@@ -314,32 +314,16 @@ class JobManager(RpcEndpoint):
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.add_job(job)
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
-        if not self.persistence.enabled:
-            self.job_end_cleanup.start_when_settled(job)
-            return job.wait_until_running()
-        # As Flink's dispatcher persists the JobGraph before acknowledging: the job starts,
-        # and Success can be answered, only once the job store committed it; a refused
-        # write (a deposed leader's) or a failed one is answered, and the job is forgotten.
-        answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        return self.persistence.submitted(job, self._start_submitted)
 
-        def stored(error: BaseException | None) -> None:
-            if error is not None:
-                if self.jobs.get(job_id) is job:
-                    self.remove_job(job_id)
-                answer.set_result(
-                    JobSubmissionFailure(
-                        job_id=job_id,
-                        reason=f"the job could not be stored in the job store, so it was not started "
-                        f"(submit it again, to the leader): {error}",
-                    )
-                )
-                return
-            if self.jobs.get(job_id) is job:  # not if leadership was revoked meanwhile
-                self.job_end_cleanup.start_when_settled(job)
-            job.wait_until_running().add_done_callback(lambda running: _copy_outcome(running, answer))
-
-        self.persistence.job_submitted(job_graph, stored)
-        return answer
+    def _start_submitted(self, job: JobMaster) -> bool:
+        """Start a submitted job (once stored); False if it is no longer this JobManager's
+        (the job store refused it, or the leadership was revoked meanwhile)."""
+        if not self.owns(job):
+            return False
+        self.persistence.count_checkpoint_ids(job)
+        self.job_end_cleanup.start_when_settled(job)
+        return True
 
     @handles(CancelJob)
     def on_cancel_job(self, message: CancelJob) -> Message:
@@ -468,6 +452,9 @@ class JobManager(RpcEndpoint):
     def remove_job(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
 
+    def owns(self, job: JobMaster) -> bool:
+        return self.jobs.get(job.job_id) is job
+
     # -- read by REST, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) -----------
 
     @property
@@ -515,14 +502,3 @@ class JobManager(RpcEndpoint):
 
 def _builtin_or_class_path(name: str) -> bool:
     return name in BUILTIN_INVOKABLES or ":" in name
-
-
-def _copy_outcome(source: asyncio.Future[Message], target: asyncio.Future[Message]) -> None:
-    if target.done():
-        return
-    if source.cancelled():
-        target.cancel()
-    elif source.exception() is not None:
-        target.set_exception(source.exception())  # type: ignore[arg-type]
-    else:
-        target.set_result(source.result())

@@ -26,9 +26,6 @@ KNOWN_BUGS = {
     "although the JobManager freed that slot and reused it: the TaskManager has no slot table",
     "liveness/canceled-subtask": "a task its TaskManager cancels on its own (JobManager heartbeat lost, "
     "an update refused) reports CANCELED; the JobMaster takes it without failover: the job stays RUNNING",
-    "checkpoint-ids/reused": "checkpoint ids are persisted only when a checkpoint completes: after a JobManager "
-    "crash or leader change the next leader triggers again ids the old one triggered (a deposed leader may "
-    "still complete its own, into the same chk-<id> folder)",
 }
 
 
@@ -78,10 +75,10 @@ def test_a_deposed_leader_does_not_acknowledge_a_job_it_cannot_store() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["checkpoint-ids/reused"])
 def test_checkpoint_ids_increase_across_leader_changes() -> None:
     # jobmanager-a triggers checkpoint 2 of job0 at t=2.03 and dies at 2.05; jobmanager-b,
-    # leader from 4.05, recovers job0 and triggers a checkpoint 2 of its own at 4.35.
+    # leader from 4.05, recovers job0: it used to trigger a checkpoint 2 of its own at 4.35;
+    # now it continues after the block of ids jobmanager-a reserved in the job store.
     result = in_subprocess(replay, 196)
     assert result.ok, result.violations
 

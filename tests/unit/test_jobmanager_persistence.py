@@ -37,6 +37,12 @@ class FakeCoordinator:
     def resume_after(self, checkpoint_ids: list[int], locations: list[str]) -> None:
         self.resumed = (checkpoint_ids, locations)
 
+    def count_ids_in(self, reserve: Any) -> None:
+        self.reserve = reserve
+
+    def ids_reserved(self, first: int | None, count: int) -> None:
+        self.reserved = (first, count)
+
 
 class FakeSavepointRequests:
     def __init__(self) -> None:
@@ -99,6 +105,9 @@ class FakeHost:
     def remove_job(self, job_id: str) -> None:
         self.removed.append(job_id)
         self.jobs.pop(job_id, None)
+
+    def owns(self, job: FakeJob) -> bool:
+        return self.jobs.get(job.job_id) is job
 
     async def settle(self) -> None:
         """Wait for every write handed to the writer thread so far."""
@@ -261,4 +270,17 @@ async def test_a_deposed_leaders_submission_is_reported_refused(store: JobStore)
     await host.settle()
     assert len(errors) == 1 and isinstance(errors[0], FencingTokenMismatch), errors
     assert store.job(JOB) is None
+    persistence.close()
+
+
+async def test_a_recovered_job_reserves_its_checkpoint_ids_after_its_predecessors(store: JobStore) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    store.reserve_checkpoint_ids(JOB, 1, 20)  # the JobManager before triggered some of 1..20
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+    persistence.recover_jobs()
+    coordinator = host.jobs[JOB].coordinator
+    coordinator.reserve(3, 20)  # it knows of checkpoint 2 only
+    await host.settle()
+    assert coordinator.reserved == (21, 20)
     persistence.close()
