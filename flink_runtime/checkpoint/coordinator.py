@@ -54,6 +54,9 @@ INTERVAL_KEY = "execution.checkpointing.interval"
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 RETAINED_KEY = "state.checkpoints.num-retained"
 SAVEPOINTS_DIR_KEY = "state.savepoints.dir"
+# Checkpoint ids reserved in the job store at a time (one store write per ID_BLOCK / 2
+# checkpoints); a JobManager that takes over skips what is left of its predecessor's block.
+ID_BLOCK = 20
 
 
 class CheckpointFailure(RuntimeError):
@@ -98,6 +101,12 @@ class CheckpointCoordinator:
         self.checkpoints_dir_confined = checkpoints_dir_confined
         self.retention = retention_of(config)  # ConfigurationError for a value Flink does not know
         self._next_id = first_checkpoint_id
+        # Flink's CheckpointIDCounter: with a job store, ids are taken only from blocks the
+        # store reserved (count_ids_in), so the next JobManager never triggers an id this
+        # one may have triggered. None: no store, every id is ours.
+        self._id_limit: int | None = None
+        self._reserve: Callable[[int, int], None] | None = None
+        self._reserving = False
         self.pending: dict[int, PendingCheckpoint] = {}
         self.stats = CheckpointStatsTracker(int(config.raw(HISTORY_KEY) or DEFAULT_HISTORY))
         self._completed_locations: deque[str] = deque()
@@ -116,6 +125,40 @@ class CheckpointCoordinator:
 
     # -- triggering ------------------------------------------------------------------------
 
+    def count_ids_in(self, reserve: Callable[[int, int], None]) -> None:
+        """Take checkpoint ids only from blocks reserved in the job store from now on:
+        `reserve(at_least, count)` asks the store for `count` ids from `at_least` (or after
+        every id an earlier JobManager reserved), and answers with `ids_reserved`."""
+        self._reserve = reserve
+        self._id_limit = self._next_id
+        self._reserve_more()
+
+    def ids_reserved(self, first: int | None, count: int) -> None:
+        """The store reserved [first, first + count) (first None: the write failed; the
+        next trigger asks again)."""
+        self._reserving = False
+        if first is None or self._id_limit is None:
+            return
+        if first > self._id_limit:  # an earlier JobManager reserved beyond: continue after it
+            self._next_id = max(self._next_id, first)
+        self._id_limit = first + count
+
+    def _reserve_more(self) -> None:
+        if self._reserve is None or self._id_limit is None or self._reserving:
+            return
+        if self._id_limit - self._next_id > ID_BLOCK // 2:
+            return
+        self._reserving = True
+        self._reserve(max(self._id_limit, self._next_id), ID_BLOCK)
+
+    def check_id_available(self) -> None:
+        """CheckpointFailure when no reserved checkpoint id is left (the job store is slow or unreachable)."""
+        if self._id_limit is not None and self._next_id >= self._id_limit:
+            self._reserve_more()
+            raise CheckpointFailure(
+                "no checkpoint id is reserved in the job store yet (it is slow or unreachable); retry shortly"
+            )
+
     def start_periodic(self) -> None:
         if self.interval:
             self.job.gateway.schedule_once(self.interval, self._periodic)
@@ -124,7 +167,10 @@ class CheckpointCoordinator:
         if self.job.status.is_terminal:
             return
         if self.job.accepts_checkpoints() and not any(not p.is_savepoint for p in self.pending.values()):
-            self.trigger(is_savepoint=False)
+            try:
+                self.trigger(is_savepoint=False)
+            except CheckpointFailure as exc:  # no id reserved yet: the next interval tries again
+                log.info("Checkpoint of job %s not triggered: %s", self.job.job_id, exc)
         self.job.gateway.schedule_once(self.interval, self._periodic)
 
     def check_savepoint_target(self, target_directory: str | None) -> str:
@@ -136,6 +182,7 @@ class CheckpointCoordinator:
             raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
         self._check_allowed(target, "savepoint directory")
         _check_writable(target, "a savepoint")
+        self.check_id_available()
         return target
 
     def _check_allowed(self, path: str, what: str) -> None:
@@ -147,6 +194,7 @@ class CheckpointCoordinator:
         """Refuse a checkpoint on request before it is triggered if its storage
         (state.checkpoints.dir) cannot be written."""
         _check_writable(self.checkpoints_dir, f"a checkpoint ({CHECKPOINTS_DIR_KEY})")
+        self.check_id_available()
 
     def trigger(
         self,
@@ -158,8 +206,10 @@ class CheckpointCoordinator:
         """Start a checkpoint; `on_complete(location, error)` runs in the mailbox when it ends."""
         if is_savepoint and not (target_directory or self.savepoints_dir):
             raise CheckpointFailure("no savepoint directory: pass a target directory or set state.savepoints.dir")
+        self.check_id_available()
         checkpoint_id = self._next_id
         self._next_id += 1
+        self._reserve_more()
         running = self.job.running_task_addresses()
         vertices = {execution_id: self.job.vertex_and_subtask(execution_id)[0] for execution_id in running}
         pending = PendingCheckpoint(

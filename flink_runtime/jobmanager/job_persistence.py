@@ -31,7 +31,7 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager import snapshots
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
-from flink_runtime.rpc.messages import JobStatusChanged
+from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, Message
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -53,7 +53,10 @@ class PersistenceHost(Protocol):
         """Register `job` (tasks' messages and REST find it from now on)."""
 
     def remove_job(self, job_id: str) -> None:
-        """Forget a finished job whose retention is over."""
+        """Forget a finished job whose retention is over (or a submitted one not stored)."""
+
+    def owns(self, job: JobMaster) -> bool:
+        """`job` is the one registered under its id."""
 
 
 class JobPersistence:
@@ -121,9 +124,70 @@ class JobPersistence:
 
         self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, write))
 
-    def job_submitted(self, job_graph: JobGraph) -> None:
+    def submitted(self, job: JobMaster, start: Callable[[JobMaster], bool]) -> asyncio.Future[Message]:
+        """The answer to a job's submission. Without a job store: `start(job)` now, answered
+        once its sources run. With one, as Flink's dispatcher persists the JobGraph before
+        acknowledging: the job starts, and Success can be answered, only once the store
+        committed it; a refused write (a deposed leader's) or a failed one is answered with
+        an error and the job forgotten (`start` returns False if it is no longer ours)."""
+        if not self.enabled:
+            start(job)
+            return job.wait_until_running()
+        answer: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+
+        def stored(error: BaseException | None) -> None:
+            if error is not None:
+                if self._host.owns(job):
+                    self._host.remove_job(job.job_id)
+                reason = (
+                    "the job could not be stored in the job store, so it was not started "
+                    f"(submit it again, to the leader): {error}"
+                )
+                answer.set_result(JobSubmissionFailure(job_id=job.job_id, reason=reason))
+                return
+            start(job)
+            job.wait_until_running().add_done_callback(lambda running: _copy_outcome(running, answer))
+
+        self.job_submitted(job.job_graph, stored)
+        return answer
+
+    def job_submitted(self, job_graph: JobGraph, on_stored: Callable[[BaseException | None], None]) -> None:
+        """Store a submitted job; `on_stored(error)` runs in the mailbox once the write
+        committed (error None) or was refused or failed (a deposed leader's fenced write)."""
         assert job_graph.job_id is not None
-        self._write("add_job", job_graph.job_id, job_graph.name, job_graph.to_json(), time.time())
+        if self.job_store is None:
+            on_stored(None)
+            return
+        add_job = self.job_store.add_job  # the view of now, fenced with the token of now
+        args = (job_graph.job_id, job_graph.name, job_graph.to_json(), time.time())
+
+        def done(_result: Any, error: BaseException | None) -> None:
+            if error is not None:
+                log.warning("job store: job %s not stored: %s", job_graph.job_id, error)
+            on_stored(error)
+
+        self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, add_job, *args), done)
+
+    def count_checkpoint_ids(self, job: JobMaster) -> None:
+        """The job's checkpoint ids from now on come from blocks reserved in the job store
+        (written on the writer thread, after the job itself), so no later JobManager reuses one."""
+        if self.job_store is None:
+            return
+        coordinator = job.coordinator
+        job_id = job.job_id
+
+        def reserve(at_least: int, count: int) -> None:
+            reserve_ids = self.job_store.reserve_checkpoint_ids  # type: ignore[union-attr]  # the view of now
+
+            def done(first: int | None, error: BaseException | None) -> None:
+                if error is not None:
+                    log.warning("job store: no checkpoint ids reserved for job %s: %s", job_id, error)
+                coordinator.ids_reserved(None if error is not None else first, count)
+
+            loop = asyncio.get_running_loop()
+            self._host.run_async(loop.run_in_executor(self._writer, reserve_ids, job_id, at_least, count), done)
+
+        coordinator.count_ids_in(reserve)
 
     def savepoint_request_changed(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
         self._write("put_savepoint_request", job_id, request_id, status)
@@ -196,6 +260,7 @@ class JobPersistence:
                 [checkpoint.location for checkpoint in stored if not checkpoint.is_savepoint],
             )
             job.savepoint_requests.restore(self.job_store.savepoint_requests(record.job_id))
+            self.count_checkpoint_ids(job)
             self._host.add_job(job)
             attempts = self.job_store.begin_recovery(record.job_id)
             if attempts > max_attempts:
@@ -254,3 +319,14 @@ class JobPersistence:
         while len(self.archived) + len(self._finished_at) > capacity and self.archived:
             oldest = min(self.archived.values(), key=lambda record: record.ended_at or 0.0)
             del self.archived[oldest.job_id]
+
+
+def _copy_outcome(source: asyncio.Future[Message], target: asyncio.Future[Message]) -> None:
+    if target.done():
+        return
+    if source.cancelled():
+        target.cancel()
+    elif (error := source.exception()) is not None:
+        target.set_exception(error)
+    else:
+        target.set_result(source.result())

@@ -314,9 +314,16 @@ class JobManager(RpcEndpoint):
             return JobSubmissionFailure(job_id=job_id, reason=f"job config: {exc}", kind="invalid")
         self.add_job(job)
         log.info("Received JobGraph submission '%s' (%s).", job_graph.name, job_id)
-        self.persistence.job_submitted(job_graph)
+        return self.persistence.submitted(job, self._start_submitted)
+
+    def _start_submitted(self, job: JobMaster) -> bool:
+        """Start a submitted job (once stored); False if it is no longer this JobManager's
+        (the job store refused it, or the leadership was revoked meanwhile)."""
+        if not self.owns(job):
+            return False
+        self.persistence.count_checkpoint_ids(job)
         self.job_end_cleanup.start_when_settled(job)
-        return job.wait_until_running()
+        return True
 
     @handles(CancelJob)
     def on_cancel_job(self, message: CancelJob) -> Message:
@@ -444,6 +451,9 @@ class JobManager(RpcEndpoint):
 
     def remove_job(self, job_id: str) -> None:
         self.jobs.pop(job_id, None)
+
+    def owns(self, job: JobMaster) -> bool:
+        return self.jobs.get(job.job_id) is job
 
     # -- read by REST, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) -----------
 

@@ -58,6 +58,7 @@ from flink_runtime.jobmanager.jobstore_schema import (
     TERMINAL_STATUSES,
     CheckpointRecord,
     JobRecord,
+    checkpoint_id_counters_table,
     checkpoint_record,
     checkpoints_table,
     dumps,
@@ -264,6 +265,9 @@ class JobStore:
             if job_ids:
                 conn.execute(delete(savepoint_requests_table).where(savepoint_requests_table.c.job_id.in_(job_ids)))
                 conn.execute(delete(recovery_attempts_table).where(recovery_attempts_table.c.job_id.in_(job_ids)))
+                conn.execute(
+                    delete(checkpoint_id_counters_table).where(checkpoint_id_counters_table.c.job_id.in_(job_ids))
+                )
                 conn.execute(delete(checkpoints_table).where(checkpoints_table.c.job_id.in_(job_ids)))
                 conn.execute(delete(jobs_table).where(jobs_table.c.job_id.in_(job_ids)))
         return len(job_ids)
@@ -285,6 +289,25 @@ class JobStore:
         """The recovered job reached RUNNING (or ended): its count starts again."""
         with self._transaction(write=True) as conn:
             conn.execute(delete(recovery_attempts_table).where(recovery_attempts_table.c.job_id == job_id))
+
+    # -- checkpoint ids --------------------------------------------------------------------
+
+    def reserve_checkpoint_ids(self, job_id: str, at_least: int, count: int) -> int:
+        """Reserve `count` checkpoint ids of the job: from `at_least`, or from the first id no
+        earlier reservation holds if that is higher; returns the first (Flink's
+        CheckpointIDCounter, in blocks: committed before any of them is triggered)."""
+        key = checkpoint_id_counters_table.c.job_id == job_id
+        try:
+            with self._transaction(write=True) as conn:
+                stored = conn.execute(select(checkpoint_id_counters_table.c.next_id).where(key)).scalar_one_or_none()
+                first = max(at_least, int(stored) if stored is not None else 1)
+                if stored is None:
+                    conn.execute(insert(checkpoint_id_counters_table).values(job_id=job_id, next_id=first + count))
+                else:
+                    conn.execute(update(checkpoint_id_counters_table).where(key).values(next_id=first + count))
+                return first
+        except IntegrityError as exc:
+            raise UnknownJob(f"job {job_id} is not in the job store {self._display_url}") from exc
 
     # -- savepoint requests ----------------------------------------------------------------
 

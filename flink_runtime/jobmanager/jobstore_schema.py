@@ -14,7 +14,9 @@ from sqlalchemy import BigInteger, Boolean, Column, Double, ForeignKey, Index, I
 
 #: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
 TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "CANCELED"})
-SCHEMA_VERSION = 3  # 2: savepoint_requests, 3: recovery_attempts (create_all adds them to older stores)
+# 2: savepoint_requests, 3: recovery_attempts, 4: checkpoint_id_counters (create_all adds
+# them to older stores; a job without a counter row continues after its stored checkpoints).
+SCHEMA_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,17 @@ recovery_attempts_table = Table(
     schema_metadata,
     Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
     Column("attempts", Integer, nullable=False),
+)
+
+
+# Flink's CheckpointIDCounter: every checkpoint id below next_id may have been triggered
+# by some JobManager (ids are reserved in blocks before they are used); the next one
+# continues from next_id.
+checkpoint_id_counters_table = Table(
+    "checkpoint_id_counters",
+    schema_metadata,
+    Column("job_id", String(128), ForeignKey("jobs.job_id"), primary_key=True),
+    Column("next_id", BigInteger, nullable=False),
 )
 
 

@@ -43,7 +43,8 @@ _FROM_TASKS = (UpdateTaskExecutionState, RequestNextInputSplit, ScheduleOrUpdate
 class Invariants:
     def __init__(self, world: World) -> None:
         self.world = world
-        self.checkpoint_ids: dict[str, tuple[int, str]] = {}  # job -> highest id triggered, by which epoch
+        self.checkpoint_ids: dict[str, dict[str, int]] = {}  # job -> JobManager epoch -> highest id triggered
+        self.checkpoint_owners: dict[str, dict[int, str]] = {}  # job -> checkpoint id -> epoch that triggered it
         self.triggered: set[tuple[str, str, int]] = set()
         world.network.after_delivery = self.check_step
         world.network.observer = self
@@ -137,23 +138,39 @@ class Invariants:
             self._checkpoint_triggered(message)
 
     def _checkpoint_triggered(self, message: TriggerCheckpoint) -> None:
-        """One checkpoint is triggered on every task (one id, many messages, maybe resent);
-        a new checkpoint, of this JobManager epoch or a later one, must take a higher id."""
+        """One checkpoint is triggered on every task (one id, many messages, maybe resent).
+        Within a JobManager epoch ids strictly increase; an epoch's first checkpoint takes
+        a higher id than every epoch before it triggered, and no id is ever triggered by
+        two epochs. (A deposed leader that has not noticed yet may still trigger ids of
+        its own, reserved, block after its successor began: lower, never the same.)"""
         key = (message.job_id, message.jobmanager_id, message.checkpoint_id)
         if key in self.triggered:
             return
         self.triggered.add(key)
-        last, last_epoch = self.checkpoint_ids.get(message.job_id, (0, ""))
-        if message.checkpoint_id <= last:
+        job, epoch, checkpoint_id = message.job_id, message.jobmanager_id, message.checkpoint_id
+        by_epoch = self.checkpoint_ids.setdefault(job, {})
+        owner = self.checkpoint_owners.setdefault(job, {}).setdefault(checkpoint_id, epoch)
+        if owner != epoch:
+            self.violate(
+                "checkpoint-ids/reused",
+                f"checkpoint {checkpoint_id} of job {job} triggered by JobManager {epoch[:8]} and by "
+                f"JobManager {owner[:8]}: ids must never be reused",
+            )
+        if epoch in by_epoch:
+            if checkpoint_id <= by_epoch[epoch]:
+                self.violate(
+                    "checkpoint-ids",
+                    f"checkpoint {checkpoint_id} of job {job} triggered (JobManager {epoch[:8]}) after its "
+                    f"checkpoint {by_epoch[epoch]}: ids must strictly increase",
+                )
+        elif by_epoch and checkpoint_id <= max(by_epoch.values()):
             self.violate(
                 # Another JobManager epoch counted from where the store's completed ones end.
-                "checkpoint-ids/reused" if last_epoch != message.jobmanager_id else "checkpoint-ids",
-                f"checkpoint {message.checkpoint_id} of job {message.job_id} triggered (JobManager "
-                f"{message.jobmanager_id[:8]}) after checkpoint {last} (JobManager {last_epoch[:8]}): "
-                "ids must strictly increase",
+                "checkpoint-ids/reused",
+                f"the first checkpoint {checkpoint_id} of job {job} JobManager {epoch[:8]} triggered is not "
+                f"after checkpoint {max(by_epoch.values())} an earlier JobManager triggered",
             )
-        if message.checkpoint_id > last:
-            self.checkpoint_ids[message.job_id] = (message.checkpoint_id, message.jobmanager_id)
+        by_epoch[epoch] = max(checkpoint_id, by_epoch.get(epoch, 0))
 
     # -- output --------------------------------------------------------------------------------------------
 

@@ -405,6 +405,9 @@ async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[s
         if isinstance(answer, JobSubmissionFailure) and "standby" in answer.reason:
             await asyncio.sleep(1.0)  # asked a JobManager that lost the lease: ask the leader
             continue
+        if isinstance(answer, JobSubmissionFailure) and "could not be stored" in answer.reason:
+            await asyncio.sleep(1.0)  # a deposed leader's store refused it (not started): ask again
+            continue
         if isinstance(answer, JobSubmissionFailure) and answer.kind != "duplicate":
             trace(f"submit {spec.name} refused: {answer.reason}")
         if isinstance(answer, Success):

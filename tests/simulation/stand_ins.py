@@ -67,6 +67,7 @@ class SimJobStore:
         self._checkpoints: dict[str, list[CheckpointRecord]] = {}
         self._recovery_attempts: dict[str, int] = {}
         self._savepoint_requests: dict[str, dict[str, dict[str, Any]]] = {}
+        self._next_checkpoint_ids: dict[str, int] = {}
 
     def close(self) -> None:
         pass
@@ -114,6 +115,12 @@ class SimJobStore:
     def end_recovery(self, job_id: str) -> None:
         self._recovery_attempts.pop(job_id, None)
 
+    def reserve_checkpoint_ids(self, job_id: str, at_least: int, count: int) -> int:
+        assert job_id in self.jobs, f"checkpoint ids reserved for {job_id}, which is not stored"
+        first = max(at_least, self._next_checkpoint_ids.get(job_id, 1))
+        self._next_checkpoint_ids[job_id] = first + count
+        return first
+
     def put_savepoint_request(self, job_id: str, request_id: str, status: dict[str, Any]) -> None:
         self._savepoint_requests.setdefault(job_id, {})[request_id] = copy.deepcopy(status)
 
@@ -153,6 +160,7 @@ _WRITES = (
     "end_recovery",
     "put_savepoint_request",
     "add_checkpoint",
+    "reserve_checkpoint_ids",
 )
 
 

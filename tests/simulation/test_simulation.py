@@ -20,14 +20,11 @@ SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "10000"))
 FIRST_SEED = int(os.environ.get("SIM_SEED_START", "0"))
 WORKERS = min(2, os.cpu_count() or 1)
 
-# kind of violation -> the bug, as reported (see the xfails below for a seed of each).
-KNOWN_BUGS = {
-    "acknowledged-job-lost": "a deposed leader that has not noticed yet answers SubmitJob Success although "
-    "its fenced add_job was refused (the write is fire-and-forget): no JobManager ever runs the job",
-    "checkpoint-ids/reused": "checkpoint ids are persisted only when a checkpoint completes: after a JobManager "
-    "crash or leader change the next leader triggers again ids the old one triggered (a deposed leader may "
-    "still complete its own, into the same chk-<id> folder)",
-}
+# kind of violation -> the bug, as reported, each pinned below by a strict xfail on one of
+# its seeds. The four the simulator found (oversubscribed slots, an unrequested CANCELED
+# leaving a job RUNNING, a submission acknowledged but lost, checkpoint ids reused after a
+# JobManager change) are fixed; their seeds (413, 3692, 63, 196) are replayed below.
+KNOWN_BUGS: dict[str, str] = {}
 
 
 # ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
@@ -67,18 +64,18 @@ def test_a_subtask_its_task_manager_cancelled_is_restarted() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["acknowledged-job-lost"])
 def test_a_deposed_leader_does_not_acknowledge_a_job_it_cannot_store() -> None:
     # jobmanager-a is deposed at t=0.15 and learns it up to 3 s later; job1 is submitted
-    # to it meanwhile, answered Success, its add_job refused by the fenced store.
+    # to it meanwhile; its add_job is refused by the fenced store, so the submission is
+    # answered with an error (it used to be answered Success) and the client resubmits.
     result = in_subprocess(replay, 63)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["checkpoint-ids/reused"])
 def test_checkpoint_ids_increase_across_leader_changes() -> None:
     # jobmanager-a triggers checkpoint 2 of job0 at t=2.03 and dies at 2.05; jobmanager-b,
-    # leader from 4.05, recovers job0 and triggers a checkpoint 2 of its own at 4.35.
+    # leader from 4.05, recovers job0: it used to trigger a checkpoint 2 of its own at 4.35;
+    # now it continues after the block of ids jobmanager-a reserved in the job store.
     result = in_subprocess(replay, 196)
     assert result.ok, result.violations
 

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
+from flink_runtime.checkpoint.coordinator import ID_BLOCK, CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.metadata import JobProgress, read_metadata
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobmanager.jobstore import JobStore
 from flink_runtime.rpc.messages import TriggerCheckpoint
 
 
@@ -279,3 +280,35 @@ async def test_a_savepoint_target_that_became_a_link_out_after_the_request_is_no
     assert list(outside.iterdir()) == []
     with pytest.raises(CheckpointFailure, match=f"savepoint directory .* resolves to '{outside}'"):
         coord.check_savepoint_target(str(allowed / "sp"))
+
+
+async def test_a_next_jobmanager_continues_after_every_id_an_earlier_one_triggered(tmp_path: Path) -> None:
+    """Flink's CheckpointIDCounter: ids a JobManager triggered but never completed (it died,
+    or lost the leadership) are never triggered again by the next one, which knows only the
+    job store (no completed checkpoint, no chk-N folder)."""
+    with JobStore(f"sqlite:///{tmp_path / 'jobstore.db'}") as store:
+        store.add_job(StubJob.job_id, "stub", "{}", 1.0)
+        triggered: list[int] = []
+        for _epoch in range(2):
+            coord, _job = coordinator(tmp_path)
+            coord.resume_after([], [])
+            coord.count_ids_in(
+                lambda at_least, count, coord=coord: coord.ids_reserved(
+                    store.reserve_checkpoint_ids(StubJob.job_id, at_least, count), count
+                )
+            )
+            triggered += [coord.trigger(is_savepoint=False) for _ in range(ID_BLOCK)]  # none completes
+        assert len(set(triggered)) == len(triggered), triggered
+        assert min(triggered[ID_BLOCK:]) > max(triggered[:ID_BLOCK])
+
+
+async def test_without_a_reserved_id_no_checkpoint_is_triggered(tmp_path: Path) -> None:
+    coord, job = coordinator(tmp_path)
+    asked: list[tuple[int, int]] = []
+    coord.count_ids_in(lambda at_least, count: asked.append((at_least, count)))
+    assert asked == [(1, ID_BLOCK)]
+    with pytest.raises(CheckpointFailure, match="no checkpoint id is reserved"):
+        coord.trigger(is_savepoint=False)
+    assert job.gateway.sent == [] and asked == [(1, ID_BLOCK)]  # one request in flight at a time
+    coord.ids_reserved(1, ID_BLOCK)
+    assert coord.trigger(is_savepoint=False) == 1

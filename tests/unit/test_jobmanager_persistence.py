@@ -15,10 +15,11 @@ import pytest
 from flink_runtime.checkpoint.progress import SAVEPOINT_PATH_KEY
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.highavailability.lease_store import LeaseStore
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
 from flink_runtime.jobmanager import job_persistence
 from flink_runtime.jobmanager.job_persistence import JobPersistence
-from flink_runtime.jobmanager.jobstore import JobStore
+from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobStore
 from flink_runtime.rpc.messages import JobStatusChanged
 
 JOB = "0123456789abcdef0123456789abcdef"
@@ -35,6 +36,12 @@ class FakeCoordinator:
 
     def resume_after(self, checkpoint_ids: list[int], locations: list[str]) -> None:
         self.resumed = (checkpoint_ids, locations)
+
+    def count_ids_in(self, reserve: Any) -> None:
+        self.reserve = reserve
+
+    def ids_reserved(self, first: int | None, count: int) -> None:
+        self.reserved = (first, count)
 
 
 class FakeSavepointRequests:
@@ -73,7 +80,19 @@ class FakeHost:
         self._pending: list[asyncio.Future[Any]] = []
 
     def run_async(self, awaitable: Any, on_done: Any = None) -> Any:
-        future = asyncio.ensure_future(awaitable)
+        async def run() -> Any:
+            try:
+                result = await awaitable
+            except Exception as exc:
+                if on_done is None:
+                    raise
+                on_done(None, exc)
+                return None
+            if on_done is not None:
+                on_done(result, None)
+            return result
+
+        future = asyncio.ensure_future(run())
         self._pending.append(future)
         return future
 
@@ -86,6 +105,9 @@ class FakeHost:
     def remove_job(self, job_id: str) -> None:
         self.removed.append(job_id)
         self.jobs.pop(job_id, None)
+
+    def owns(self, job: FakeJob) -> bool:
+        return self.jobs.get(job.job_id) is job
 
     async def settle(self) -> None:
         """Wait for every write handed to the writer thread so far."""
@@ -159,7 +181,7 @@ async def test_a_finished_job_is_archived(store: JobStore) -> None:
     persistence = JobPersistence(Configuration(), store, host)
     job = FakeJob(graph())
     host.add_job(job)
-    persistence.job_submitted(job.job_graph)
+    persistence.job_submitted(job.job_graph, lambda error: None)
     persistence.status_changed(job, changed(job, JobStatus.FINISHED, at=time.time()))  # type: ignore[arg-type]
     await host.settle()
     record = store.job(JOB)
@@ -174,7 +196,7 @@ async def test_a_finished_job_expires_in_memory_and_in_the_store(store: JobStore
     persistence = JobPersistence(Configuration({"jobstore.expiration-time": "0 s"}), store, host)
     job = FakeJob(graph())
     host.add_job(job)
-    persistence.job_submitted(job.job_graph)
+    persistence.job_submitted(job.job_graph, lambda error: None)
     persistence.status_changed(job, changed(job, JobStatus.CANCELED, at=time.time() - 1))  # type: ignore[arg-type]
     await host.settle()
     assert store.job(JOB) is None  # archived, then pruned in the same writer thread
@@ -219,4 +241,46 @@ async def test_subsumed_checkpoints_go_only_after_the_store_forgot_them(store: J
     persistence.checkpoint_completed(JOB, 2, str(tmp_path / "chk-2"), False, 1, [str(old)])
     await host.settle()
     assert [c.checkpoint_id for c in store.checkpoints(JOB)] == [2] and not old.exists()
+    persistence.close()
+
+
+async def test_a_submitted_job_is_reported_stored_only_once_committed(store: JobStore) -> None:
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+    seen: list[tuple[BaseException | None, bool]] = []
+    persistence.job_submitted(graph(), lambda error: seen.append((error, store.job(JOB) is not None)))
+    await host.settle()
+    assert seen == [(None, True)]  # answered after the commit, never before
+    persistence.close()
+
+
+async def test_a_deposed_leaders_submission_is_reported_refused(store: JobStore) -> None:
+    """A leader that lost its lease (and has not noticed yet) writes with a stale token:
+    the refusal reaches the submission (answered with an error), not only the log."""
+    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
+    first = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
+    assert first is not None
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
+    persistence.fence(first.token)
+    time.sleep(0.01)
+    assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+    errors: list[BaseException | None] = []
+    persistence.job_submitted(graph(), errors.append)
+    await host.settle()
+    assert len(errors) == 1 and isinstance(errors[0], FencingTokenMismatch), errors
+    assert store.job(JOB) is None
+    persistence.close()
+
+
+async def test_a_recovered_job_reserves_its_checkpoint_ids_after_its_predecessors(store: JobStore) -> None:
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    store.reserve_checkpoint_ids(JOB, 1, 20)  # the JobManager before triggered some of 1..20
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host)
+    persistence.recover_jobs()
+    coordinator = host.jobs[JOB].coordinator
+    coordinator.reserve(3, 20)  # it knows of checkpoint 2 only
+    await host.settle()
+    assert coordinator.reserved == (21, 20)
     persistence.close()

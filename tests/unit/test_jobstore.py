@@ -53,13 +53,20 @@ def test_creates_parent_dir_tables_and_schema_version(tmp_path: Path, sqlite_url
     assert path.exists()
     with sqlite3.connect(path) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        assert {"jobs", "checkpoints", "savepoint_requests", "recovery_attempts", "schema_version"} <= tables
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert {
+            "jobs",
+            "checkpoints",
+            "savepoint_requests",
+            "recovery_attempts",
+            "checkpoint_id_counters",
+            "schema_version",
+        } <= tables
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # Reopening does not add a second version row.
     JobStore(db_url).close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
 
 
 def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, sqlite_url: str) -> None:
@@ -70,6 +77,7 @@ def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, sqlite_url: st
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
         conn.execute("DROP TABLE savepoint_requests")
         conn.execute("DROP TABLE recovery_attempts")
+        conn.execute("DROP TABLE checkpoint_id_counters")
         conn.execute("UPDATE schema_version SET version = 1")
     with JobStore(db_url) as upgraded:
         upgraded.put_savepoint_request("j1", "r1", {"status": {"id": "IN_PROGRESS"}})
@@ -79,8 +87,9 @@ def test_a_version_1_store_gains_the_newer_tables(tmp_path: Path, sqlite_url: st
         }
         assert upgraded.job("j1") is not None
         assert upgraded.begin_recovery("j1") == 1
+        assert upgraded.reserve_checkpoint_ids("j1", 1, 10) == 1
     with sqlite3.connect(tmp_path / "nested" / "dir" / "jobstore.db") as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
 
 
 def test_recovery_attempts_count_until_the_job_runs(db_url: str, store: JobStore) -> None:
@@ -364,3 +373,14 @@ def test_bad_urls_raise_job_store_error_with_masked_password(tmp_path: Path) -> 
     # The database "file" is a directory: SQLite cannot open it.
     with pytest.raises(JobStoreError, match="unable to open database file"):
         JobStore(f"sqlite:///{tmp_path}")
+
+
+def test_checkpoint_ids_are_reserved_in_blocks_that_never_overlap(db_url: str, store: JobStore) -> None:
+    store.add_job("j1", "counted", "{}", 1.0)
+    assert store.reserve_checkpoint_ids("j1", 1, 10) == 1  # ids 1..10
+    assert store.reserve_checkpoint_ids("j1", 11, 10) == 11  # the next block, contiguous
+    with JobStore(db_url) as next_jobmanager:  # knows only its stored checkpoints (none): asks from 1
+        assert next_jobmanager.reserve_checkpoint_ids("j1", 1, 10) == 21
+    assert store.reserve_checkpoint_ids("j1", 100, 10) == 100  # a chk-99 folder it found: after it
+    store.update_status("j1", "FAILED", 2.0)
+    assert store.prune(max_capacity=0, finished_before=0.0) == 1  # pruned with its counter
