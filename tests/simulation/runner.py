@@ -8,10 +8,19 @@ with threads may inherit a lock some thread held.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.simulation.schedule import Result, run
@@ -74,6 +83,95 @@ def run_many(start: int, count: int, workers: int = 1, transport_faults: bool = 
         for part in pool.map(_run_range, chunks):
             summary.add(part)
     return summary
+
+
+class BackgroundRun:
+    """run_many in a child process (and its spawned workers) at lower CPU priority, started
+    when a pytest session begins so that the schedules use the CPU its other tests leave idle
+    (they mostly wait on processes, JVMs and sockets); test_schedules collects the result.
+
+    The child is a new session (process group) so that kill() ends it and its workers at
+    once; it inherits this process's environment, FLINK_RUNTIME_TEST_RUN included, so the
+    run's leftover check (tests/helpers/leftovers.py) sees it if it outlived the run.
+    """
+
+    def __init__(self, start: int, count: int, workers: int, niceness: int = 10) -> None:
+        self._directory = Path(tempfile.mkdtemp(prefix="flink-runtime-simulation-"))
+        self._output = self._directory / "summary.pickle"
+        self._log_path = self._directory / "output.log"
+        root = str(Path(__file__).resolve().parents[2])
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
+        # Niced first thing (imports take seconds on a busy machine); the workers inherit it.
+        code = (
+            f"import os; os.nice({int(niceness)}); import sys; "
+            "from tests.simulation.runner import _background_main; _background_main(sys.argv[1:])"
+        )
+        arguments = [str(self._output), str(start), str(count), str(workers)]
+        with self._log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-c", code, *arguments],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=environment,
+                cwd=root,
+                start_new_session=True,
+            )
+
+    def result(self, timeout: float | None = None) -> Summary:
+        """Waits for the run; its Summary, or RuntimeError with the child's output."""
+        try:
+            code = self._process.wait(timeout)
+            if code != 0 or not self._output.exists():
+                output = self._log_path.read_text(errors="replace")[-5000:]
+                raise RuntimeError(f"the background simulation run exited with {code}:\n{output}")
+            with self._output.open("rb") as file:
+                summary: Summary = pickle.load(file)
+            return summary
+        finally:
+            if self._process.poll() is not None:
+                shutil.rmtree(self._directory, ignore_errors=True)
+
+    def kill(self) -> None:
+        """Ends the child and its workers (its whole process group: the group outlives a
+        child that already exited while any worker still runs)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        self._process.wait()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+# The session's BackgroundRun, if tests/simulation/conftest.py started one.
+background: BackgroundRun | None = None
+
+
+def collect_background() -> Summary | None:
+    """The background run's Summary (waiting for it), or None when none was started.
+    Forgotten only once collected: a wait that fails leaves it for the session to kill."""
+    global background
+    if background is None:
+        return None
+    summary = background.result()
+    background = None
+    return summary
+
+
+def kill_background() -> None:
+    """Ends the background run if one is still there (the session ends without collecting it)."""
+    global background
+    if background is not None:
+        background.kill()
+        background = None
+
+
+def _background_main(argv: list[str]) -> None:
+    """BackgroundRun's child (already niced): output, start, count, workers."""
+    output, start, count, workers = argv
+    summary = run_many(int(start), int(count), int(workers))
+    partial = Path(output + ".partial")
+    partial.write_bytes(pickle.dumps(summary))
+    partial.replace(output)
 
 
 def in_subprocess(function: Callable[..., T], *args: Any) -> T:

@@ -14,7 +14,14 @@ import os
 
 import pytest
 
-from tests.simulation.runner import failing_seeds_with_lost_splits, in_subprocess, replay, replays_exactly, run_many
+from tests.simulation.runner import (
+    collect_background,
+    failing_seeds_with_lost_splits,
+    in_subprocess,
+    replay,
+    replays_exactly,
+    run_many,
+)
 
 SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "10000"))
 FIRST_SEED = int(os.environ.get("SIM_SEED_START", "0"))
@@ -28,9 +35,12 @@ KNOWN_BUGS: dict[str, str] = {}
 
 
 # ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
+# In a session with other tests they ran in its background since it started (conftest.py).
 @pytest.mark.timeout(1500)
 def test_schedules() -> None:
-    summary = run_many(FIRST_SEED, SCHEDULES, WORKERS)
+    summary = collect_background()
+    if summary is None:
+        summary = run_many(FIRST_SEED, SCHEDULES, WORKERS)
     print(summary.describe())
     assert summary.schedules == SCHEDULES
     unknown = {seed: v for seed, v in summary.failures.items() if v[0].split("]", 1)[0].lstrip("[") not in KNOWN_BUGS}
