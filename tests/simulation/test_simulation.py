@@ -27,10 +27,11 @@ SCHEDULES = int(os.environ.get("SIM_SCHEDULES", "10000"))
 FIRST_SEED = int(os.environ.get("SIM_SEED_START", "0"))
 WORKERS = min(2, os.cpu_count() or 1)
 
-# kind of violation -> the bug, as reported, each pinned below by a strict xfail on one of
-# its seeds. The four the simulator found (oversubscribed slots, an unrequested CANCELED
-# leaving a job RUNNING, a submission acknowledged but lost, checkpoint ids reused after a
-# JobManager change) are fixed; their seeds (413, 3692, 63, 196) are replayed below.
+# kind of violation -> the bug, as reported; a bug found and not fixed yet goes here, with
+# a strict xfail on one of its seeds. The four found so far (oversubscribed slots, an
+# unrequested CANCELED leaving a job RUNNING, a submission acknowledged but lost,
+# checkpoint ids reused after a JobManager change) are fixed; the tests below replay
+# their seeds (413, 3692, 63, 196).
 KNOWN_BUGS: dict[str, str] = {}
 
 
