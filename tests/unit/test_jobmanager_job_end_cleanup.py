@@ -132,6 +132,6 @@ def test_task_messages_of_another_jobmanager_run_are_refused_and_logged_once(
         == again
         == ("FencingTokenException: execution e1 was deployed by JobManager earlier, not by this JobManager (current)")
     )
-    assert [r.message for r in caplog.records].count(
+    assert [r.getMessage() for r in caplog.records].count(
         "Refusing messages of tasks deployed by JobManager earlier (this is current); their TaskManagers cancel them."
     ) == 1
