@@ -89,16 +89,28 @@ class Environment:
     # where files are opened or committed (a link may have appeared since submit).
     allowed_directories: AllowedDirectories = field(default_factory=AllowedDirectories)
 
-    def input_splits(self, commits_per_split: bool = False) -> Iterator[InputSplit]:
+    def input_splits(
+        self, commits_per_split: bool = False, on_confirmed: Callable[[], None] | None = None
+    ) -> Iterator[InputSplit]:
         """Pull splits one at a time until none is left (or the task is cancelled).
 
         With `commits_per_split`, the caller has committed a split's output by the time
         it asks for the next one, and the JobManager is told so: a restarted subtask
         then never redoes that split.
+
+        `on_confirmed` runs once the JobManager answered the first request (before the
+        first split is yielded, or before returning when there is none): only then is
+        this attempt known to be its subtask's current one. A superseded attempt whose
+        SubmitTask arrived late is refused there (an RpcException), and must not touch
+        what the current attempt of its subtask committed.
         """
         completed: int | None = None
+        confirmed = on_confirmed is None
         while not self.cancelled.is_set():
             split = self.next_input_split(completed)
+            if not confirmed:
+                confirmed = True
+                on_confirmed()  # type: ignore[misc]
             if split is None:
                 return
             yield split

@@ -10,8 +10,9 @@ commits a chunk into its subtask's partition (World.commit_chunk), as SparkTask
 commits a chunk per split before asking for the next; or, as the seed decides, it
 fails, or hangs (until cancelled, or, stubborn, until interrupted or for ever).
 
-A new attempt first removes the chunks of splits the JobManager does not list as
-completed by its subtask (COMPLETED_SPLITS_KEY), as SparkTask does.
+A new attempt, once the JobManager answered its first split request (so it is the
+current attempt of its subtask), removes the chunks of splits the JobManager does not
+list as completed by its subtask (COMPLETED_SPLITS_KEY), as SparkTask does.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class SimTask:
             self._transition(_E.RUNNING)
             if "splits" in descriptor.vertex_config:
                 completed = set(descriptor.vertex_config.get(COMPLETED_SPLITS_KEY, []))
-                self.world.remove_unreported_chunks(self, completed)
+                confirmed = False
                 done: int | None = None
                 while True:
                     self._check()
@@ -178,6 +179,11 @@ class SimTask:
                         )
                     )
                     assert isinstance(answer, NextInputSplit)
+                    if not confirmed:
+                        # As SparkTask (input_splits' on_confirmed): only an attempt the
+                        # JobManager answered is current; a superseded one is refused first.
+                        confirmed = True
+                        self.world.remove_unreported_chunks(self, completed)
                     if answer.split is None:
                         break
                     await self._work()

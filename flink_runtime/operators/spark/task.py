@@ -133,10 +133,15 @@ class SparkTask(AbstractInvokable):
                 # Each split's output is committed on its own (a chunk), before the next
                 # split is asked for: a restarted subtask never redoes a committed split.
                 completed = set(config.get(COMPLETED_SPLITS_KEY, []))
-                self._remove_unreported_chunks(completed)
                 chunks = [f"split-{number}" for number in sorted(completed)]
                 schema = io.schema_from_json(resolved["source_schema"])
-                for split in env.input_splits(commits_per_split=True):
+                # Orphans go only once the JobManager answered this attempt: a superseded
+                # attempt (its SubmitTask arrived late) would delete the chunks the current
+                # attempt of its subtask committed since (input_splits, on_confirmed).
+                splits = env.input_splits(
+                    commits_per_split=True, on_confirmed=lambda: self._remove_unreported_chunks(completed)
+                )
+                for split in splits:
                     # Resolved when listed; a link made since (by this job's own code, say)
                     # must not lead the read outside the allowed directories.
                     io.check_paths(env.allowed_directories, split.payload["files"], f"input split {split.split_number}")
