@@ -46,6 +46,9 @@ class Invariants:
         self.checkpoint_ids: dict[str, dict[str, int]] = {}  # job -> JobManager epoch -> highest id triggered
         self.checkpoint_owners: dict[str, dict[int, str]] = {}  # job -> checkpoint id -> epoch that triggered it
         self.triggered: set[tuple[str, str, int]] = set()
+        self.first_checkpoint_ids: dict[str, dict[str, int]] = {}  # job -> JobManager epoch -> first id triggered
+        # JobManager epoch -> (fencing token, order first seen): the order epochs began leading
+        self.epoch_ranks: dict[str, tuple[int, int]] = {}
         world.network.after_delivery = self.check_step
         world.network.observer = self
         world.on_publish = self._published
@@ -135,20 +138,36 @@ class Invariants:
         """Checked when sent (a JobManager's decision), not when delivered: deliveries to
         different TaskManagers take different times."""
         if isinstance(message, TriggerCheckpoint):
+            self._rank_epoch(sender, message.jobmanager_id)
             self._checkpoint_triggered(message)
+
+    def _rank_epoch(self, sender: SimRpc, epoch: str) -> None:
+        """Epochs in the order they began leading: by fencing token with high availability
+        (a deposed leader that has not noticed yet still holds its older lease), else (one
+        JobManager at a time, each restart a new epoch) in the order first seen."""
+        if epoch in self.epoch_ranks:
+            return
+        jobmanager = self.world.jobmanager_at(sender)
+        lease = jobmanager.leadership.leader_lease if jobmanager is not None else None
+        token = lease.token if lease is not None and self.world.high_availability else 0
+        self.epoch_ranks[epoch] = (token, len(self.epoch_ranks))
 
     def _checkpoint_triggered(self, message: TriggerCheckpoint) -> None:
         """One checkpoint is triggered on every task (one id, many messages, maybe resent).
         Within a JobManager epoch ids strictly increase; an epoch's first checkpoint takes
-        a higher id than every epoch before it triggered, and no id is ever triggered by
-        two epochs. (A deposed leader that has not noticed yet may still trigger ids of
-        its own, reserved, block after its successor began: lower, never the same.)"""
+        a higher id than every epoch that led before it triggered, and no id is ever
+        triggered by two epochs. (A deposed leader that has not noticed yet may still
+        trigger ids of its own, reserved, block after its successor began, even its first
+        ones: lower, never the same. So "before" is the order of leadership, not of the
+        first checkpoint seen: seed 5031.)"""
         key = (message.job_id, message.jobmanager_id, message.checkpoint_id)
         if key in self.triggered:
             return
         self.triggered.add(key)
         job, epoch, checkpoint_id = message.job_id, message.jobmanager_id, message.checkpoint_id
+        rank = self.epoch_ranks.get(epoch, (0, len(self.epoch_ranks)))
         by_epoch = self.checkpoint_ids.setdefault(job, {})
+        earlier = {e: highest for e, highest in by_epoch.items() if self.epoch_ranks.get(e, rank) < rank}
         owner = self.checkpoint_owners.setdefault(job, {}).setdefault(checkpoint_id, epoch)
         if owner != epoch:
             self.violate(
@@ -163,13 +182,23 @@ class Invariants:
                     f"checkpoint {checkpoint_id} of job {job} triggered (JobManager {epoch[:8]}) after its "
                     f"checkpoint {by_epoch[epoch]}: ids must strictly increase",
                 )
-        elif by_epoch and checkpoint_id <= max(by_epoch.values()):
+        elif earlier and checkpoint_id <= max(earlier.values()):
             self.violate(
                 # Another JobManager epoch counted from where the store's completed ones end.
                 "checkpoint-ids/reused",
                 f"the first checkpoint {checkpoint_id} of job {job} JobManager {epoch[:8]} triggered is not "
-                f"after checkpoint {max(by_epoch.values())} an earlier JobManager triggered",
+                f"after checkpoint {max(earlier.values())} an earlier JobManager triggered",
             )
+        first_ids = self.first_checkpoint_ids.setdefault(job, {})
+        later = {e: first for e, first in first_ids.items() if self.epoch_ranks.get(e, rank) > rank}
+        if later and checkpoint_id >= min(later.values()):
+            self.violate(
+                "checkpoint-ids/reused",
+                f"checkpoint {checkpoint_id} of job {job} triggered by JobManager {epoch[:8]} is not below "
+                f"checkpoint {min(later.values())} a later JobManager triggered first: a deposed leader's ids "
+                "must come from its own reserved block",
+            )
+        first_ids.setdefault(epoch, checkpoint_id)
         by_epoch[epoch] = max(checkpoint_id, by_epoch.get(epoch, 0))
 
     # -- output --------------------------------------------------------------------------------------------

@@ -36,10 +36,7 @@ KNOWN_BUGS: dict[str, str] = {}
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
 # a strict xfail below. Any other seed with the same kind still fails the test.
-KNOWN_FAILING_SEEDS: dict[int, str] = {
-    6787: "exactly-once: job0/source published splits [0, 1, 3, 4, 6, 7]; splits 2 and 5 are missing",
-    5031: "checkpoint-ids/reused: a JobManager's first checkpoint (3) comes after an earlier one triggered 21",
-}
+KNOWN_FAILING_SEEDS: dict[int, str] = {}
 
 
 # ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
@@ -102,14 +99,21 @@ def test_checkpoint_ids_increase_across_leader_changes() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_FAILING_SEEDS[6787])
-def test_every_split_of_seed_6787_is_published_once() -> None:
+def test_a_superseded_attempt_does_not_delete_the_current_attempts_chunks() -> None:
+    # SubmitTask(job0 source[1] attempt 0) to tm-0 is slow (arrives at t=4.73); meanwhile
+    # attempt 1 runs on tm-1 and commits splits 2 and 5; the late attempt 0 starts
+    # at t=4.76 and used to delete them ("not completed" by its stale COMPLETED_SPLITS
+    # list) before the JobManager refused it: splits 2 and 5 were never published. Now an
+    # attempt removes orphans only once the JobManager answered its first split request.
     result = in_subprocess(replay, 6787)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_FAILING_SEEDS[5031])
-def test_checkpoint_ids_of_seed_5031_increase_across_jobmanagers() -> None:
+def test_a_deposed_leaders_first_checkpoint_is_ranked_by_its_leadership() -> None:
+    # jobmanager-a (lease 1) is deposed at t=3.09 and does not notice before it crashes at
+    # 4.33; jobmanager-b (lease 2) triggers checkpoint 21 of job1 at 4.10 (after a's block
+    # 1-20); a triggers its first checkpoint of job1, 3, from its own block at 4.18. Not a
+    # reuse: the invariant used to order epochs by their first checkpoint, now by lease.
     result = in_subprocess(replay, 5031)
     assert result.ok, result.violations
 
