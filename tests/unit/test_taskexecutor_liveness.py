@@ -212,6 +212,18 @@ async def test_commands_of_another_jobmanager_are_ignored(tmp_path: Path, endpoi
     assert not (tmp_path / job_id).exists()
 
 
+def fake_tasks(tm: TaskExecutor) -> list[FakeTask]:
+    """Make `tm` run FakeTasks (through its create_task seam); returns them as they are made."""
+    made: list[FakeTask] = []
+
+    def create_task(descriptor: TaskDeploymentDescriptor) -> FakeTask:
+        made.append(FakeTask(descriptor, report=tm.task_table.report_from_task_thread))
+        return made[-1]
+
+    tm.create_task = create_task  # type: ignore[method-assign]
+    return made
+
+
 async def test_tasks_come_from_create_task_and_are_cancelled_when_the_jobmanager_goes_silent(
     tmp_path: Path, endpoints: list[RpcEndpoint]
 ) -> None:
@@ -220,13 +232,7 @@ async def test_tasks_come_from_create_task_and_are_cancelled_when_the_jobmanager
     jobmanager = await start(endpoints, FakeJobManager())
     overrides = {"heartbeat.interval": "100 ms", "heartbeat.timeout": "300 ms"}
     tm = taskexecutor(tmp_path, jobmanager, **overrides)
-    made: list[FakeTask] = []
-
-    def create_task(descriptor: TaskDeploymentDescriptor) -> FakeTask:
-        made.append(FakeTask(descriptor, report=tm.task_table.report_from_task_thread))
-        return made[-1]
-
-    tm.create_task = create_task  # type: ignore[method-assign]
+    made = fake_tasks(tm)
     await start(endpoints, tm)
     await asyncio.wait_for(tm.registered.wait(), 5.0)
     submitted = await jobmanager.rpc.ask(tm.address, SubmitTask(descriptor=noop_task("exec-1")), 2.0)
@@ -251,13 +257,7 @@ async def test_a_submit_task_into_a_slot_a_live_task_of_another_allocation_holds
     JobManager freed its slot and deployed another task there: the slot takes only one."""
     jobmanager = await start(endpoints, FakeJobManager())
     tm = taskexecutor(tmp_path, jobmanager)  # one slot
-    made: list[FakeTask] = []
-
-    def create_task(descriptor: TaskDeploymentDescriptor) -> FakeTask:
-        made.append(FakeTask(descriptor, report=tm.task_table.report_from_task_thread))
-        return made[-1]
-
-    tm.create_task = create_task  # type: ignore[method-assign]
+    made = fake_tasks(tm)
     await start(endpoints, tm)
     await asyncio.wait_for(tm.registered.wait(), 5.0)
 
