@@ -132,7 +132,12 @@ def test_savepoint_of_a_running_job_and_resume(minicluster: MiniCluster, tmp_pat
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
         wait_running(client, job_id)
-        time.sleep(2.0)
+        # A savepoint taken before any split completed would carry no work to skip: wait for
+        # the first split rather than a fixed time (a cold SparkSession takes longer).
+        deadline = time.monotonic() + 60
+        while input_splits(minicluster.rest_url, job_id)["completed"] < 1:
+            assert time.monotonic() < deadline, "no input split completed within 60 s"
+            time.sleep(0.1)
         location = client.savepoint(job_id, str(tmp_path / "savepoints"), cancel_job=True, timeout=120)
         assert client.wait(job_id, timeout=60).value == "CANCELED"
         metadata = json.loads(Path(location, "_metadata").read_text())
