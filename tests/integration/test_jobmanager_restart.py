@@ -43,7 +43,9 @@ def test_taskmanagers_register_again_after_the_jobmanager_comes_back(tmp_path) -
 def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
     """Issue 8: the store kept every finished job (1,210 rows at jobstore.max-capacity
     100), so jobs pruned or expired in memory came back with the next JobManager."""
-    properties = {"jobstore.max-capacity": "3", "jobstore.expiration-time": "10 s"}
+    # The expiration must outlast a JobManager restart and a Flink CLI call on a loaded
+    # machine (both come before the jobs may expire), hence 20 s, not less.
+    properties = {"jobstore.max-capacity": "3", "jobstore.expiration-time": "20 s"}
     database = tmp_path / "cluster" / "jobstore.db"
 
     def stored_jobs() -> int:
@@ -80,7 +82,7 @@ def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
         assert archived in listing.stdout and "(FINISHED)" in listing.stdout
 
         # Past jobstore.expiration-time they are gone from the store, and stay gone.
-        time.sleep(max(0.0, 10.5 - (time.monotonic() - ended)))
+        time.sleep(max(0.0, 20.5 - (time.monotonic() - ended)))
         cluster.jobmanager.kill()
         cluster.start_jobmanager()
         with JobClient(cluster.rest_url, timeout=30) as client:
