@@ -33,22 +33,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -66,10 +56,10 @@ from flink_runtime.client.cli_output import (
     styled_state,
     verbose_requested,
 )
+from flink_runtime.client.cli_progress import follow_job, task_counts
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
     JobClient,
-    JobStatusEvent,
     RestClientError,
     SavepointFailed,
     normalize_rest_url,
@@ -87,8 +77,6 @@ EXIT_INTERRUPTED = 130
 # `list -r`: jobs that hold (or are about to give back) slots.
 _RUNNING_STATES = {JobStatus.RUNNING, JobStatus.FAILING, JobStatus.RESTARTING, JobStatus.CANCELLING}
 
-# How often an attached `run` refreshes its progress line when no event arrives.
-_REFRESH_SECONDS = 1.0
 # How often `savepoint` and `stop` ask whether the savepoint is written.
 _SAVEPOINT_POLL_SECONDS = 0.2
 
@@ -174,14 +162,6 @@ def _client(args: argparse.Namespace) -> JobClient:
     return JobClient(url, token=args.token or rest_token(config), verify=client_verify(config))
 
 
-def _task_counts(details: dict[str, Any]) -> tuple[int, int]:
-    """(finished, total) subtasks from GET /jobs/:id."""
-    vertices = details.get("vertices", [])
-    total = sum(int(vertex.get("parallelism", 0)) for vertex in vertices)
-    finished = sum(int(vertex.get("tasks", {}).get("FINISHED", 0)) for vertex in vertices)
-    return finished, total
-
-
 def _root_exception(client: JobClient, job_id: str) -> str | None:
     root = client.exceptions(job_id).get("root-exception")
     return str(root).rstrip() if root else None
@@ -262,7 +242,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         console = new_console()
         console.print(f"Job has been submitted with JobID {job_id}")
         try:
-            state = _follow(client, job_id, console)
+            state = follow_job(client, job_id, console)
         except KeyboardInterrupt:
             print(
                 f"Detached from job {job_id}; it keeps running. "
@@ -272,7 +252,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             return EXIT_INTERRUPTED
         details = client.details(job_id)
-        finished, total = _task_counts(details)
+        finished, total = task_counts(details)
         summary = Text.assemble(
             f"Job {job_id} ",
             styled_state(state.value),
@@ -286,65 +266,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             if root:
                 print(f"Root exception:\n{root}", file=sys.stderr, flush=True)
         return EXIT_FAILURE
-
-
-def _follow(client: JobClient, job_id: str, console: Console) -> JobStatus:
-    """Show the job's progress until it ends; returns its final status."""
-
-    def event_line(event: JobStatusEvent) -> str:
-        stamp = datetime.datetime.fromtimestamp(event.timestamp).strftime("%H:%M:%S")
-        return f"{stamp} Job {job_id} switched from {event.old_state.value} to {event.new_state.value}."
-
-    since = 0
-    if not console.is_terminal:
-        # Plain lines for logs and pipes: one per state change, and one whenever more
-        # subtasks have finished (checked every few seconds).
-        reported = -1
-        while True:
-            page = client.poll_events(job_id, since, _REFRESH_SECONDS * 5)
-            since = page.next
-            for event in page.events:
-                console.print(event_line(event))
-                if event.new_state.is_globally_terminal:
-                    return event.new_state
-            if not page.events and page.state.is_globally_terminal:
-                return page.state
-            if page.state is JobStatus.RUNNING:
-                finished, total = _task_counts(client.details(job_id))
-                if finished != reported:
-                    reported = finished
-                    stamp = datetime.datetime.now().strftime("%H:%M:%S")
-                    console.print(f"{stamp} Job {job_id} RUNNING: {finished}/{total} tasks finished.")
-
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TextColumn("{task.fields[state]}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("tasks"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        details = client.details(job_id)
-        finished, total = _task_counts(details)
-        bar = progress.add_task(details.get("name", job_id), total=total or None, completed=finished, state="")
-        while True:
-            # The long poll returns on an event or after a second, whichever comes first,
-            # so the bar moves between state changes too.
-            page = client.poll_events(job_id, since, _REFRESH_SECONDS)
-            since = page.next
-            details = client.details(job_id)
-            finished, total = _task_counts(details)
-            progress.update(bar, total=total or None, completed=finished, state=details.get("state", ""))
-            for event in page.events:
-                progress.console.print(event_line(event))
-                if event.new_state.is_globally_terminal:
-                    return event.new_state
-            if not page.events and page.state.is_globally_terminal:
-                return page.state
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -394,7 +315,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             return EXIT_OK
         root = _root_exception(client, args.job_id)
     console = new_console()
-    finished, total = _task_counts(details)
+    finished, total = task_counts(details)
     console.print(Text.assemble(("Job:      ", "bold"), f"{details.get('name', '')} ({details['jid']})"))
     console.print(Text.assemble(("State:    ", "bold"), styled_state(details["state"])))
     console.print(Text.assemble(("Start:    ", "bold"), format_time(details.get("start-time"))))

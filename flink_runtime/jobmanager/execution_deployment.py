@@ -8,9 +8,11 @@ TaskManager refusing the task fails the attempt, and the failover handling decid
 what then. Cancelling sends CancelTask and concludes CANCELED when no TaskManager
 can report it.
 
-`ExecutionDeployer` owns the job's ExecutionSlotAllocator. It reaches the cluster
-through `DeploymentGateway` and changes execution states only through the
-`set_state` callable it is given (the JobMaster's, which accounts for every change).
+`ExecutionDeployer` owns the job's ExecutionSlotAllocator and answers the slot pool's
+events for the job (a slot offered, a request timed out, an allocation lost). It reaches
+the cluster through `DeploymentGateway`, finds attempts through the `execution` callable
+and changes execution states only through the `set_state` callable it is given (the
+JobMaster's, which accounts for every change).
 """
 
 from __future__ import annotations
@@ -71,12 +73,15 @@ class ExecutionDeployer:
         request_slot: Callable[[str], PhysicalSlot | None],
         descriptor: DescriptorFactory,
         set_state: SetState,
+        execution: Callable[[str], Execution | None],
     ) -> None:
         """request_slot(request_id) asks the slot pool: a slot now, or None and the pool
-        calls back later (`slot_allocated`)."""
+        calls back later (`slot_allocated`); execution(attempt_id): the job's attempt of
+        that id, None if it has none."""
         self._gateway = gateway
         self._descriptor = descriptor
         self._set_state = set_state
+        self._execution = execution
         self.slots = ExecutionSlotAllocator(job_id, request_slot, gateway.release_slot, gateway.cancel_slot_request)
 
     def declare_usage(self, vertices: Iterable[ExecutionVertex]) -> None:
@@ -90,20 +95,42 @@ class ExecutionDeployer:
             return None
         return self.slots.allocate(vertex, execution.attempt_id)
 
+    def schedule_all(self, vertices: Iterable[ExecutionVertex]) -> None:
+        """Schedule each; deploy it at once into a slot that is free now (the others are
+        deployed when the slot pool offers theirs: `slot_allocated`)."""
+        for vertex in vertices:
+            allocation_id = self.schedule(vertex)
+            if allocation_id is not None:
+                self.deploy(vertex.current_execution, allocation_id)
+
     def slot_allocated(self, request_id: str, slot: PhysicalSlot, accept: bool) -> list[str]:
-        """The attempts waiting on this request, now bound to the slot; a slot nobody of
-        this job waits for (or `accept` False: the job ended) goes back to the pool."""
+        """The attempts waiting on this request, now bound to the slot, are deployed into
+        it (those still SCHEDULED); a slot nobody of this job waits for (or `accept`
+        False: the job ended) goes back to the pool. Returns the waiting attempts' ids."""
         waiting = self.slots.slot_allocated(request_id, slot) if accept else None
         if waiting is None:
             self._gateway.release_slot(slot.allocation_id or request_id)
             return []
+        assert slot.allocation_id is not None
+        for attempt_id in waiting:
+            execution = self._execution(attempt_id)
+            if execution is not None and execution.state is _E.SCHEDULED:
+                self.deploy(execution, slot.allocation_id)
         return waiting
 
-    def request_timed_out(self, request_id: str) -> list[str]:
-        return self.slots.request_timed_out(request_id)
+    def request_timed_out(self, request_id: str, timeout: float) -> None:
+        """No slot came for this request in time: the attempts waiting on it fail."""
+        self._fail(self.slots.request_timed_out(request_id), no_slot_reason(timeout))
 
-    def allocation_lost(self, allocation_id: str) -> list[str]:
-        return self.slots.allocation_lost(allocation_id)
+    def allocation_lost(self, allocation_id: str, reason: str) -> None:
+        """The TaskManager holding this allocation is gone: what ran in it fails."""
+        self._fail(self.slots.allocation_lost(allocation_id), reason)
+
+    def _fail(self, attempt_ids: list[str], reason: str) -> None:
+        for attempt_id in attempt_ids:
+            execution = self._execution(attempt_id)
+            if execution is not None:
+                self._set_state(execution, _E.FAILED, reason)
 
     def release(self, vertex: ExecutionVertex, attempt_id: str) -> None:
         self.slots.release(vertex, attempt_id)

@@ -15,6 +15,9 @@ see the JobManager only through a small Protocol of their module:
                        checkpoint statistics: the gateway the REST API calls
   checkpoint_retention.py  JobEndCleanup: the end of a job: checkpoints kept or
                        discarded, keyed state, staged output and partitions removed
+  task_fencing.py      TaskFencing: whether a task's message is this run's, and its job
+  spark_session.py     JobManagerSpark: the JobManager's SparkSession (plan checks, paths)
+  submission.py        validate_submission: what this cluster accepts of a JobGraph
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import asyncio
 import logging
 import os
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -35,10 +37,8 @@ from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.highavailability.lease_store import LeaderLease
-from flink_runtime.invokable import BUILTIN_INVOKABLES
-from flink_runtime.jobgraph.job_config import job_config_problems
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
-from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph, validate_job_graph
+from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
 from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
@@ -48,7 +48,9 @@ from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
 from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
-from flink_runtime.jobmanager.task_fencing import TaskFencing
+from flink_runtime.jobmanager.spark_session import JobManagerSpark
+from flink_runtime.jobmanager.submission import validate_submission
+from flink_runtime.jobmanager.task_fencing import JobTaskMessage, TaskFencing
 from flink_runtime.jobmanager.task_reports import UnknownExecution
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
@@ -60,7 +62,6 @@ from flink_runtime.rpc.messages import (
     CancellationSuccess,
     DeclineCheckpoint,
     DisconnectTaskManager,
-    FencedMessage,
     JobStatusChanged,
     JobSubmissionFailure,
     Message,
@@ -77,8 +78,6 @@ from flink_runtime.rpc.service import RpcService
 from flink_runtime.rpc.transport import RpcTransport
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
-from flink_runtime.security.paths import allowed_directories, job_path_problems
-from flink_runtime.spark.session import acquire_session, release_session
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +131,6 @@ class JobManager(RpcEndpoint):
         rpc.on_disconnect = lambda address: self.run_in_mailbox(self.resource_manager.on_connection_lost, address)
         self.events = JobEventLog()
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
-        self._spark_lock = threading.Lock()
-        self._spark_session: Any = None
         # The REST API's URL (set by RestServer once it serves); TaskManagers download
         # job libraries from it.
         self.rest_url = ""
@@ -144,10 +141,8 @@ class JobManager(RpcEndpoint):
         self.persistence = JobPersistence(config, job_store, self, fencing_cluster=self.leadership.fencing_cluster)
         # What the REST API calls for savepoints, stops, checkpoints and their statistics.
         self.operations = JobOperations(self.jobs, self.persistence, self)
-        # Alone in its process, the JobManager's own SparkSession (Hadoop paths) runs on
-        # local[1]: it must not take a Spark cluster's cores from the TaskManagers. A
-        # MiniCluster's JobManager shares the session its TaskManagers run on.
-        self._spark_planning_only = not embedded
+        # Plan checks and Hadoop paths; a MiniCluster's is the one its TaskManagers share.
+        self.spark_session = JobManagerSpark(config, planning_only=not embedded)
         # The job's own code runs in the planner process (planner/); a MiniCluster's
         # process runs the job's code in its TaskManagers anyway, so it plans in-process.
         warm_up = config.get(cfg.PLANNER_WARM_UP)
@@ -166,21 +161,14 @@ class JobManager(RpcEndpoint):
     def spark(self) -> Any:
         """A SparkSession for plan checks and Hadoop paths; started on first use (any thread).
         In a MiniCluster it is the one the TaskManagers share."""
-        with self._spark_lock:
-            if self._spark_session is None:
-                self._spark_session = acquire_session(
-                    self.config.to_dict(), default_cores=1, planning_only=self._spark_planning_only
-                )
-            return self._spark_session
+        return self.spark_session.get()
 
     def on_stop(self) -> None:
         self.leadership.stop()
         self.planner.close()
         self.persistence.close()
         self.leadership.release_store_lock()
-        if self._spark_session is not None:
-            self._spark_session = None
-            release_session()
+        self.spark_session.release()
 
     def on_start(self) -> None:
         interval = self.config.get_seconds(cfg.HEARTBEAT_INTERVAL)
@@ -285,14 +273,8 @@ class JobManager(RpcEndpoint):
         return job_graph
 
     def validate(self, job_graph: JobGraph) -> None:
-        # A job's own invokable classes are never imported here: the planner process
-        # imports them at job start, where a bad one still fails the submission.
-        exists = _builtin_or_class_path
-        validate_job_graph(job_graph, invokable_exists=exists, builtin_invokables=BUILTIN_INVOKABLES)
-        problems = job_config_problems(job_graph.config, self.config)
-        problems += job_path_problems(job_graph.config, job_graph.vertices, allowed_directories(self.config))
-        if problems:
-            raise InvalidJobGraph(problems)
+        """InvalidJobGraph lists every problem of the job for this cluster (submission.py)."""
+        validate_submission(job_graph, self.config)
 
     @handles(SubmitJob)
     def on_submit_job(self, message: SubmitJob) -> Any:
@@ -337,18 +319,9 @@ class JobManager(RpcEndpoint):
 
     # -- messages from tasks: fenced by the JobManager that deployed them ------------------------
 
-    def _stale_sender(self, message: FencedMessage) -> str | None:
-        return self.task_fencing.refusal(message, self.jobmanager_id)
-
-    def _addressed_job(
-        self, message: UpdateTaskExecutionState | RequestNextInputSplit | ScheduleOrUpdateConsumers
-    ) -> JobMaster | str:
-        """The live job a task's report is about, or why the report is refused (a str)."""
-        stale = self._stale_sender(message)
-        if stale is not None:
-            return stale
-        job = self.jobs.get(message.job_id)
-        return job if job is not None else f"unknown job {message.job_id}"
+    def _addressed_job(self, message: JobTaskMessage) -> JobMaster | str:
+        """The live job a task's message is about, or why the message is refused (a str)."""
+        return self.task_fencing.addressed_job(message, self.jobmanager_id, self.jobs)
 
     @handles(UpdateTaskExecutionState)
     def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
@@ -397,14 +370,14 @@ class JobManager(RpcEndpoint):
 
     @handles(AcknowledgeCheckpoint)
     def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:
-        job = self.jobs.get(message.job_id)
-        if job is not None and self._stale_sender(message) is None:
+        job = self._addressed_job(message)
+        if not isinstance(job, str):
             job.coordinator.acknowledge(message.execution_id, message.checkpoint_id, message.state_handle)
 
     @handles(DeclineCheckpoint)
     def on_decline_checkpoint(self, message: DeclineCheckpoint) -> None:
-        job = self.jobs.get(message.job_id)
-        if job is not None and self._stale_sender(message) is None:
+        job = self._addressed_job(message)
+        if not isinstance(job, str):
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
@@ -498,7 +471,3 @@ class JobManager(RpcEndpoint):
             "flink-version": __version__,
             "flink-commit": "",
         }
-
-
-def _builtin_or_class_path(name: str) -> bool:
-    return name in BUILTIN_INVOKABLES or ":" in name

@@ -12,12 +12,12 @@ that own their state and each have a test of their own:
   scheduler/job_scheduling.py  JobScheduling: the decisions, pure (the job's status,
                                what a failure restarts, when the job ends, what a
                                stop needs); it returns actions this shell executes
-  execution_deployment.py      ExecutionDeployer: slots, SubmitTask, CancelTask
+  execution_deployment.py      ExecutionDeployer: slots and their events, SubmitTask, CancelTask
   task_reports.py              PartitionRegistry: finished partitions, lost inputs;
                                TaskReports: the answers to what TaskManagers report
   job_checkpoints.py           JobCheckpointing: savepoint/stop/checkpoint requests,
                                the CheckpointedJob view of the coordinator and tracker
-  rounds.py                    ContinuousRounds: a continuous job's rounds
+  rounds.py                    ContinuousRounds: scans for new input, starts each round
   job_planning.py              JobPlanning: the job's code, run in the planner process
 
 This class routes what reaches the job (task reports, slot events, timers, requests)
@@ -41,12 +41,11 @@ from flink_runtime.jobmanager.execution_deployment import (
     ExecutionDeployer,
     deployment_descriptor,
     log_transition,
-    no_slot_reason,
 )
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway, supervised
 from flink_runtime.jobmanager.job_checkpoints import JobCheckpointing
 from flink_runtime.jobmanager.job_planning import JobPlanning
-from flink_runtime.jobmanager.rounds import ContinuousRounds, namespace_released_by_new_round
+from flink_runtime.jobmanager.rounds import ContinuousRounds
 from flink_runtime.jobmanager.submission import SubmissionWaiters
 from flink_runtime.jobmanager.task_reports import PartitionRegistry, TaskReports, UnknownExecution
 from flink_runtime.planner.tasks import UserCodeError
@@ -108,6 +107,7 @@ class JobMaster:
             lambda request_id: gateway.request_slot(self, request_id, []),
             self._deployment_descriptor,
             self._set_execution_state,
+            lambda attempt_id: self.graph.execution(attempt_id) if self.graph is not None else None,
         )
         self.checkpointing = JobCheckpointing(
             self,
@@ -118,7 +118,9 @@ class JobMaster:
             lambda request_id, status: gateway.savepoint_request_changed(self, request_id, status),
             lambda *completed: gateway.checkpoint_completed(self, *completed),
         )
-        self.rounds = ContinuousRounds(self, self.gateway, lambda: asyncio.to_thread(self._scan_sources))
+        self.rounds = ContinuousRounds(
+            self, self.gateway, self.planning, self.splits, self.checkpointing, lambda: self.graph
+        )
         # What the JobManager and the REST API reach of the checkpointing side.
         checkpointing = self.checkpointing
         self.coordinator, self.tracker = checkpointing.coordinator, checkpointing.tracker
@@ -130,7 +132,7 @@ class JobMaster:
             checkpointing.tracker.final_states,
             self.splits,
             self._set_execution_state,
-            self._schedule_all,
+            self.deployer.schedule_all,
         )
         # What TaskManagers report (schedule_or_update_consumers below: a supervised entry).
         self.update_task_execution_state = self.reports.update_task_execution_state
@@ -233,7 +235,7 @@ class JobMaster:
                 partition.mark_finished()
         self._execute([self.scheduling.to(JobStatus.RUNNING)])
         self.coordinator.start_periodic()
-        self._schedule_all(vertices_to_start(graph))
+        self.deployer.schedule_all(vertices_to_start(graph))
         self._check_completion()  # a savepoint may have restored every subtask as finished
 
     def give_up_recovery(self, reason: str) -> None:
@@ -292,34 +294,22 @@ class JobMaster:
     def fail_execution(self, execution_id: str, reason: str) -> None:
         """Fail a current attempt the JobManager found lost (its TaskManager is gone, or no
         longer runs it); the restart strategy decides what follows."""
-        execution = self.graph.execution(execution_id) if self.graph is not None else None
-        if execution is not None and not execution.is_terminal:
-            self._set_execution_state(execution, _E.FAILED, reason)
+        self.reports.fail_execution(execution_id, reason)
 
-    # -- slot pool events ---------------------------------------------------------------------
+    # -- slot pool events (the ExecutionDeployer deploys into the slot or fails the attempts) --
 
     @supervised
     def on_slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
-        for attempt_id in self.deployer.slot_allocated(request_id, slot, accept=not self.status.is_terminal):
-            execution = self.graph.execution(attempt_id) if self.graph is not None else None
-            if execution is not None and execution.state is _E.SCHEDULED:
-                assert slot.allocation_id is not None
-                self._deploy(execution, slot.allocation_id)
+        self.deployer.slot_allocated(request_id, slot, accept=not self.status.is_terminal)
 
     @supervised
     def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
-        self._fail_attempts(self.deployer.request_timed_out(request_id), no_slot_reason(timeout))
+        self.deployer.request_timed_out(request_id, timeout)
 
     @supervised
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: fail what ran in it."""
-        self._fail_attempts(self.deployer.allocation_lost(allocation_id), reason)
-
-    def _fail_attempts(self, attempt_ids: list[str], reason: str) -> None:
-        for attempt_id in attempt_ids:
-            execution = self.graph.execution(attempt_id) if self.graph is not None else None
-            if execution is not None:
-                self._set_execution_state(execution, _E.FAILED, reason)
+        self.deployer.allocation_lost(allocation_id, reason)
 
     def stop_while_idle(self) -> bool:
         """A stop reached the job: between rounds nothing runs, so its savepoint now."""
@@ -329,15 +319,6 @@ class JobMaster:
         return True
 
     # -- deployment -----------------------------------------------------------------------------
-
-    def _schedule_all(self, vertices: Iterable[ExecutionVertex]) -> None:
-        for vertex in vertices:
-            allocation_id = self.deployer.schedule(vertex)
-            if allocation_id is not None:
-                self._deploy(vertex.current_execution, allocation_id)
-
-    def _deploy(self, execution: Execution, allocation_id: str) -> None:
-        self.deployer.deploy(execution, allocation_id)
 
     def _deployment_descriptor(
         self, execution: Execution, allocation_id: str, slot_index: int
@@ -384,8 +365,7 @@ class JobMaster:
                     error or "unknown failure", vertex.task_name_with_subtask, address, execution.task_manager_id
                 )
                 self.exceptions.append(entry)
-                lost = self.partitions.take_lost_inputs(execution.attempt_id)
-                producers = [p.producer for p in map(self.graph.partition, lost) if p is not None]  # type: ignore[union-attr]
+                producers = self.partitions.take_lost_producers(execution.attempt_id)
                 self._execute(
                     self.scheduling.task_failed(
                         vertex, execution.attempt_id, list(self._vertices()), producers, time.monotonic()
@@ -420,10 +400,8 @@ class JobMaster:
                 case js.RestartVertices(reset, rerun):
                     self._restart_vertices(reset, rerun)
                 case js.RestartAll():
-                    self._reset_all_executions()
                     self.splits.restart()  # completed splits' chunks stay committed: new attempts skip them
-                    assert self.graph is not None
-                    self._schedule_all(sources_to_restart(self.graph))
+                    self.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
                     hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
@@ -461,16 +439,18 @@ class JobMaster:
         for vertex in reset:
             vertex.reset_for_new_execution()
         # The others are deployed once their producers report (ScheduleOrUpdateConsumers).
-        self._schedule_all(self.scheduling.deployable_after_region_reset(reset))
+        self.deployer.schedule_all(self.scheduling.deployable_after_region_reset(reset))
 
-    def _reset_all_executions(self) -> None:
-        """A new attempt for every subtask (a full restart, a new round); their partitions
-        are reported anew."""
+    def run_from_sources(self) -> None:
+        """A new attempt for every subtask (a full restart, a new round: rounds.py), the
+        sources deployed first; their partitions are reported anew."""
         for vertex in self._vertices():
             vertex.reset_for_new_execution()
         self.scheduling.reset_counts()
         self.partitions.clear()
         self.deployer.declare_usage(self._vertices())
+        assert self.graph is not None
+        self.deployer.schedule_all(sources_to_restart(self.graph))
 
     def run_terminal_hooks(self, status: JobStatus) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
@@ -492,30 +472,6 @@ class JobMaster:
         if error is not None:
             self.exceptions.append(exception_entry(error))
         self._execute(self.scheduling.end(error is not None))
-
-    def start_round(self, prepared: dict[str, Prepared], data_namespace: str) -> None:
-        """A continuous job's next round, over the new input splits in `prepared`."""
-        assert self.graph is not None
-        previous, self.data_namespace = self.data_namespace, data_namespace
-        released = namespace_released_by_new_round(previous, self.job_id)
-        if released is not None:
-            self.gateway.release_partitions(self.job_id, released)
-        # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
-        # are about to be replaced, so each subtask keeps what its attempt reported.
-        for vertex in self.graph.all_execution_vertices():
-            vertex.end_round()
-        self._reset_all_executions()
-        self.planning.prepared.update(prepared)
-        self.splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
-        splits = sum(len(p.splits) for p in prepared.values())
-        log.info("Job %s: round %d over %d new input splits.", self.job_id, self.rounds.round, splits)
-        self._schedule_all(sources_to_restart(self.graph))
-
-    def _scan_sources(self) -> dict[str, Prepared]:
-        """Worker thread: the sources again, without the files already processed."""
-        assert self.graph is not None
-        processed = {ejv.id: sorted(self.checkpointing.completed_files(ejv.id)) for ejv in self.graph.source_vertices()}
-        return self.planning.prepare_sources(processed, self.data_namespace)
 
     def _finish(self) -> None:
         """The job is terminal: give back every slot and slot request it still holds."""

@@ -9,22 +9,25 @@ previous round's); any other round's output adds to what earlier rounds publishe
 A batch job whose stop failed goes on the same way, for one more round.
 
 `ContinuousRounds` owns whether the job is between rounds (idle), the round number
-and the files earlier rounds processed. It scans for input through the `scan`
-callable (the planner, in a worker) and hands a new round or the job's end back to
-its `RoundsHost`.
+and the files earlier rounds processed. It scans the sources for new input (the
+planner, in a worker), and starts a round itself: the round's data namespace, the
+previous round's partitions released, the new splits; then its `RoundsHost` runs every
+subtask again from the sources. A batch job's last round hands the job's end back.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.executiongraph import JobStatus
 
 if TYPE_CHECKING:
+    from flink_runtime.executiongraph import ExecutionGraph
     from flink_runtime.invokable import Prepared
-    from flink_runtime.scheduler.source_splits import SplitProgress
+    from flink_runtime.scheduler.source_splits import SourceSplits
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ class RoundsHost(Protocol):
     """The job, as its rounds need it."""
 
     job_id: str
+    data_namespace: str  # where the job's partitions and staged output are: each round has its own
 
     @property
     def status(self) -> JobStatus: ...
@@ -40,14 +44,9 @@ class RoundsHost(Protocol):
     def stopping(self) -> bool: ...
     @property
     def is_continuous(self) -> bool: ...
-    @property
-    def prepared(self) -> dict[str, Prepared]: ...
-    @property
-    def split_progress(self) -> dict[str, SplitProgress]: ...
 
-    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]: ...
-    def start_round(self, prepared: dict[str, Prepared], data_namespace: str) -> None:
-        """Run the graph again over `prepared`, in `data_namespace`."""
+    def run_from_sources(self) -> None:
+        """A new attempt of every subtask, the sources deployed first."""
         ...
 
     def end(self, error: BaseException | None) -> None:
@@ -55,21 +54,50 @@ class RoundsHost(Protocol):
         ...
 
 
-class Timers(Protocol):
-    """The job's mailbox: timers and work in a worker, whose callbacks run supervised."""
+class RoundsGateway(Protocol):
+    """The job's mailbox (timers and work in a worker, whose callbacks run supervised),
+    and the TaskManagers' partitions."""
 
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
     def run_async(self, awaitable: Any, on_done: Callable[[Any, BaseException | None], None] | None = None) -> Any: ...
+    def release_partitions(self, job_id: str, data_namespace: str) -> None: ...
+
+
+class SourcePlanning(Protocol):
+    """The job's preparation (job_planning.py's JobPlanning)."""
+
+    prepared: dict[str, Prepared]
+
+    def prepare_sources(self, processed: dict[str, list[str]], data_namespace: str) -> dict[str, Prepared]: ...
+
+
+class SourceFiles(Protocol):
+    """The files the sources' splits read (job_checkpoints.py's JobCheckpointing)."""
+
+    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]: ...
+    def completed_files(self, vertex_id: str) -> set[str]: ...
 
 
 class ContinuousRounds:
     """The rounds of a job with a continuous source (and of a batch job whose stop failed)."""
 
-    def __init__(self, host: RoundsHost, timers: Timers, scan: Callable[[], Awaitable[dict[str, Prepared]]]) -> None:
-        """scan() prepares the sources again (in a worker), without the files processed."""
+    def __init__(
+        self,
+        host: RoundsHost,
+        gateway: RoundsGateway,
+        planning: SourcePlanning,
+        splits: SourceSplits,
+        files: SourceFiles,
+        graph: Callable[[], ExecutionGraph | None],
+    ) -> None:
+        """splits: the job's input splits, which a new round replaces; graph(): the job's
+        ExecutionGraph (None before it is built)."""
         self._host = host
-        self._timers = timers
-        self._scan = scan
+        self._gateway = gateway
+        self._planning = planning
+        self._splits = splits
+        self._files = files
+        self._graph = graph
         self.idle = False  # between rounds: nothing runs
         self.round = 0
         self._processed_files: dict[str, set[str]] = {}
@@ -85,8 +113,8 @@ class ContinuousRounds:
     def round_done(self) -> None:
         """The round's output is published: remember what it read, then look for more."""
         self.idle = True
-        for vertex_id, progress in self._host.split_progress.items():
-            files = self._host.prepared_split_files(vertex_id)
+        for vertex_id, progress in self._splits.progress.items():
+            files = self._files.prepared_split_files(vertex_id)
             self._processed_files.setdefault(vertex_id, set()).update(
                 f for n in progress.completed for f in files.get(n, [])
             )
@@ -99,20 +127,24 @@ class ContinuousRounds:
         if not self._waiting():
             return
         # A batch job gets here once, after a failed stop: it looks at once for what is left.
-        intervals = [p.monitor_interval for p in self._host.prepared.values() if p.monitor_interval]
-        self._timers.schedule_once(min(intervals, default=0), self._scan_now)
+        intervals = [p.monitor_interval for p in self._planning.prepared.values() if p.monitor_interval]
+        self._gateway.schedule_once(min(intervals, default=0), self._scan_now)
 
     def _scan_now(self) -> None:
-        self._timers.run_async(self._scan(), self._on_scanned)
+        self._gateway.run_async(asyncio.to_thread(self._scan_sources), self._on_scanned)
+
+    def _scan_sources(self) -> dict[str, Prepared]:
+        """Worker thread: the sources again, without the files already processed."""
+        graph = self._graph()
+        assert graph is not None
+        processed = {ejv.id: sorted(self._files.completed_files(ejv.id)) for ejv in graph.source_vertices()}
+        return self._planning.prepare_sources(processed, self._host.data_namespace)
 
     def _on_scanned(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if not self._waiting():
             return
         if error is None and prepared is not None and any(p.splits for p in prepared.values()):
-            self.idle = False
-            self.round += 1
-            namespace = f"{self._host.job_id}/round-{self.round}"
-            self._host.start_round(prepared, namespace)
+            self._start_round(prepared)
             return
         if self._host.is_continuous:
             if error is not None:
@@ -122,6 +154,27 @@ class ContinuousRounds:
         # A batch job going on after a failed stop: all its input is read and published.
         self.idle = False
         self._host.end(error)
+
+    def _start_round(self, prepared: dict[str, Prepared]) -> None:
+        """The next round, over the new input splits in `prepared`, in a namespace of its own."""
+        graph = self._graph()
+        assert graph is not None
+        self.idle = False
+        self.round += 1
+        job_id, previous = self._host.job_id, self._host.data_namespace
+        self._host.data_namespace = f"{job_id}/round-{self.round}"
+        released = namespace_released_by_new_round(previous, job_id)
+        if released is not None:
+            self._gateway.release_partitions(job_id, released)
+        # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
+        # are about to be replaced, so each subtask keeps what its attempt reported.
+        for vertex in graph.all_execution_vertices():
+            vertex.end_round()
+        self._planning.prepared.update(prepared)
+        self._splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
+        splits = sum(len(p.splits) for p in prepared.values())
+        log.info("Job %s: round %d over %d new input splits.", job_id, self.round, splits)
+        self._host.run_from_sources()
 
 
 def namespace_released_by_new_round(previous: str, job_id: str) -> str | None:

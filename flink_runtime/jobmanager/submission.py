@@ -1,13 +1,39 @@
-"""When a submission is answered: SubmitJob is answered once every source vertex has a
-subtask running (with more subtasks than slots not all can run at once), or as soon as
-the job failed first, with why."""
+"""A job's submission: whether this cluster accepts it, and when it is answered.
+
+`validate_submission` refuses a JobGraph this cluster cannot run, naming every problem
+found: its structure's, or else those of its config (against the cluster's) and of the
+paths it names (against the allowed directories), all at once.
+SubmitJob is answered once every source vertex has a subtask running (with more
+subtasks than slots not all can run at once), or as soon as the job failed first,
+with why (`SubmissionWaiters`)."""
 
 from __future__ import annotations
 
 import asyncio
 
+from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import JobStatus
+from flink_runtime.invokable import BUILTIN_INVOKABLES
+from flink_runtime.jobgraph.job_config import job_config_problems
+from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.jobgraph.validation import InvalidJobGraph, validate_job_graph
 from flink_runtime.rpc.messages import JobSubmissionFailure, Message, Success
+from flink_runtime.security.paths import allowed_directories, job_path_problems
+
+
+def validate_submission(job_graph: JobGraph, config: Configuration) -> None:
+    """Raises InvalidJobGraph with the problems found, if this cluster (`config`) cannot run it."""
+    # A job's own invokable classes are never imported here: the planner process
+    # imports them at job start, where a bad one still fails the submission.
+    validate_job_graph(job_graph, invokable_exists=_builtin_or_class_path, builtin_invokables=BUILTIN_INVOKABLES)
+    problems = job_config_problems(job_graph.config, config)
+    problems += job_path_problems(job_graph.config, job_graph.vertices, allowed_directories(config))
+    if problems:
+        raise InvalidJobGraph(problems)
+
+
+def _builtin_or_class_path(name: str) -> bool:
+    return name in BUILTIN_INVOKABLES or ":" in name
 
 
 class SubmissionWaiters:

@@ -87,8 +87,12 @@ class PartitionRegistry:
     def inputs_lost(self, attempt_id: str, partition_ids: Iterable[str]) -> None:
         self._lost_inputs[attempt_id] = list(partition_ids)
 
-    def take_lost_inputs(self, attempt_id: str) -> list[str]:
-        return self._lost_inputs.pop(attempt_id, [])
+    def take_lost_producers(self, attempt_id: str) -> list[ExecutionVertex]:
+        """The producers of the inputs this failed attempt could not fetch: the failover
+        runs them again with it."""
+        graph = self._graph()
+        partitions = [graph.partition(p) for p in self._lost_inputs.pop(attempt_id, [])] if graph is not None else []
+        return [partition.producer for partition in partitions if partition is not None]
 
     def location(self, partition_id: str) -> str:
         """Where a partition's chunks are; a running producer's is derived from the
@@ -217,3 +221,10 @@ class TaskReports:
             return {}
         executions = (vertex.current_execution for vertex in graph.all_execution_vertices())
         return {e.attempt_id: e.state for e in executions if e.task_manager_id == task_manager_id and not e.is_terminal}
+
+    def fail_execution(self, execution_id: str, reason: str) -> None:
+        """Fail a current attempt the JobManager found lost (its TaskManager is gone, or no
+        longer runs it)."""
+        execution = self._execution(execution_id)
+        if execution is not None and not execution.is_terminal:
+            self._set_state(execution, _E.FAILED, reason)

@@ -135,3 +135,11 @@ def test_task_messages_of_another_jobmanager_run_are_refused_and_logged_once(
     assert [r.getMessage() for r in caplog.records].count(
         "Refusing messages of tasks deployed by JobManager earlier (this is current); their TaskManagers cancel them."
     ) == 1
+
+
+def test_a_task_message_reaches_a_live_job_of_this_run_only() -> None:
+    fencing, jobs = TaskFencing(), {"j1": "the job j1"}
+    assert fencing.addressed_job(report("current"), "current", jobs) == "the job j1"
+    refused = fencing.addressed_job(report("earlier"), "current", jobs)
+    assert refused.startswith("FencingTokenException: execution e1 was deployed by JobManager earlier")
+    assert fencing.addressed_job(report("current"), "current", {}) == "unknown job j1"

@@ -26,6 +26,8 @@ COMPONENTS = [
     "taskmanager_snapshots",
     "metrics",
     "task_fencing",
+    "spark_session",
+    "submission",
     "events",
     "jobstore",
     "jobstore_engine",

@@ -3,7 +3,6 @@ ExecutionDeployer, the PartitionRegistry, TaskReports, JobCheckpointing, Continu
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
 from flink_runtime.invokable import Prepared
+from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobmanager.execution_deployment import ExecutionDeployer
 from flink_runtime.jobmanager.job_checkpoints import JobCheckpointing
@@ -47,7 +47,7 @@ class StateLog:
 # -- ExecutionDeployer -----------------------------------------------------------------------
 
 
-def deployer(slots: int) -> tuple[ExecutionDeployer, FakeGateway, StateLog]:
+def deployer(slots: int, graph: ExecutionGraph | None = None) -> tuple[ExecutionDeployer, FakeGateway, StateLog]:
     gateway = FakeGateway(slots)
     states = StateLog()
     deploy = ExecutionDeployer(
@@ -56,24 +56,40 @@ def deployer(slots: int) -> tuple[ExecutionDeployer, FakeGateway, StateLog]:
         lambda request_id: gateway.request_slot(None, request_id, []),  # type: ignore[arg-type]
         lambda execution, allocation_id, slot_index: SimpleNamespace(execution_id=execution.attempt_id),  # type: ignore[arg-type,return-value]
         states,
+        lambda attempt_id: graph.execution(attempt_id) if graph is not None else None,
     )
     return deploy, gateway, states
 
 
 def test_the_deployer_submits_into_a_free_slot_and_waits_for_one_otherwise() -> None:
     graph = graph_of(("source", 2))
-    deploy, gateway, states = deployer(slots=1)
+    deploy, gateway, states = deployer(slots=1, graph=graph)
     first, second = graph.vertices["source"].task_vertices
-    allocation = deploy.schedule(first)
-    assert allocation is not None and deploy.schedule(second) is None
-    deploy.deploy(first.current_execution, allocation)
+    deploy.schedule_all([first, second])
     assert first.current_execution.state is E.DEPLOYING
     assert [s.descriptor.execution_id for s in gateway.submitted] == [first.current_execution.attempt_id]
     assert second.current_execution.state is E.SCHEDULED and gateway.pending_requests
-    # The waiting request is told the slot, once the pool has one for it.
-    request_id = gateway.pending_requests[0]
-    slot = SimpleNamespace(allocation_id="alloc-2", task_manager_id="tm-1", slot_index=0)
-    assert deploy.slot_allocated(request_id, slot, accept=True) == [second.current_execution.attempt_id]  # type: ignore[arg-type]
+    # Once the pool has a slot for the waiting request, the waiting attempt is deployed into it.
+    request_id = gateway.pending_requests.pop(0)
+    gateway.allocated[request_id] = slot = PhysicalSlot("tm-1", 1, "localhost", request_id)
+    assert deploy.slot_allocated(request_id, slot, accept=True) == [second.current_execution.attempt_id]
+    assert second.current_execution.state is E.DEPLOYING
+    assert [s.descriptor.execution_id for s in gateway.submitted][-1] == second.current_execution.attempt_id
+
+
+def test_the_deployer_fails_the_attempts_of_a_timed_out_request_or_a_lost_allocation() -> None:
+    graph = graph_of(("source", 2))
+    deploy, gateway, states = deployer(slots=1, graph=graph)
+    first, second = graph.vertices["source"].task_vertices
+    deploy.schedule_all([first, second])
+    deploy.request_timed_out(gateway.pending_requests[0], 3.0)
+    assert second.current_execution.state is E.FAILED
+    assert "NoResourceAvailableException" in (states.changes[-1][2] or "") and "(3 s)" in (states.changes[-1][2] or "")
+    allocation = first.current_execution.assigned_resource
+    assert allocation is not None
+    deploy.allocation_lost(allocation, "TaskManager tm-1 is gone")
+    assert first.current_execution.state is E.FAILED
+    assert states.changes[-1] == (first.current_execution.attempt_id, E.FAILED, "TaskManager tm-1 is gone")
 
 
 def test_the_deployer_gives_back_a_slot_nobody_waits_for() -> None:
@@ -128,9 +144,9 @@ def test_the_registry_knows_finished_partitions_and_derives_running_ones(tmp_pat
     assert registry.address(partition_id) == ""  # its producer is not deployed
     registry.finished(partition_id, "/data/p", "tcp://tm-2")
     assert (registry.location(partition_id), registry.address(partition_id)) == ("/data/p", "tcp://tm-2")
-    registry.inputs_lost("attempt-1", [partition_id])
-    assert registry.take_lost_inputs("attempt-1") == [partition_id]
-    assert registry.take_lost_inputs("attempt-1") == []
+    registry.inputs_lost("attempt-1", [partition_id, "unknown#0"])
+    assert registry.take_lost_producers("attempt-1") == [source]
+    assert registry.take_lost_producers("attempt-1") == []
     registry.forget([partition_id])
     assert registry.locations == {} and registry.addresses == {}
 
@@ -176,12 +192,14 @@ def test_reports_hand_out_splits_while_running_and_stop_an_unknown_attempt() -> 
 
 
 def test_a_failed_report_with_missing_partitions_records_the_lost_inputs() -> None:
-    graph = graph_of(("source", 1))
+    graph = graph_of(("source", 1), ("sink", 1), edges=(("source", "sink"),))
     answers, registry, _ = reports(graph)
     [source] = graph.vertices["source"].task_vertices
-    attempt = source.current_execution.attempt_id
-    assert answers.update_task_execution_state(attempt, E.FAILED, "gone", missing_partitions=["r#0"])
-    assert registry.take_lost_inputs(attempt) == ["r#0"]
+    [sink] = graph.vertices["sink"].task_vertices
+    attempt = sink.current_execution.attempt_id
+    lost = [source.produced_partitions[0].partition_id]
+    assert answers.update_task_execution_state(attempt, E.FAILED, "gone", missing_partitions=lost)
+    assert registry.take_lost_producers(attempt) == [source]
     assert not answers.update_task_execution_state("no-such-attempt", E.FAILED, "x")
 
 
@@ -264,47 +282,104 @@ class RoundsHost:
         self.status = JobStatus.RUNNING
         self.stopping = False
         self.is_continuous = True
-        self.prepared = {"source": Prepared(monitor_interval=5.0)}
-        self.split_progress: dict[str, SplitProgress] = {}
-        self.rounds: list[tuple[dict[str, Prepared], str]] = []
+        self.data_namespace = "job"
+        self.runs: list[str] = []  # the data namespace of each run from the sources
         self.ended: list[BaseException | None] = []
 
-    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
-        return {}
-
-    def start_round(self, prepared: dict[str, Prepared], data_namespace: str) -> None:
-        self.rounds.append((prepared, data_namespace))
+    def run_from_sources(self) -> None:
+        self.runs.append(self.data_namespace)
 
     def end(self, error: BaseException | None) -> None:
         self.ended.append(error)
 
 
-def rounds_with(scans: list[dict[str, Prepared]]) -> tuple[ContinuousRounds, RoundsHost, FakeGateway]:
-    host, gateway = RoundsHost(), FakeGateway()
+class SourcePlanner:
+    """JobPlanning's side the rounds use: the scans answer `scans`, in order."""
 
-    async def scan() -> dict[str, Prepared]:
-        return scans.pop(0)
+    def __init__(self, scans: list[dict[str, Prepared]]) -> None:
+        self.prepared = {"source": Prepared(monitor_interval=5.0)}
+        self.scans = scans
+        self.asked: list[tuple[dict[str, list[str]], str]] = []
 
-    scanner: Callable[[], Any] = scan
-    return ContinuousRounds(host, gateway, scanner), host, gateway  # type: ignore[arg-type]
+    def prepare_sources(self, processed: dict[str, list[str]], data_namespace: str) -> dict[str, Prepared]:
+        self.asked.append((processed, data_namespace))
+        return self.scans.pop(0)
+
+
+class SourceFiles:
+    def prepared_split_files(self, vertex_id: str) -> dict[int, list[str]]:
+        return {0: ["a.csv"], 1: ["b.csv"]}
+
+    def completed_files(self, vertex_id: str) -> set[str]:
+        return {"old.csv"}
+
+
+class Rounds(SimpleNamespace):
+    rounds: ContinuousRounds
+    host: RoundsHost
+    gateway: FakeGateway
+    planner: SourcePlanner
+    splits: SourceSplits
+    graph: ExecutionGraph
+
+
+def rounds_with(scans: list[dict[str, Prepared]]) -> Rounds:
+    host, gateway, planner, splits = RoundsHost(), FakeGateway(), SourcePlanner(scans), SourceSplits()
+    graph = graph_of(("source", 1))
+    rounds = ContinuousRounds(host, gateway, planner, splits, SourceFiles(), lambda: graph)  # type: ignore[arg-type]
+    return Rounds(rounds=rounds, host=host, gateway=gateway, planner=planner, splits=splits, graph=graph)
+
+
+def new_input(*numbers: int) -> dict[str, Prepared]:
+    return {"source": Prepared(splits=[InputSplit(n) for n in numbers])}
 
 
 def test_rounds_poll_every_monitor_interval_until_new_input_starts_a_round() -> None:
-    rounds, host, gateway = rounds_with([{"source": Prepared()}, {"source": Prepared(splits=[InputSplit(0)])}])
-    rounds.round_done()
-    assert rounds.idle
-    gateway.advance(4.9)
-    assert host.rounds == []
-    gateway.advance(0.1)  # the first scan: nothing new, look again later
-    assert host.rounds == [] and rounds.idle
-    gateway.advance(5.0)
-    assert [namespace for _, namespace in host.rounds] == ["job/round-1"]
-    assert not rounds.idle and rounds.round == 1
+    t = rounds_with([{"source": Prepared()}, new_input(0)])
+    t.rounds.round_done()
+    assert t.rounds.idle
+    t.gateway.advance(4.9)
+    assert t.planner.asked == []
+    t.gateway.advance(0.1)  # the first scan: nothing new, look again later
+    assert t.host.runs == [] and t.rounds.idle
+    # The planner is asked without the files processed before, in the job's namespace.
+    assert t.planner.asked == [({"source": ["old.csv"]}, "job")]
+    t.gateway.advance(5.0)
+    assert t.host.runs == ["job/round-1"] and t.host.data_namespace == "job/round-1"
+    assert not t.rounds.idle and t.rounds.round == 1
+
+
+def test_a_new_round_takes_the_new_splits_and_releases_the_previous_rounds_partitions() -> None:
+    t = rounds_with([new_input(0, 1), new_input(7)])
+    [vertex] = t.graph.vertices["source"].task_vertices
+    vertex.current_execution.io_metrics = IOMetrics(records_in=3)
+    t.rounds.round_done()
+    t.gateway.advance(5.0)
+    # The job's own directory holds every round's: the first round releases nothing.
+    assert t.host.runs == ["job/round-1"] and t.gateway.released_namespaces == []
+    assert t.splits.total() == {"source": 2} and t.planner.prepared["source"].splits == new_input(0, 1)["source"].splits
+    assert vertex.earlier_rounds_io_metrics == IOMetrics(records_in=3)  # kept before the new attempt
+    # Round 1 read split 0 (file a.csv): the files processed so far, for checkpoints and scans.
+    t.splits.progress = {"source": SplitProgress(completed={0: 0})}
+    t.rounds.round_done()
+    assert t.rounds.processed_files("source") == {"a.csv"}
+    t.gateway.advance(5.0)
+    assert t.host.runs == ["job/round-1", "job/round-2"]
+    assert t.gateway.released_namespaces == ["job/round-1"] and t.splits.total() == {"source": 1}
+
+
+def test_a_batch_job_going_on_after_a_failed_stop_ends_when_no_input_is_left() -> None:
+    t = rounds_with([{"source": Prepared()}])
+    t.host.is_continuous = False
+    t.planner.prepared = {"source": Prepared()}  # no monitor interval: it looks at once
+    t.rounds.round_done()
+    t.gateway.advance(0)
+    assert t.host.ended == [None] and t.host.runs == [] and not t.rounds.idle
 
 
 def test_a_stop_takes_an_idle_job_and_ends_its_polling() -> None:
-    rounds, host, gateway = rounds_with([{"source": Prepared(splits=[InputSplit(0)])}])
-    rounds.round_done()
-    assert rounds.take_idle() and not rounds.take_idle()
-    gateway.advance(10)
-    assert host.rounds == []
+    t = rounds_with([new_input(0)])
+    t.rounds.round_done()
+    assert t.rounds.take_idle() and not t.rounds.take_idle()
+    t.gateway.advance(10)
+    assert t.host.runs == []  # the scan due finds the job no longer idle: no round
