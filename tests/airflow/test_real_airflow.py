@@ -65,12 +65,16 @@ def orders(work_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(airflow: AirflowDeployment) -> Runs:
-    return Runs(
+def runs(airflow: AirflowDeployment, work_dir: Path) -> Iterator[Runs]:
+    triggered = Runs(
         sensor_success=airflow.trigger("e2e_sensor", {"until_released": True}),
         sensor_failure=airflow.trigger("e2e_sensor", {"invokable": "fail"}),
         marked_failed=airflow.trigger("e2e_deferred_submit", {"seconds": 120}),
     )
+    yield triggered
+    # A job its test did not release (deselected, or failed first) must not hold a slot
+    # of the session's MiniCluster until released.MAX_WAIT.
+    release(work_dir / "released" / triggered["sensor_success"])
 
 
 @pytest.fixture(scope="module")
