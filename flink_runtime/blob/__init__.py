@@ -10,7 +10,7 @@ before it checks the job's plan.
 
 from __future__ import annotations
 
-from flink_runtime.blob.libraries import BlobServer, LibraryError, activate_libraries
+from flink_runtime.blob.libraries import BlobServer, LibraryError, activate_libraries, activate_libraries_lazily
 from flink_runtime.blob.store import (
     KEY_PREFIX,
     LIBRARY_SUFFIXES,
@@ -33,6 +33,7 @@ __all__ = [
     "InvalidBlob",
     "LibraryError",
     "activate_libraries",
+    "activate_libraries_lazily",
     "is_blob_key",
     "name_problem",
     "parse_blob_key",

@@ -102,6 +102,38 @@ def activate_libraries(
     return paths
 
 
+def activate_libraries_lazily(
+    libraries: list[str],
+    *,
+    cache_dir: str,
+    blob_server: BlobServer | None = None,
+    spark: Callable[[], Any],
+) -> Callable[[], Any]:
+    """activate_libraries for code that may never use Spark: the libraries are made
+    importable in this process now, and the returned getter hands out ``spark()``'s
+    session with them registered (each once per session) when the job's code asks for it.
+
+    A job whose code never asks (a plain invokable shipped as a library) starts no
+    SparkSession for its libraries: that is a JVM start, 10-20 s on a loaded machine, in
+    the JobManager's planner and in every TaskManager the job runs on.
+    Raises LibraryError naming a library that cannot be fetched (now) or registered
+    (when the session is first asked for).
+    """
+    if not libraries:
+        return spark
+    resolved = [_resolve(entry, cache_dir, blob_server) for entry in libraries]
+    _add_to_sys_path([path for path, _ in resolved])
+
+    def session() -> Any:
+        current = spark()
+        if current is not None:
+            for entry, (path, sha) in zip(libraries, resolved, strict=True):
+                _register_with_spark(current, entry, path, sha)
+        return current
+
+    return session
+
+
 # -- resolving entries to local files ----------------------------------------------------------
 
 

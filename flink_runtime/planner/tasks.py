@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flink_runtime import configuration as cfg
-from flink_runtime.blob import activate_libraries
+from flink_runtime.blob import activate_libraries_lazily
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
 from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
@@ -139,7 +139,10 @@ def prepare_job(
     names the vertex that failed)."""
     job_graph = JobGraph.from_json(job_graph_json)
     try:
-        activate_libraries(job_graph.libraries, cache_dir=blob_dir, blob_server=None, spark=spark or _own_spark)
+        # The planner's SparkSession starts only if a vertex's plan check asks for it.
+        spark = activate_libraries_lazily(
+            job_graph.libraries, cache_dir=blob_dir, blob_server=None, spark=spark or _own_spark
+        )
     except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from flink_runtime.blob import BlobServer, activate_libraries
+from flink_runtime.blob import BlobServer, activate_libraries_lazily
 from flink_runtime.deployment import partition_writers, task_environment
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.invokable import (
@@ -173,11 +173,13 @@ class Task:
         try:
             self._transition(ExecutionState.INITIALIZING)
             # The job's libraries first: the invokable (or its transform functions) may live there.
-            activate_libraries(
+            # They reach Spark's executors when the task first asks for the session: a task
+            # that never does starts no SparkSession for them.
+            spark = activate_libraries_lazily(
                 descriptor.libraries,
                 cache_dir=self._blob_cache_dir,
                 blob_server=self._blob_server,
-                spark=self._spark if descriptor.libraries else None,
+                spark=self._spark,
             )
             invokable_class = resolve_invokable(descriptor.invokable)
             own_partitions = invokable_class.writes_own_partitions
@@ -191,7 +193,7 @@ class Task:
                 next_input_split=self._next_split,
                 cancelled=self.cancelled,
                 data_dir=self.data_dir,
-                spark=self._spark,
+                spark=spark,
                 own_allowed_directories=self._allowed_directories,
             )
             self.invokable = invokable_class(environment)

@@ -4,7 +4,10 @@ as separate processes (LocalExecutor, SQLite), driven through Airflow's REST API
 The DAGs are tests/airflow/e2e_dags/flink_runtime_e2e.py; their jobs run on the
 session's MiniCluster, reached over REST from Airflow's task and trigger processes.
 Most runs are triggered at once when the deployment is up (a run takes seconds, the
-deployment's start half a minute), and each test then follows its own run.
+deployment's start half a minute), and each test then follows its own run. A job that
+must still run when something happens (a sensor defers, a retry re-attaches) runs until
+the test releases it (tests/helpers/released.py), not for a duration long enough for a
+loaded machine.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import pytest
 
 from flink_runtime.minicluster import MiniCluster
 from tests.helpers.airflow_deployment import AirflowDeployment
+from tests.helpers.released import release
 from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -61,12 +65,16 @@ def orders(work_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(airflow: AirflowDeployment) -> Runs:
-    return Runs(
-        sensor_success=airflow.trigger("e2e_sensor", {"seconds": 10}),
+def runs(airflow: AirflowDeployment, work_dir: Path) -> Iterator[Runs]:
+    triggered = Runs(
+        sensor_success=airflow.trigger("e2e_sensor", {"until_released": True}),
         sensor_failure=airflow.trigger("e2e_sensor", {"invokable": "fail"}),
         marked_failed=airflow.trigger("e2e_deferred_submit", {"seconds": 120}),
     )
+    yield triggered
+    # A job its test did not release (deselected, or failed first) must not hold a slot
+    # of the session's MiniCluster until released.MAX_WAIT.
+    release(work_dir / "released" / triggered["sensor_success"])
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +85,14 @@ def cluster(minicluster: MiniCluster) -> Iterator[httpx.Client]:
 
 def jobs_named(cluster: httpx.Client, name: str) -> list[dict]:
     return [job for job in cluster.get("/jobs/overview").json()["jobs"] if job["name"] == name]
+
+
+def release_after_deferral(airflow: AirflowDeployment, work_dir: Path, dag_id: str, run_id: str) -> None:
+    """Let the run's job (``until_released``) end once its ``wait`` sensor has deferred and
+    the scheduler has handled that (AirflowDeployment.wait_for_deferral says why)."""
+    airflow.wait_for_task(dag_id, run_id, "wait", ["deferred"], timeout=120)
+    airflow.wait_for_deferral(dag_id, run_id, "wait")
+    release(work_dir / "released" / run_id)
 
 
 def _utc_seconds(iso: str) -> float:
@@ -90,6 +106,9 @@ def test_task_flink_runtime_gets_rendered_arguments_and_runs_its_function_once_p
     function rendered, on a worker and across a deferral, and it is called once."""
     airflow.wait_for_dag("e2e_taskflow")
     run_id = airflow.trigger("e2e_taskflow", logical_date="2024-03-05T00:00:00Z")
+    # The deferred task's job holds its data until the scheduler has handled the deferral.
+    airflow.wait_for_deferral("e2e_taskflow", run_id, "deferred")
+    release(Path(airflow.xcom("e2e_taskflow", run_id, "landed_file")) / "released")
     for task_id in ("on_worker", "deferred"):
         ti = airflow.wait_for_task("e2e_taskflow", run_id, task_id, ["success"], timeout=180)
         assert ti["try_number"] == 1
@@ -121,6 +140,8 @@ def test_the_job_link_opens_the_jobs_dashboard_page_through_the_plugin(
     airflow.wait_for_dag("e2e_taskflow")
     run_id = airflow.trigger("e2e_taskflow", logical_date="2024-03-06T00:00:00Z")
     airflow.wait_for_task("e2e_taskflow", run_id, "on_worker", ["success"], timeout=180)
+    # This run's deferred task is not followed: its job need not wait for a release.
+    release(Path(airflow.xcom("e2e_taskflow", run_id, "landed_file")) / "released")
     job_id = airflow.xcom("e2e_taskflow", run_id, "on_worker", key="job_id")
     links = airflow._json("GET", f"/dags/e2e_taskflow/dagRuns/{run_id}/taskInstances/on_worker/links")
     link = links["extra_links"]["Flink Runtime Job"]
@@ -133,9 +154,10 @@ def test_the_job_link_opens_the_jobs_dashboard_page_through_the_plugin(
 
 
 def test_a_deferred_sensor_is_ended_by_the_triggerer_without_a_worker(
-    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client
+    airflow: AirflowDeployment, runs: Runs, cluster: httpx.Client, work_dir: Path
 ) -> None:
     run_id = runs["sensor_success"]
+    release_after_deferral(airflow, work_dir, "e2e_sensor", run_id)
     ti = airflow.wait_for_task("e2e_sensor", run_id, "wait", ["success"], timeout=120)
     # The state the triggerer pushed, as a downstream task pulls it.
     airflow.wait_for_task("e2e_sensor", run_id, "downstream", ["success"], timeout=60)
@@ -170,11 +192,17 @@ def test_a_task_killed_with_sigkill_is_retried_onto_the_same_job(
     airflow: AirflowDeployment, cluster: httpx.Client, work_dir: Path
 ) -> None:
     # Triggered here, not with the others: the kill must come while try 1 still waits.
-    run_id = airflow.trigger("e2e_retry", {"seconds": 15})
+    run_id = airflow.trigger("e2e_retry", {"until_released": True})
     name = f"e2e e2e_retry {run_id}"
     pid_file = work_dir / "e2e_retry.submit.1.pid"
     eventually(lambda: pid_file.exists() and jobs_named(cluster, name), 90, "try 1 to submit its job")
     os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    # The job ends once try 2 has re-attached to it (a retry attaches to a running job only).
+    deadline = time.monotonic() + 120
+    while "Re-attaching to job" not in airflow.task_log("e2e_retry", run_id, "submit"):
+        assert time.monotonic() < deadline, "try 2 did not re-attach to the job within 120 s"
+        time.sleep(0.5)  # the log comes through the api-server: a busy poll would load it
+    release(work_dir / "released" / run_id)
 
     ti = airflow.wait_for_task("e2e_retry", run_id, "submit", ["success"], timeout=120)
     assert ti["try_number"] == 2
@@ -271,15 +299,20 @@ def test_lineage_reaches_openlineage_and_the_outputs_are_asset_events(
 
 
 def test_with_openlineage_on_a_deferred_sensor_still_ends_in_the_triggerer_and_its_events_are_sent(
-    airflow: AirflowDeployment, openlineage: Path
+    airflow: AirflowDeployment, openlineage: Path, work_dir: Path
 ) -> None:
     # The listener sees a task end only on a worker; the trigger sends the COMPLETE or
     # FAIL event it would have sent there, so the sensor need not resume on one.
-    # Jobs long enough for the sensors to defer first, even on a loaded machine (a task's
-    # start took 10 s there).
-    ended_by_trigger = airflow.trigger("e2e_sensor", {"seconds": 20})
-    failed_by_trigger = airflow.trigger("e2e_sensor", {"invokable": "fail", "seconds": 20})
-    on_worker = airflow.trigger("e2e_sensor_on_worker", {"seconds": 20})  # the reference: what a worker sends
+    # The jobs end once the sensors have deferred (a task's start took 10 s on a loaded machine).
+    ended_by_trigger = airflow.trigger("e2e_sensor", {"until_released": True})
+    failed_by_trigger = airflow.trigger("e2e_sensor", {"invokable": "fail", "until_released": True})
+    on_worker = airflow.trigger("e2e_sensor_on_worker", {"until_released": True})  # the reference: what a worker sends
+    for dag_id, run_id in (
+        ("e2e_sensor", ended_by_trigger),
+        ("e2e_sensor", failed_by_trigger),
+        ("e2e_sensor_on_worker", on_worker),
+    ):
+        release_after_deferral(airflow, work_dir, dag_id, run_id)
     for dag_id, run_id, state in (
         ("e2e_sensor", ended_by_trigger, "success"),
         ("e2e_sensor", failed_by_trigger, "failed"),

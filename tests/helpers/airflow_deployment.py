@@ -272,6 +272,25 @@ class AirflowDeployment:
         self._wait(reached, timeout, f"task {task_id} of {run_id} to be {sorted(wanted)} (last: {seen.get('state')})")
         return seen
 
+    def wait_for_deferral(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120) -> None:
+        """Until the scheduler has handled the exit of the task's process on deferral.
+
+        Ending the deferred work before that races Airflow 3.3's scheduler: when the
+        trigger fires first, the resumed try is queued under the same executor key, the
+        LocalExecutor's success event for the first process removes that key from its
+        running set, and the scheduler, finding the task instance queued but unknown to
+        the executor, fails it as killed externally ("finished with state success, but
+        the task instance's state attribute is queued"). Nothing in the REST API tells
+        that the event was handled; the scheduler's "TaskInstance Finished" line does.
+        """
+        finished = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+
+        def handled() -> bool:
+            output = (self.home / "scheduler.out").read_text(errors="replace")
+            return any(finished in line and "state=deferred" in line for line in output.splitlines())
+
+        self._wait(handled, timeout, f"the scheduler to handle the deferral of {task_id} of {run_id}")
+
     def mark_task(self, dag_id: str, run_id: str, task_id: str, state: str) -> None:
         """What a user's "mark failed/success" in the UI does."""
         self._json("PATCH", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}", json={"new_state": state})

@@ -16,6 +16,9 @@ from pyspark.find_spark_home import _find_spark_home
 
 from flink_runtime.client.local_cluster import free_ports
 
+# For the master, the worker and (through spark.executor.extraJavaOptions) executors.
+QUICK_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
 
 class SparkStandalone:
     def __init__(self, master_url: str, web_url: str, work: Path, processes: list[subprocess.Popen[bytes]]) -> None:
@@ -50,6 +53,9 @@ def spark_standalone(work: Path, cores: int, memory: str, wait: bool = True) -> 
     start other processes meanwhile and call `wait_until_ready` when it needs Spark."""
     home = _find_spark_home()
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1"}
+    # The master and the worker serve a few test applications: the quick-start flags the
+    # tests give every Spark driver (tests/conftest.py) spare their JVMs' JIT and GC work.
+    env["SPARK_DAEMON_JAVA_OPTS"] = QUICK_JVM
     port, web, worker_web = free_ports(3)
     master_url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
     work.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from flink_runtime.client import JobClient, RestClientError
@@ -104,7 +105,16 @@ def test_without_the_token_nothing_is_answered_or_changed(
     assert all(job["name"] != "sleeper" for job in client.list_jobs())  # the refused submission created nothing
 
 
-def test_a_job_library_reaches_the_taskmanager_over_https_with_the_token(client: JobClient, tmp_path: Path) -> None:
+def is_spark_jvm(process: psutil.Process) -> bool:
+    try:
+        return "SparkSubmit" in " ".join(process.cmdline())
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_job_library_reaches_the_taskmanager_over_https_with_the_token(
+    cluster: StandaloneCluster, client: JobClient, tmp_path: Path
+) -> None:
     library = tmp_path / "secured_touch.py"
     library.write_text(TOUCH)
     marker = tmp_path / "ran"
@@ -116,6 +126,11 @@ def test_a_job_library_reaches_the_taskmanager_over_https_with_the_token(client:
     job_id = client.submit(graph)
     assert client.wait(job_id, timeout=180) is JobStatus.FINISHED, client.exceptions(job_id)
     assert marker.read_text() == "ran"
+    # A library reaches Spark's executors only when a task asks for its SparkSession: this
+    # job's plain invokable started no Spark JVM in the planner or the TaskManager.
+    for process in (cluster.jobmanager, *cluster.taskmanagers):
+        jvms = [p.pid for p in psutil.Process(process.pid).children(recursive=True) if is_spark_jvm(p)]
+        assert jvms == [], f"{process.name} started a Spark JVM for a job that uses none: {jvms}"
 
 
 def test_cross_site_requests_are_refused_even_with_the_token(cluster: StandaloneCluster, client: JobClient) -> None:

@@ -25,7 +25,7 @@ import pytest
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
 from flink_runtime.pipeline import Pipeline
-from tests.helpers.spark_standalone import spark_standalone
+from tests.helpers.spark_standalone import QUICK_JVM, spark_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +37,8 @@ PROPERTIES = {
     # JobManager, while the Spark cluster starts, instead of at the first submission.
     "jobmanager.planner.warm-up": "true",
     "spark.executor.memory": "512m",
+    # The executors run a few tiny tasks each: start them as the tests start every driver.
+    "spark.executor.extraJavaOptions": QUICK_JVM,
     "spark.ui.enabled": "false",
 }
 

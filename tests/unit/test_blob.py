@@ -30,6 +30,7 @@ from flink_runtime.blob import (
     InvalidBlob,
     LibraryError,
     activate_libraries,
+    activate_libraries_lazily,
     parse_blob_key,
 )
 from flink_runtime.blob import libraries as libraries_module
@@ -458,6 +459,30 @@ def test_a_connect_session_gets_artifacts_and_a_wheel_goes_as_a_zip(tmp_path: Pa
     assert session.artifacts == [(f"{wheel}.zip", True)]
     assert Path(f"{wheel}.zip").read_bytes() == wheel.read_bytes()
     assert importlib.import_module(f"{package}.core").VALUE == "zipped"  # the wheel itself, by zipimport
+
+
+def test_lazily_activated_libraries_start_spark_only_when_the_code_asks_for_it(tmp_path: Path) -> None:
+    module = unique("lazy")
+    key = BlobStore(str(tmp_path / "jm")).put(f"{module}.py", f"NAME = '{module}'\n".encode())
+    session = FakeClassicSession()
+    calls = 0
+
+    def spark() -> FakeClassicSession:
+        nonlocal calls
+        calls += 1
+        return session
+
+    getter = activate_libraries_lazily([str(key)], cache_dir=str(tmp_path / "jm"), spark=spark)
+    imported = importlib.import_module(module)  # importable at once, in this process
+    assert vars(imported)["NAME"] == module
+    assert calls == 0 and session.sparkContext.py_files == []  # no SparkSession started for it
+    assert getter() is session and getter() is session
+    assert calls == 2 and session.sparkContext.py_files == [BlobStore(str(tmp_path / "jm")).path(key)]  # once
+
+    other = BlobStore(str(tmp_path / "other")).put(f"{module}.py", b"NAME = 'another version'\n")
+    conflicting = activate_libraries_lazily([str(other)], cache_dir=str(tmp_path / "other"), spark=spark)
+    with pytest.raises(LibraryError, match=f"different library file named '{module}.py'"):
+        conflicting()
 
 
 def test_no_libraries_never_start_spark(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 
 Each run's job is named after the run (``e2e <dag> <run id>``), so a test can count
 the jobs a run submitted. A run's conf picks the job: ``{"invokable": "fail"}`` makes
-it fail, ``{"seconds": n}`` sets how long it sleeps (or runs before it fails).
+it fail, ``{"seconds": n}`` sets how long it sleeps (or runs before it fails), and
+``{"until_released": true}`` makes it run until the test releases it instead
+(tests/helpers/released.py: the file ``released/<run id>`` in FLINK_RUNTIME_E2E_DIR).
 """
 
 from __future__ import annotations
@@ -20,17 +22,25 @@ from flink_runtime.pipeline import Pipeline
 
 CONN_ID = "flink_runtime_e2e"
 START = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
+# Imported by the cluster's TaskManagers (the test session's MiniCluster), not by Airflow's
+# processes, which need not see the tests package.
+UNTIL_RELEASED = "tests.helpers.released:UntilReleased"
 
 
 def job_of_the_run(context: Any, jinja_env: Any = None) -> dict[str, Any]:
     """A templated field's callable: Airflow calls it with the context when it renders."""
     conf = context["dag_run"].conf or {}
     invokable = conf.get("invokable", "sleep")
+    name = f"e2e {context['dag'].dag_id} {context['run_id']}"
+    if conf.get("until_released"):
+        marker = Path(os.environ["FLINK_RUNTIME_E2E_DIR"]) / "released" / context["run_id"]
+        config: dict[str, Any] = {"release": str(marker), "fail": "e2e failure" if invokable == "fail" else None}
+        vertex = {"id": "v", "name": invokable.title(), "invokable": UNTIL_RELEASED, "config": config}
+        return {"name": name, "vertices": [vertex]}
     if invokable == "sleep":
         config = {"seconds": float(conf.get("seconds", 2))}
     else:  # fails after conf["seconds"] (default at once)
         config = {"message": "e2e failure", "after_seconds": float(conf.get("seconds", 0))}
-    name = f"e2e {context['dag'].dag_id} {context['run_id']}"
     return {
         "name": name,
         "vertices": [{"id": "v", "name": invokable.title(), "invokable": invokable, "config": config}],
