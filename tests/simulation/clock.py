@@ -190,10 +190,36 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
             if not handle._cancelled:
                 handle._run()
 
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """What the InlineExecutor runs, without a concurrent Future wrapped in an asyncio
+        one: `func` runs at once and its outcome lands in the returned future one callback
+        later, as wrap_future's call_soon_threadsafe would land it (same order of steps)."""
+        if executor is not None and not isinstance(executor, InlineExecutor):
+            return super().run_in_executor(executor, func, *args)
+        future = self.create_future()
+        try:
+            result = func(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the awaiting coroutine gets it
+            self.call_soon(_settle, future, None, exc)
+        else:
+            self.call_soon(_settle, future, result, None)
+        return future
+
     def _write_to_self(self) -> None:
         # call_soon_threadsafe wakes a selector blocked in another thread; this one never
         # blocks and every caller is on the loop's own thread: no byte through the self-pipe.
         pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 class InlineExecutor(ThreadPoolExecutor):
