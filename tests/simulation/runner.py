@@ -24,6 +24,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -101,7 +102,10 @@ def run_many(start: int, count: int, workers: int = 1, transport_faults: bool = 
     """Seeds start..start+count-1, interleaved over `workers` processes."""
     chunks = [(start + i, start + count, workers, transport_faults) for i in range(workers)]
     summary = Summary(replay_flags=" --transport-faults" if transport_faults else "")
-    with _hash_seed_pinned(), multiprocessing.get_context("spawn").Pool(workers) as pool:
+    # A ProcessPoolExecutor, not a Pool: a worker that dies (killed, out of memory) fails
+    # the run with BrokenProcessPool instead of leaving map waiting for ever.
+    context = multiprocessing.get_context("spawn")
+    with _hash_seed_pinned(), ProcessPoolExecutor(workers, mp_context=context) as pool:
         for part in pool.map(_run_range, chunks):
             summary.add(part)
     return summary
