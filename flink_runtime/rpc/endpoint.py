@@ -276,7 +276,8 @@ class RpcEndpoint:
                 reply(RpcError(error=f"{self.name} does not handle {type(message).__name__}"))
             return
         answer = handler(message)
-        if inspect.isawaitable(answer):
+        # Most handlers answer a Message (or nothing) at once: no abc instance check for those.
+        if answer is not None and not isinstance(answer, Message) and inspect.isawaitable(answer):
             if reply is not None:
                 self.run_async(answer, lambda result, error: _answer_later(reply, result, error))
             else:

@@ -105,7 +105,9 @@ class SystemMetricsSampler:
     def __init__(self, interval: float, spark: Callable[[], Any]) -> None:
         self.interval = interval
         self._spark = spark  # the SparkSession if one was started, else None (never starts one)
-        self._process = psutil.Process()
+        # Made at the first sample, not here: psutil.Process() reads /proc, and a TaskExecutor
+        # is built many times over where nothing samples (the simulator).
+        self._process: psutil.Process | None = None
         self._jvm_process: psutil.Process | None = None  # kept: cpu_percent compares samples
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="system-metrics", daemon=True)
@@ -118,6 +120,8 @@ class SystemMetricsSampler:
         self._stopped.set()
 
     def sample(self) -> Metrics:
+        if self._process is None:
+            self._process = psutil.Process()
         values = python_process_metrics(self._process) | system_metrics()
         spark = self._spark()
         try:

@@ -12,15 +12,17 @@ depends on the wall clock or the OS's randomness.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import random
 import secrets
 import selectors
 import time
 import uuid
+from asyncio import events
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import copy_context
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 from flink_runtime.taskmanager import taskexecutor
@@ -74,8 +76,49 @@ class VirtualClock:
         self.now = 0.0
 
 
+class _Handle(events.Handle):
+    """events.Handle without the per-handle debug check (this loop is never in debug mode)."""
+
+    __slots__ = ()
+
+    def __init__(self, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: Any) -> None:
+        self._context = copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
+class _TimerHandle(events.TimerHandle):
+    __slots__ = ()
+
+    def __init__(
+        self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: Any
+    ) -> None:
+        self._context = copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._when = when
+        self._scheduled = True
+
+
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
-    """An event loop on a VirtualClock (loop.time() is virtual; waiting is free)."""
+    """An event loop on a VirtualClock (loop.time() is virtual; waiting is free).
+
+    Lean where the simulator spends its time (thousands of callbacks and timers per
+    schedule): call_soon/call_at skip the closed/debug checks (the loop never runs in
+    debug mode and every caller is on its thread), and the timer heap holds
+    `(when, handle)` pairs so that its comparisons are of floats in C rather than
+    TimerHandle.__lt__ in Python. Ties on `when` fall through to the handles' own
+    comparison, so timers pop in exactly the order asyncio's heap of handles gives them:
+    a seed's schedule is the same as on a stock loop.
+    """
 
     def __init__(self) -> None:
         self.clock = VirtualClock()
@@ -83,8 +126,33 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._clock_resolution = 1e-9
         self.set_default_executor(InlineExecutor())
 
+    def _make_self_pipe(self) -> None:
+        # The self-pipe wakes a selector blocked in another thread: this one never blocks
+        # (and _write_to_self is a no-op), so no socket pair per loop.
+        self._ssock = self._csock = None
+
+    def _close_self_pipe(self) -> None:
+        pass
+
     def time(self) -> float:
         return self.clock.now
+
+    def call_soon(self, callback: Callable[..., Any], *args: Any, context: Any = None) -> events.Handle:
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)  # type: ignore[attr-defined]
+        return handle
+
+    call_soon_threadsafe = call_soon  # every caller is on the loop's thread (InlineExecutor)
+
+    def call_later(
+        self, delay: float, callback: Callable[..., Any], *args: Any, context: Any = None
+    ) -> events.TimerHandle:
+        return self.call_at(self.clock.now + delay, callback, *args, context=context)
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None) -> events.TimerHandle:
+        timer = _TimerHandle(when, callback, args, self, context)
+        heappush(self._scheduled, (when, timer))  # type: ignore[attr-defined]
+        return timer
 
     def _run_once(self) -> None:
         """One iteration, as BaseEventLoop._run_once without the I/O poll (there is none):
@@ -92,37 +160,66 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         scheduled = self._scheduled  # type: ignore[attr-defined]
         ready = self._ready  # type: ignore[attr-defined]
         if len(scheduled) > 100 and self._timer_cancelled_count * 2 > len(scheduled):  # type: ignore[attr-defined]
-            live = [handle for handle in scheduled if not handle._cancelled]
-            for handle in scheduled:
-                if handle._cancelled:
-                    handle._scheduled = False
-            heapq.heapify(live)
+            live = []
+            for entry in scheduled:
+                if entry[1]._cancelled:
+                    entry[1]._scheduled = False
+                else:
+                    live.append(entry)
+            heapify(live)
             self._scheduled = scheduled = live
             self._timer_cancelled_count = 0
-        while scheduled and scheduled[0]._cancelled:
+        while scheduled and scheduled[0][1]._cancelled:
             self._timer_cancelled_count -= 1
-            heapq.heappop(scheduled)._scheduled = False
+            heappop(scheduled)[1]._scheduled = False
         clock = self.clock
         if not ready and not self._stopping:  # type: ignore[attr-defined]
             if not scheduled:
                 raise SimulationStuck("nothing scheduled and nothing ready: the simulated cluster has stopped")
-            when = scheduled[0]._when
+            when = scheduled[0][0]
             if when > clock.now:
                 clock.now = when
         end = clock.now + self._clock_resolution
-        while scheduled and scheduled[0]._when < end:
-            handle = heapq.heappop(scheduled)
+        while scheduled and scheduled[0][0] < end:
+            handle = heappop(scheduled)[1]
             handle._scheduled = False
             ready.append(handle)
+        popleft = ready.popleft
         for _ in range(len(ready)):
-            handle = ready.popleft()
+            handle = popleft()
             if not handle._cancelled:
                 handle._run()
+
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """What the InlineExecutor runs, without a concurrent Future wrapped in an asyncio
+        one: `func` runs at once and its outcome lands in the returned future one callback
+        later, as wrap_future's call_soon_threadsafe would land it (same order of steps)."""
+        if executor is not None and not isinstance(executor, InlineExecutor):
+            return super().run_in_executor(executor, func, *args)
+        future = self.create_future()
+        try:
+            result = func(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the awaiting coroutine gets it
+            self.call_soon(_settle, future, None, exc)
+        else:
+            self.call_soon(_settle, future, result, None)
+        return future
 
     def _write_to_self(self) -> None:
         # call_soon_threadsafe wakes a selector blocked in another thread; this one never
         # blocks and every caller is on the loop's own thread: no byte through the self-pipe.
         pass
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 class InlineExecutor(ThreadPoolExecutor):

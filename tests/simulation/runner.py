@@ -4,6 +4,11 @@ Schedules always run in worker processes started with `spawn`: a run patches the
 process's clocks and uuid4 (clock.deterministic), which would derail any other thread of
 the calling process (a pytest session's MiniCluster), and a forked copy of a process
 with threads may inherit a lock some thread held.
+
+Every process that runs schedules has PYTHONHASHSEED=0 (HASH_SEED): the runtime keeps
+some strings in sets (a TaskManager's unanswered final states), whose order follows the
+strings' hashes, randomized per process otherwise; a seed that failed in a worker then
+replays the same in `python -m tests.simulation --seed n`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +32,23 @@ from typing import Any, TypeVar
 from tests.simulation.schedule import Result, run
 
 T = TypeVar("T")
+
+HASH_SEED = "0"
+
+
+@contextlib.contextmanager
+def _hash_seed_pinned() -> Iterator[None]:
+    """Processes spawned inside (a Pool's workers) get PYTHONHASHSEED=HASH_SEED; this
+    process's environment is as it was afterwards."""
+    saved = os.environ.get("PYTHONHASHSEED")
+    os.environ["PYTHONHASHSEED"] = HASH_SEED
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["PYTHONHASHSEED"]
+        else:
+            os.environ["PYTHONHASHSEED"] = saved
 
 
 @dataclass
@@ -79,7 +102,10 @@ def run_many(start: int, count: int, workers: int = 1, transport_faults: bool = 
     """Seeds start..start+count-1, interleaved over `workers` processes."""
     chunks = [(start + i, start + count, workers, transport_faults) for i in range(workers)]
     summary = Summary(replay_flags=" --transport-faults" if transport_faults else "")
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+    # A ProcessPoolExecutor, not a Pool: a worker that dies (killed, out of memory) fails
+    # the run with BrokenProcessPool instead of leaving map waiting for ever.
+    context = multiprocessing.get_context("spawn")
+    with _hash_seed_pinned(), ProcessPoolExecutor(workers, mp_context=context) as pool:
         for part in pool.map(_run_range, chunks):
             summary.add(part)
     return summary
@@ -102,6 +128,7 @@ class BackgroundRun:
         root = str(Path(__file__).resolve().parents[2])
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [root, environment.get("PYTHONPATH")]))
+        environment["PYTHONHASHSEED"] = HASH_SEED
         # Niced first thing (imports take seconds on a busy machine); the workers inherit it.
         code = (
             f"import os; os.nice({int(niceness)}); import sys; "
@@ -176,7 +203,7 @@ def _background_main(argv: list[str]) -> None:
 
 def in_subprocess(function: Callable[..., T], *args: Any) -> T:
     """Call `function(*args)` (importable, picklable arguments) in a spawned process."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    with _hash_seed_pinned(), multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(function, args)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,13 @@ class SimTask:
         self.hanging = False
         self._wake = asyncio.Event()
         self._coroutine: asyncio.Task[None] | None = None
+        self._hash = zlib.crc32(descriptor.execution_id.encode())
+
+    def __hash__(self) -> int:
+        # World.live_tasks is a set: hashed by the seeded execution id rather than by the
+        # object's address (which differs from process to process), the order a TaskManager
+        # crash and the end of faults walk it in is the same wherever the seed runs.
+        return self._hash
 
     @property
     def namespace(self) -> str:
