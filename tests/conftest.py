@@ -46,6 +46,7 @@ os.environ.setdefault(
 RUN_ID = leftovers.mark_run()
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`make test`'s `-n 2 --dist loadgroup`: by xdist_group, else by module, the simulation
     module on gw0 (tests/helpers/xdist_scheduling.py). Other --dist modes are xdist's own."""
