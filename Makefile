@@ -62,7 +62,7 @@ test: setup flink-tools spark-cds
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not integration"
 
 # The control plane on a simulated clock and network (tests/simulation/): SCHEDULES seeded
 # fault schedules from seed START (default 10000 from 0) over 2 processes, or with SEED=n
