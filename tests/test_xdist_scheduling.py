@@ -7,13 +7,13 @@ schedule, one report per finished test), with workers that finish tests in turn.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
-from tests.helpers.xdist_scheduling import SIMULATION_MODULE, ModuleOrGroupScheduling, runs_simulation_background
+from tests.helpers.xdist_scheduling import SIMULATION_MODULE, ModuleOrGroupScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTION = [
@@ -95,17 +95,38 @@ def test_without_gw0_another_worker_runs_the_simulation() -> None:
     assert sorted(ran) == sorted(COLLECTION)
 
 
-def test_only_gw0_or_a_run_without_xdist_starts_the_simulation_in_the_background() -> None:
-    def config(workerid: str | None, dist: str) -> pytest.Config:
-        namespace = SimpleNamespace(getoption=lambda name: dist)
-        if workerid is not None:
-            namespace.workerinput = {"workerid": workerid}
-        return namespace  # type: ignore[return-value]
+INNER_CONFTEST = """
+import os
+from pathlib import Path
 
-    assert runs_simulation_background(config(None, "no"))
-    assert runs_simulation_background(config("gw0", "loadgroup"))
-    assert not runs_simulation_background(config("gw1", "loadgroup"))
-    assert not runs_simulation_background(config("gw0", "load"))  # xdist's own modes send it anywhere
+from tests.helpers.xdist_scheduling import runs_simulation_background
+
+
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", {}).get("workerid", "serial")
+    Path(os.environ["DECISIONS"], worker).write_text(str(runs_simulation_background(session.config)))
+"""
+
+
+def decisions(tmp_path: Path, *options: str) -> dict[str, str]:
+    """Each process's answer, from a real pytest run (over real xdist workers with -n)."""
+    (tmp_path / "tests").mkdir(parents=True)
+    (tmp_path / "tests" / "conftest.py").write_text(INNER_CONFTEST)
+    (tmp_path / "tests" / "test_inner.py").write_text("def test_nothing():\n    pass\n")
+    out = tmp_path / "decisions"
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DECISIONS": str(out)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, str(tmp_path / "tests")]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {path.name: path.read_text() for path in out.iterdir()}
+
+
+def test_only_gw0_or_a_run_without_xdist_starts_the_simulation_in_the_background(tmp_path: Path) -> None:
+    assert decisions(tmp_path / "serial") == {"serial": "True"}
+    assert decisions(tmp_path / "loadgroup", "-n", "2", "--dist", "loadgroup") == {"gw0": "True", "gw1": "False"}
+    # xdist's own modes may send test_schedules anywhere: no worker starts it early.
+    assert decisions(tmp_path / "load", "-n", "2", "--dist", "load") == {"gw0": "False", "gw1": "False"}
 
 
 def test_make_test_runs_the_suite_over_two_workers_and_a_serial_run_stays_possible() -> None:

@@ -34,7 +34,8 @@ def runs_simulation_background(config: pytest.Config) -> bool:
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is None:
         return True
-    return workerinput.get("workerid") == SIMULATION_WORKER and config.getoption("dist") == DIST_MODE
+    # A worker's --dist reads "no" (xdist resets it there); xdist keeps whether it was loadgroup.
+    return workerinput.get("workerid") == SIMULATION_WORKER and bool(getattr(config.option, "loadgroup", False))
 
 
 class ModuleOrGroupScheduling(LoadScopeScheduling):
