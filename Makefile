@@ -53,11 +53,16 @@ flink-tools: setup
 spark-cds: setup
 	-@$(BIN)/python -m tests.spark_cds
 
+# Over TEST_WORKERS pytest-xdist workers (most tests wait on processes they start, so 2
+# workers on 2 cores): by module or xdist_group (tests/helpers/xdist_scheduling.py).
+# TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= 2
+
 test: setup flink-tools spark-cds
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup
-	$(BIN)/python -m pytest -m "not integration"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not integration"
 
 # The control plane on a simulated clock and network (tests/simulation/): SCHEDULES seeded
 # fault schedules from seed START (default 10000 from 0) over 2 processes, or with SEED=n

@@ -14,6 +14,7 @@ from flink_runtime.rpc import supervision
 from tests import spark_cds
 from tests.helpers import leftovers
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
+from tests.helpers.xdist_scheduling import DIST_MODE, ModuleOrGroupScheduling
 
 logging.getLogger("flink_runtime").setLevel(logging.INFO)
 # py4j's gateway objects log from __del__ at interpreter exit, after pytest closed the
@@ -40,7 +41,19 @@ os.environ.setdefault(
 )
 
 # Before any process starts: every process of this run carries the run's id (leftovers.py).
+# Under pytest-xdist each worker imports this anew and gets an id of its own, so each
+# worker's no_process_left_behind looks at its own processes only, never the other's.
 RUN_ID = leftovers.mark_run()
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown under -p no:xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`make test`'s `-n 2 --dist loadgroup`: by xdist_group, else by module, the simulation
+    module on gw0 (tests/helpers/xdist_scheduling.py). Other --dist modes are xdist's own."""
+    if config.getoption("dist") == DIST_MODE:
+        return ModuleOrGroupScheduling(config, log)
+    return None
+
 
 # An endpoint a test builds in this process has the top of the process as its parent
 # (rpc/supervision.py): a failure nothing above it handles would end pytest itself, with

@@ -21,6 +21,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.xdist_group("airflow-db")  # one worker makes the in-process metadata DB (make test: -n 2)
+
 ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = ROOT / "dags"
 EXAMPLE_DAGS = {"daily_word_count", "savepoint_resume", "long_job_deferrable"}

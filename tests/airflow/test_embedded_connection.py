@@ -18,6 +18,8 @@ from flink_runtime.airflow.embedded import STATE_FILE, stop_embedded_cluster
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from tests.helpers.jobs import sleep_job
 
+pytestmark = pytest.mark.xdist_group("airflow-db")  # one worker makes the in-process metadata DB (make test: -n 2)
+
 CONN_ID = "flink_runtime_embedded_test"
 # Every extra cluster_settings / embedded_options read (hooks/connection.py).
 EXTRAS_THE_HOOK_READS = {

@@ -21,6 +21,8 @@ from flink_runtime.airflow.lineage import DataLocation, asset_uri, dataset_name,
 from flink_runtime.pipeline import Pipeline
 from tests.helpers.openlineage import require_openlineage
 
+pytestmark = pytest.mark.xdist_group("airflow-db")  # one worker makes the in-process metadata DB (make test: -n 2)
+
 # -- naming ------------------------------------------------------------------------------------------
 
 

@@ -22,6 +22,8 @@ from flink_runtime.client import JobClient
 from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.minicluster import MiniCluster
 
+pytestmark = pytest.mark.xdist_group("airflow-db")  # one worker makes the in-process metadata DB (make test: -n 2)
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS_FOLDER = ROOT / "plugins"
 

@@ -37,7 +37,7 @@ from tests.helpers import netns
 from tests.helpers.jobs import modulo_sum_job
 from tests.helpers.waiting import eventually
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("netns")]  # one netns network at a time
 
 WORDS = [f"w{n}" for n in range(23)]
 # The JVM flags (quick start, class-data sharing) come from tests/conftest.py's FLINK_PROPERTIES.

@@ -26,7 +26,7 @@ from flink_runtime.client.local_cluster import StandaloneCluster
 from flink_runtime.pipeline import Pipeline
 from tests.helpers.jobs import modulo_sum_job
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("netns")]  # one netns network at a time
 
 PROPERTIES = {
     "spark.master": "local[1]",

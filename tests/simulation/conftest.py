@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.xdist_scheduling import runs_simulation_background
 from tests.simulation import runner
 
 _HERE = Path(__file__).resolve().parent
@@ -21,6 +22,8 @@ _HERE = Path(__file__).resolve().parent
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.option.collectonly or runner.background is not None:
+        return
+    if not runs_simulation_background(session.config):  # under xdist: only gw0 (tests/helpers/xdist_scheduling.py)
         return
     items = session.items
     schedules = next((item for item in items if _is_test_schedules(item)), None)
