@@ -19,8 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
-from flink_runtime.rpc.messages import JobSubmissionFailure, Message, SubmitJob, Success
+from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner
+from flink_runtime.rpc.messages import (
+    CancelJob,
+    CancellationSuccess,
+    JobSubmissionFailure,
+    Message,
+    SubmitJob,
+    Success,
+)
 from flink_runtime.rpc.service import RpcException
 from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
 from tests.simulation.invariants import Invariants
@@ -55,6 +62,11 @@ class JobSpec:
     parallelism: int
     splits: int
     submit_at: float
+    # A second vertex of this parallelism consuming the sources' BLOCKING result (0: none).
+    consumers: int = 0
+    all_to_all: bool = True  # else POINTWISE
+    # When a client cancels the job (CancelJob), if it does.
+    cancel_at: float | None = None
 
 
 @dataclass
@@ -80,10 +92,14 @@ class Schedule:
             f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
             f"stubborn {self.task_faults.stubborn:.3f}",
         ]
-        lines += [
-            f"  job {j.name}: parallelism {j.parallelism}, {j.splits} splits, submitted at t={j.submit_at:.3f}"
-            for j in self.jobs
-        ]
+        for j in self.jobs:
+            line = f"  job {j.name}: parallelism {j.parallelism}, {j.splits} splits, submitted at t={j.submit_at:.3f}"
+            if j.consumers:
+                pattern = "ALL_TO_ALL" if j.all_to_all else "POINTWISE"
+                line += f", consumed by {j.consumers} subtasks ({pattern})"
+            if j.cancel_at is not None:
+                line += f", cancelled at t={j.cancel_at:.3f}"
+            lines.append(line)
         lines += [f"  t={e.at:.3f} {e}" for e in self.events]
         return lines
 
@@ -134,6 +150,14 @@ def generate(seed: int) -> Schedule:
         for _ in range(rng.randint(1, 2)):
             events.append(Event(rng.uniform(0.0, faults_end), "depose"))
         events.sort(key=lambda e: e.at)
+    # Drawn after everything above (so each seed's faults stay what they were): consumer
+    # vertices, and clients that cancel a job.
+    for spec in jobs:
+        if rng.random() < 0.4:
+            spec.consumers = rng.randint(1, 2)
+            spec.all_to_all = rng.random() < 0.6
+        if rng.random() < 0.08:
+            spec.cancel_at = spec.submit_at + rng.uniform(0.0, 6.0)
     return Schedule(
         seed,
         profile,
@@ -177,7 +201,16 @@ def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
         parallelism=spec.parallelism,
         config={"splits": spec.splits},
     )
-    return JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
+    graph = JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
+    if spec.consumers:
+        sink = graph.add_vertex(
+            JobVertex(id="sink", name=f"{spec.name}-sink", invokable="noop", parallelism=spec.consumers)
+        )
+        if spec.all_to_all:
+            graph.connect(vertex, sink, DistributionPattern.ALL_TO_ALL, Partitioner.HASH)
+        else:
+            graph.connect(vertex, sink, DistributionPattern.POINTWISE, Partitioner.REBALANCE)
+    return graph
 
 
 def run(seed: int, record: bool = True, transport_faults: bool = False, verbose: bool = False) -> Result:
@@ -256,6 +289,8 @@ async def _run(
 
     for spec in schedule.jobs:
         loop.call_at(spec.submit_at, lambda s=spec: spawn(_submit(client, s, job_ids[s.name], trace)))
+        if spec.cancel_at is not None:
+            loop.call_at(spec.cancel_at, lambda s=spec: spawn(_cancel(client, world, s, job_ids[s.name])))
     faults = [loop.call_at(event.at, lambda e=event: spawn(_apply(world, e))) for event in schedule.events]
     calm = asyncio.Event()
     faults.append(loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm))))
@@ -316,6 +351,29 @@ async def _until_done(
     world.trace("every job is terminal; settling")
     await asyncio.sleep(SETTLE)
     _check_settled(world)
+    _check_cancelled(world)
+
+
+def _check_cancelled(world: World) -> None:
+    """A job whose CancelJob was answered CancellationSuccess by the JobManager that still
+    leads ends CANCELED and publishes nothing after that answer."""
+    leader = world.jobmanager.jobmanager_id if world.jobmanager is not None else None
+    for job_id, (at, answered_by) in world.cancelled.items():
+        if answered_by != leader:
+            # As Flink's (202 Accepted): a cancel acknowledged is under way, not stored. The
+            # JobManager that accepted it lost its leadership or died before the job ended
+            # CANCELED; its successor recovered the job from the store and ran it on.
+            world.note("cancel accepted, then lost with its JobManager")
+            continue
+        record = world.store.jobs.get(job_id)
+        status = record.status if record is not None else "NOT STORED"
+        if status != "CANCELED":
+            world.violate(
+                "cancel", f"job {job_id[:8]} was cancelled at t={at:.3f} (answered success), yet ended {status}"
+            )
+        late = [t for namespace, t in world.publish_times.items() if namespace.startswith(job_id) and t >= at]
+        if late:
+            world.violate("cancel", f"job {job_id[:8]} was cancelled at t={at:.3f}, yet published at t={late[0]:.3f}")
 
 
 def _all_terminal(world: World, job_ids: dict[str, str]) -> bool:
@@ -413,6 +471,28 @@ async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[s
         if isinstance(answer, Success):
             client.acknowledged.add(job_id)  # type: ignore[attr-defined]
         return
+
+
+async def _cancel(client: SimRpc, world: World, spec: JobSpec, job_id: str) -> None:
+    """A client cancels the job (CancelJob, as the REST handler and the CLI send it); it
+    asks again while no JobManager answers, and stops once one answers either way."""
+    for _ in range(10):
+        world.trace(f"cancel {spec.name} ({job_id[:8]})")
+        address = world.leader_address
+        asked = world.jobmanagers.get(address)
+        try:
+            answer: Message = await client.ask(address, CancelJob(job_id=job_id), 10.0)
+        except RpcException as exc:
+            world.trace(f"cancel {spec.name}: {exc}")
+            await asyncio.sleep(1.0)
+            continue
+        world.trace(f"cancel {spec.name}: {answer}")
+        if isinstance(answer, CancellationSuccess):
+            world.cancelled[job_id] = (world.loop.time(), asked.jobmanager_id if asked is not None else "")
+            return
+        if "not found" not in getattr(answer, "reason", ""):
+            return  # already ending: too late to cancel
+        await asyncio.sleep(1.0)  # not submitted (or not recovered) yet: ask again
 
 
 async def _apply(world: World, event: Event) -> None:
