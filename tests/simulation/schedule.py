@@ -67,6 +67,9 @@ class JobSpec:
     all_to_all: bool = True  # else POINTWISE
     # When a client cancels the job (CancelJob), if it does.
     cancel_at: float | None = None
+    # "trigger" (a savepoint) or "stop" (stop-with-savepoint), requested at savepoint_at.
+    savepoint: str | None = None
+    savepoint_at: float = 0.0
 
 
 @dataclass
@@ -99,6 +102,8 @@ class Schedule:
                 line += f", consumed by {j.consumers} subtasks ({pattern})"
             if j.cancel_at is not None:
                 line += f", cancelled at t={j.cancel_at:.3f}"
+            if j.savepoint is not None:
+                line += f", {'stop-with-savepoint' if j.savepoint == 'stop' else 'savepoint'} at t={j.savepoint_at:.3f}"
             lines.append(line)
         lines += [f"  t={e.at:.3f} {e}" for e in self.events]
         return lines
@@ -158,6 +163,9 @@ def generate(seed: int) -> Schedule:
             spec.all_to_all = rng.random() < 0.6
         if rng.random() < 0.08:
             spec.cancel_at = spec.submit_at + rng.uniform(0.0, 6.0)
+        if checkpoint_interval and rng.random() < 0.3:
+            spec.savepoint = rng.choice(["trigger", "stop"])
+            spec.savepoint_at = spec.submit_at + rng.uniform(0.05, 1.5)
     return Schedule(
         seed,
         profile,
@@ -287,10 +295,13 @@ async def _run(
         background.add(task)
         task.add_done_callback(background.discard)
 
+    savepoints = os.path.join(data_dir, "savepoints")
     for spec in schedule.jobs:
         loop.call_at(spec.submit_at, lambda s=spec: spawn(_submit(client, s, job_ids[s.name], trace)))
         if spec.cancel_at is not None:
             loop.call_at(spec.cancel_at, lambda s=spec: spawn(_cancel(client, world, s, job_ids[s.name])))
+        if spec.savepoint is not None:
+            loop.call_at(spec.savepoint_at, lambda s=spec: spawn(_savepoint(world, s, job_ids[s.name], savepoints)))
     faults = [loop.call_at(event.at, lambda e=event: spawn(_apply(world, e))) for event in schedule.events]
     calm = asyncio.Event()
     faults.append(loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm))))
@@ -352,6 +363,51 @@ async def _until_done(
     await asyncio.sleep(SETTLE)
     _check_settled(world)
     _check_cancelled(world)
+    _check_stops(world, schedule, job_ids)
+
+
+def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> None:
+    """A stop-with-savepoint that succeeded ended its job FINISHED with a savepoint in the
+    store and published part of the input, each split once; one that failed left the job
+    running, and it went on to publish the rest: each split once over all it published.
+    (A stop whose JobManager died before it completed: the recovered job's own checks.)"""
+    leader = world.jobmanager.jobmanager_id if world.jobmanager is not None else None
+    for spec in schedule.jobs:
+        job_id = job_ids[spec.name]
+        if job_id not in world.stops:
+            continue
+        outcome, accepted_by = world.stops[job_id]
+        if outcome == "pending" or accepted_by != leader:
+            world.note("stop-with-savepoint outcome unknown (its JobManager died)")
+            continue
+        record = world.store.jobs.get(job_id)
+        status = record.status if record is not None else "NOT STORED"
+        published = [ns for ns in world.published if ns.startswith(job_id)]
+        by_split: dict[int, str] = {}
+        for namespace in published:
+            for split in world.published[namespace].get("sink" if spec.consumers else "source", {}):
+                if split in by_split:
+                    world.violate(
+                        "stop", f"split {split} of {spec.name} published by {by_split[split]} and {namespace}"
+                    )
+                by_split[split] = namespace
+        if outcome == "failed":
+            world.note("stop-with-savepoint failed")
+            if status != "FINISHED" or set(by_split) != set(range(spec.splits)):
+                world.violate(
+                    "stop",
+                    f"the stop of {spec.name} failed, yet the job ended {status} having published "
+                    f"{sorted(by_split)} of {spec.splits} splits",
+                )
+        else:
+            world.note("stop-with-savepoint succeeded")
+            savepoints = [c for c in world.store.checkpoints(job_id) if c.is_savepoint]
+            if status != "FINISHED" or not savepoints:
+                world.violate(
+                    "stop",
+                    f"the stop of {spec.name} succeeded ({outcome}), yet it ended {status} "
+                    f"with {len(savepoints)} savepoints stored",
+                )
 
 
 def _check_cancelled(world: World) -> None:
@@ -493,6 +549,48 @@ async def _cancel(client: SimRpc, world: World, spec: JobSpec, job_id: str) -> N
         if "not found" not in getattr(answer, "reason", ""):
             return  # already ending: too late to cancel
         await asyncio.sleep(1.0)  # not submitted (or not recovered) yet: ask again
+
+
+async def _savepoint(world: World, spec: JobSpec, job_id: str, target: str) -> None:
+    """A client triggers a savepoint or stops the job with one, as the REST handlers do
+    (JobManager.operations, in its mailbox), then polls the request's status; it asks
+    again while the job is not running yet (or its JobManager is down), a few times."""
+    kind = spec.savepoint
+    for _ in range(10):
+        jobmanager = world.jobmanager
+        if jobmanager is None or job_id not in jobmanager.jobs:
+            await asyncio.sleep(0.5)
+            continue
+        operations = jobmanager.operations
+        try:
+            if kind == "stop":
+                request = await operations.stop_with_savepoint(job_id, target, False)
+            else:
+                request = await operations.trigger_savepoint(job_id, target, False)
+        except Exception as exc:  # noqa: BLE001 - refused (not running, busy...): what REST answers 4xx
+            why = str(exc)
+            world.trace(f"{kind} savepoint of {spec.name} refused: {type(exc).__name__}: {why}")
+            if "not found" in why or "INITIALIZING" in why or "CREATED" in why:
+                await asyncio.sleep(0.5)  # not running yet: ask again
+                continue
+            return
+        world.trace(f"{kind} savepoint of {spec.name}: request {request[:8]}")
+        if kind == "stop":
+            world.stops[job_id] = ("pending", jobmanager.jobmanager_id)
+        while True:
+            await asyncio.sleep(0.2)
+            if world.jobmanager is not jobmanager or jobmanager.rpc.closed:  # type: ignore[attr-defined]
+                return  # its JobManager is gone: the outcome stays unknown
+            try:
+                status = operations.savepoint_status(job_id, request)
+            except Exception:  # noqa: BLE001 - the job is gone from this JobManager
+                return
+            if status["status"]["id"] == "COMPLETED":
+                location = status["operation"].get("location")
+                world.trace(f"{kind} savepoint of {spec.name}: {'at ' + location if location else 'failed'}")
+                if kind == "stop":
+                    world.stops[job_id] = (location or "failed", jobmanager.jobmanager_id)
+                return
 
 
 async def _apply(world: World, event: Event) -> None:
