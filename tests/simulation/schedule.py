@@ -370,15 +370,33 @@ def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> N
     """A stop-with-savepoint that succeeded ended its job FINISHED with a savepoint in the
     store and published part of the input, each split once; one that failed left the job
     running, and it went on to publish the rest: each split once over all it published.
-    (A stop whose JobManager died before it completed: the recovered job's own checks.)"""
-    leader = world.jobmanager.jobmanager_id if world.jobmanager is not None else None
+    A stop whose JobManager died before the client saw it complete: its request still
+    answers (from the store), and the job recovered from it publishes every split (the
+    partial publish is allowed only in the stopped run's namespace: invariants.py); no
+    savepoint folder is left that the store does not list (a half-written one)."""
+    jobmanager = world.jobmanager
+    leader = jobmanager.jobmanager_id if jobmanager is not None else None
+    stored = {c.location for job_id in job_ids.values() for c in world.store.checkpoints(job_id) if c.is_savepoint}
+    folder = os.path.join(os.path.dirname(str(world.config.raw("state.checkpoints.dir"))), "savepoints")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if os.path.join(folder, name) not in stored:
+            world.violate("stop", f"savepoint folder {name} is left behind, and the job store lists no such savepoint")
     for spec in schedule.jobs:
         job_id = job_ids[spec.name]
         if job_id not in world.stops:
             continue
-        outcome, accepted_by = world.stops[job_id]
+        outcome, accepted_by, _namespace, request = world.stops[job_id]
         if outcome == "pending" or accepted_by != leader:
-            world.note("stop-with-savepoint outcome unknown (its JobManager died)")
+            world.note("stop-with-savepoint whose JobManager died")
+            if jobmanager is None:
+                continue
+            try:
+                answer = jobmanager.operations.savepoint_status(job_id, request)
+            except Exception as exc:  # noqa: BLE001 - JobNotFound, RequestNotFound: what REST answers 404
+                world.violate("stop", f"the stop of {spec.name} is forgotten after its JobManager died: {exc}")
+                continue
+            if answer["status"]["id"] != "COMPLETED":
+                world.violate("stop", f"the stop of {spec.name} is still {answer} after its JobManager died")
             continue
         record = world.store.jobs.get(job_id)
         status = record.status if record is not None else "NOT STORED"
@@ -576,7 +594,8 @@ async def _savepoint(world: World, spec: JobSpec, job_id: str, target: str) -> N
             return
         world.trace(f"{kind} savepoint of {spec.name}: request {request[:8]}")
         if kind == "stop":
-            world.stops[job_id] = ("pending", jobmanager.jobmanager_id)
+            namespace = jobmanager.jobs[job_id].data_namespace
+            world.stops[job_id] = ("pending", jobmanager.jobmanager_id, namespace, request)
         while True:
             await asyncio.sleep(0.2)
             if world.jobmanager is not jobmanager or jobmanager.rpc.closed:  # type: ignore[attr-defined]
@@ -589,7 +608,7 @@ async def _savepoint(world: World, spec: JobSpec, job_id: str, target: str) -> N
                 location = status["operation"].get("location")
                 world.trace(f"{kind} savepoint of {spec.name}: {'at ' + location if location else 'failed'}")
                 if kind == "stop":
-                    world.stops[job_id] = (location or "failed", jobmanager.jobmanager_id)
+                    world.stops[job_id] = (location or "failed", *world.stops[job_id][1:])
                 return
 
 

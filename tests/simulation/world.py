@@ -191,8 +191,9 @@ class World:
         # Job id -> when a client's CancelJob was answered CancellationSuccess, and by whom.
         self.cancelled: dict[str, tuple[float, str]] = {}
         # Job id -> a stop-with-savepoint's outcome:
-        # ("pending" / "failed" / the savepoint's location, the JobManager that accepted it)
-        self.stops: dict[str, tuple[str, str]] = {}
+        # ("pending" / "failed" / the savepoint's location, the JobManager that accepted it,
+        # the data namespace of the run it stops, its request id)
+        self.stops: dict[str, tuple[str, str, str, str]] = {}
         # Data namespace -> when its job's output was published.
         self.publish_times: dict[str, float] = {}
         # Things worth counting that break no invariant (a zombie attempt cancelled in time).
