@@ -387,7 +387,10 @@ def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> N
     folder = os.path.join(os.path.dirname(str(world.config.raw("state.checkpoints.dir"))), "savepoints")
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
         if os.path.join(folder, name) not in stored:
-            world.violate("stop", f"savepoint folder {name} is left behind, and the job store lists no such savepoint")
+            world.violate(
+                "savepoint-left-behind",
+                f"savepoint folder {name} is left behind, and the job store lists no such savepoint",
+            )
     for spec in schedule.jobs:
         job_id = job_ids[spec.name]
         if job_id not in world.stops:

@@ -41,6 +41,11 @@ KNOWN_BUGS: dict[str, str] = {
         "late ScheduleOrUpdateConsumers arrived after the task failed), and the descriptor's "
         "partition_producers then names the new attempt, which did not produce it (seeds 1307, 1779, 704)"
     ),
+    "savepoint-left-behind": (
+        "a savepoint whose request completed failed leaves its folder, _metadata included, in the "
+        "savepoint directory, and the job store lists no such savepoint (seeds 217, 881: triggered just "
+        "after the only TaskManager died, the job cancelled meanwhile); not diagnosed further yet"
+    ),
 }
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
@@ -160,6 +165,15 @@ def test_a_consumer_is_not_deployed_from_a_failed_producers_late_partition_repor
     # task fails; the late report still arrives (4.32) before that FAILED, and deploys
     # sink[1]#0 on the partition of an attempt that failed.
     result = in_subprocess(replay, 1779)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["savepoint-left-behind"])
+def test_a_failed_savepoint_leaves_no_folder_behind() -> None:
+    # tm-0 (the only one) dies at t=0.799; a savepoint of job0 is triggered at 0.807, job0
+    # is cancelled at 1.764, the savepoint request completes failed at 1.807; its folder
+    # savepoint-000000-... with a _metadata file is still there at the end.
+    result = in_subprocess(replay, 217)
     assert result.ok, result.violations
 
 
