@@ -406,7 +406,14 @@ def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> N
                 world.violate("stop", f"the stop of {spec.name} is forgotten after its JobManager died: {exc}")
                 continue
             if answer["status"]["id"] != "COMPLETED":
-                world.violate("stop", f"the stop of {spec.name} is still {answer} after its JobManager died")
+                record = world.store.jobs.get(job_id)
+                ended = record.status if record is not None else "NOT STORED"
+                kind, why = (
+                    ("stop", "after its JobManager died")
+                    if accepted_by != leader
+                    else ("stop/never-completed", f"after the job ended {ended}, its JobManager alive")
+                )
+                world.violate(kind, f"the stop of {spec.name} is still {answer} {why}")
             continue
         record = world.store.jobs.get(job_id)
         status = record.status if record is not None else "NOT STORED"

@@ -46,6 +46,11 @@ KNOWN_BUGS: dict[str, str] = {
         "savepoint directory, and the job store lists no such savepoint (seeds 217, 881: triggered just "
         "after the only TaskManager died, the job cancelled meanwhile); not diagnosed further yet"
     ),
+    "stop/never-completed": (
+        "a stop-with-savepoint request of a job cancelled before the stop's savepoint was written stays "
+        "IN_PROGRESS for ever (GET .../savepoints/<id> never completes; Flink completes it failed): "
+        "seed 3416"
+    ),
 }
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
@@ -174,6 +179,14 @@ def test_a_failed_savepoint_leaves_no_folder_behind() -> None:
     # is cancelled at 1.764, the savepoint request completes failed at 1.807; its folder
     # savepoint-000000-... with a _metadata file is still there at the end.
     result = in_subprocess(replay, 217)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["stop/never-completed"])
+def test_a_stop_of_a_job_cancelled_meanwhile_completes() -> None:
+    # job1 is stopped with a savepoint at t=1.630 and cancelled at 1.660; it ends CANCELED
+    # and the stop's request is still IN_PROGRESS when the run ends.
+    result = in_subprocess(replay, 3416)
     assert result.ok, result.violations
 
 
