@@ -55,7 +55,12 @@ KNOWN_BUGS: dict[str, str] = {
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
 # a strict xfail below. Any other seed with the same kind still fails the test.
-KNOWN_FAILING_SEEDS: dict[int, str] = {}
+KNOWN_FAILING_SEEDS: dict[int, str] = {
+    9736: (
+        "a stop-with-savepoint accepted by a JobManager that then died still answers IN_PROGRESS from its "
+        "successor (the store's request is never completed as failed); found at the deadline, not diagnosed"
+    ),
+}
 
 
 # ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
@@ -187,6 +192,12 @@ def test_a_stop_of_a_job_cancelled_meanwhile_completes() -> None:
     # job1 is stopped with a savepoint at t=1.630 and cancelled at 1.660; it ends CANCELED
     # and the stop's request is still IN_PROGRESS when the run ends.
     result = in_subprocess(replay, 3416)
+    assert result.ok, result.violations
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN_FAILING_SEEDS[9736])
+def test_a_stop_whose_jobmanager_died_answers_completed() -> None:
+    result = in_subprocess(replay, 9736)
     assert result.ok, result.violations
 
 
