@@ -26,7 +26,7 @@ The job's status lives here; the shell publishes each `Transition` it is handed.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from flink_runtime.executiongraph import ExecutionState, ExecutionVertex, JobStatus
@@ -150,6 +150,9 @@ class JobScheduling:
     finalizing: bool = False
     restart_delay: float = 0.0
     num_restarts: int = 0  # failovers so far, regional and full (Flink's numRestarts)
+    # Failed attempt -> the attempts of the producers whose partitions it lost, as they were
+    # when it failed: by the region restart's due time one may have run again already.
+    lost_attempts: dict[str, dict[ExecutionVertex, str]] = field(default_factory=dict)
 
     # -- status ------------------------------------------------------------------------------
 
@@ -192,10 +195,13 @@ class JobScheduling:
         names, or fail the job."""
         if self.status not in (JobStatus.CREATED, JobStatus.RUNNING):
             return []  # already failing, cancelling or restarting: completion decides
+        lost_producers = list(lost_producers)
         result = self.failure_handler.task_failed(failed, all_vertices, now, lost_producers=lost_producers)
         if not result.can_restart:
             return [self.to(JobStatus.FAILING), CancelAll()]
         if not result.global_failover:
+            if lost_producers:
+                self.lost_attempts[failed_attempt] = {p: p.current_execution.attempt_id for p in lost_producers}
             return [ScheduleRegionRestart(failed_attempt, result.vertices_to_restart, result.restart_delay)]
         self.restart_delay = result.restart_delay
         return [self.to(JobStatus.RESTARTING), CancelAll()]
@@ -205,12 +211,21 @@ class JobScheduling:
     ) -> list[Action]:
         """The region's restart delay passed: new attempts for its subtasks, unless the job
         moved on meanwhile (cancelled, failed, fully restarted)."""
+        lost = self.lost_attempts.pop(failed_attempt, {})
         if self.status is not JobStatus.RUNNING or failed.current_execution.attempt_id != failed_attempt:
             return []
         self.num_restarts += 1
+        # A producer not FINISHED is running again already, and one whose attempt changed
+        # since the failure ran again already: its new partition is not lost (another
+        # consumer lost the old one too). Rerunning it would supersede the partition that
+        # consumers deployed meanwhile read (simulation seed 184).
         rerun = tuple(
-            v for v in region if v is not failed and v.current_execution.state is ExecutionState.FINISHED
-        )  # a producer not FINISHED is running again already (another consumer lost it too)
+            v
+            for v in region
+            if v is not failed
+            and v.current_execution.state is ExecutionState.FINISHED
+            and lost.get(v, v.current_execution.attempt_id) == v.current_execution.attempt_id
+        )
         reset = (failed, *rerun)
         for vertex in reset:
             self.execution_started_again(was_finished=vertex is not failed)

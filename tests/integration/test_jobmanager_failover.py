@@ -5,6 +5,9 @@ Real processes. The restarted JobManager finds the running job in its job store
 registered again, and runs only what that checkpoint had not completed. The plain case
 (kill, restart, exact output, recovered run skips checkpointed splits, earlier jobs still
 queryable) is part of tests/integration/test_chaos.py; these are the sharper edges.
+Checkpoint ids continuing across one or two JobManager recoveries (issue 8: a recovered
+job numbered from 1 again) are checked by the simulator's checkpoint-id invariants in
+every schedule that kills the JobManager of a checkpointing job (tests/simulation/).
 """
 
 from __future__ import annotations
@@ -98,46 +101,6 @@ def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path:
     ), taskmanager_log[-3000:]
     # 40 splits of 0.5 s on 2 slots is 10 s of work; waiting out heartbeat.timeout is 60.
     assert recovered_in < 40, recovered_in
-
-
-def test_checkpoint_ids_continue_across_two_jobmanager_recoveries(tmp_path: Path) -> None:
-    """Issue 8: a recovered job numbered its checkpoints from 1 again, so chk-N folders of
-    the earlier run were overwritten, store rows clashed, and a second JobManager failure
-    recovered from an older checkpoint than the newest one."""
-    count = 200_000
-    graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="twice recovered")
-    graph.vertices[0].config.update({"splits": 48, "seconds_per_split": 0.5})
-    checkpoints = tmp_path / "checkpoints"
-    graph.config.update({**recovering("500 ms", checkpoints), "state.checkpoints.num-retained": "2"})
-    properties = slow_heartbeats("30 s")
-    logs = []
-    with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
-        cluster.start(taskmanagers=1, slots=2)
-        with JobClient(cluster.rest_url, timeout=30) as client:
-            job_id = client.submit(graph)
-        for _ in range(2):
-            wait_for_checkpoints(cluster, 3)  # every 500 ms, while 48 splits of 0.5 s take 12 s
-            cluster.jobmanager.kill()
-            logs.append(cluster.jobmanager.log())
-            cluster.start_jobmanager()
-        with JobClient(cluster.rest_url, timeout=30) as client:
-            status = client.wait(job_id, timeout=120)
-            assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
-        logs.append(cluster.jobmanager.log())
-
-    records = [r for part in (tmp_path / "out").glob("part-*.json") for r in json.loads(part.read_text())]
-    assert sum(r["count"] for r in records) == count
-    every_log = "\n".join(logs)
-    assert "already in the job store" not in every_log
-    # Each run's completed checkpoint ids, in order: every run continues after the last.
-    runs = [[int(n) for n in re.findall(r"Completed checkpoint (\d+) for job", log)] for log in logs]
-    assert all(runs), runs
-    for earlier, later in zip(runs, runs[1:], strict=False):
-        assert min(later) > max(earlier), runs
-    # Each recovery starts from the newest checkpoint the run before it recorded.
-    recovered_from = [int(n) for n in re.findall(r"Recovering job .* from .*/chk-(\d+)\.", every_log)]
-    assert len(recovered_from) == 2 and recovered_from[0] < recovered_from[1], recovered_from
-    assert recovered_from[1] >= max(runs[1]) - 1, (recovered_from, runs)  # at most the one in flight
 
 
 def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_its_input(tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ class Invariants:
         world.network.observer = self
         world.on_publish = self._published
         world.on_chunk = self._chunk
+        world.on_read = self._read
 
     def violate(self, kind: str, what: str) -> None:
         self.world.violate(kind, what)
@@ -84,7 +85,17 @@ class Invariants:
             registration = registered.get(executor.resource_id)
             if registration is None or registration.address != executor.address:
                 continue
-            running = sum(1 for task in executor.tasks.values() if task.descriptor.jobmanager_id == leader)
+            # A slot runs one subtask of each vertex (slot sharing): count per vertex.
+            per_vertex: dict[tuple[str, str], int] = {}
+            for task in executor.tasks.values():
+                if task.descriptor.jobmanager_id == leader:
+                    key = (task.descriptor.job_id, task.descriptor.vertex_id)
+                    per_vertex[key] = per_vertex.get(key, 0) + 1
+            # Slots are not shared between jobs: the slots they need add up.
+            by_job: dict[str, int] = {}
+            for (job_id, _vertex), count in per_vertex.items():
+                by_job[job_id] = max(by_job.get(job_id, 0), count)
+            running = sum(by_job.values())
             if running > executor.slots:
                 self.violate(
                     "oversubscribed",
@@ -217,14 +228,56 @@ class Invariants:
                 f"superseded that attempt: two attempts of one subtask write its partition",
             )
 
+    def _read(self, task: SimTask, vertex_id: str, subtask: int, producer: str) -> None:
+        """A current consumer attempt reads only the partition of its producer's current,
+        finished attempt (the one the JobMaster named in its descriptor)."""
+        jobmanager = self.world.jobmanager
+        if jobmanager is None or task.descriptor.jobmanager_id != jobmanager.jobmanager_id:
+            return
+        job = jobmanager.jobs.get(task.job_id)
+        if job is None or job.graph is None or task.descriptor.data_namespace != job.data_namespace:
+            return
+        if job.graph.execution(task.execution_id) is None:
+            return  # a superseded consumer: if it commits, _chunk reports it
+        vertex = next(
+            (
+                v
+                for v in job.graph.all_execution_vertices()
+                if v.job_vertex.id == vertex_id and v.subtask_index == subtask
+            ),
+            None,
+        )
+        current = vertex.current_execution if vertex is not None else None
+        # Its producer reported the partition (ScheduleOrUpdateConsumers) before FINISHED.
+        if current is None or current.attempt_id != producer or current.state.value not in ("RUNNING", "FINISHED"):
+            self.violate(
+                "superseded-input",
+                f"{self.world.name_of(task)} reads the partition of {vertex_id}[{subtask}] attempt {producer}, "
+                f"but its current attempt is {current.attempt_id if current else None} "
+                f"({current.state.value if current else '-'})",
+            )
+
     def _published(self, graph: JobGraph, namespace: str) -> None:
         output = self.world.published[namespace]
-        sources = {edge.target for edge in graph.edges}
+        producers = {dataset.producer: dataset.id for dataset in graph.intermediate_datasets}
+        consumed = {edge.target: edge.source for edge in graph.edges}
+        upstream = {dataset_id: producer for producer, dataset_id in producers.items()}
+        by_id = {vertex.id: vertex for vertex in graph.vertices}
         for vertex in graph.vertices:
-            if vertex.id in sources or "splits" not in vertex.config:
+            if vertex.id in producers:
+                continue  # read by its consumers, not published
+            source = vertex
+            while source.id in consumed:  # a sink publishes every split its source read
+                source = by_id[upstream[consumed[source.id]]]
+            if "splits" not in source.config:
                 continue
-            expected = set(range(vertex.config["splits"]))
+            expected = set(range(source.config["splits"]))
             got = set(output.get(vertex.id, {}))
+            stop = self.world.stops.get(graph.job_id)
+            if stop is not None and (namespace == stop[2] or "/round-" in namespace):
+                # Stopped: what it read so far (the rest, if the stop fails, in a later
+                # round); checked whole once the stop's outcome is known (schedule.py).
+                expected &= got
             if got != expected:
                 self.violate(
                     "exactly-once",

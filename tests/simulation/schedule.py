@@ -19,8 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
-from flink_runtime.rpc.messages import JobSubmissionFailure, Message, SubmitJob, Success
+from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner
+from flink_runtime.rpc.messages import (
+    CancelJob,
+    CancellationSuccess,
+    JobSubmissionFailure,
+    Message,
+    SubmitJob,
+    Success,
+)
 from flink_runtime.rpc.service import RpcException
 from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
 from tests.simulation.invariants import Invariants
@@ -55,6 +62,14 @@ class JobSpec:
     parallelism: int
     splits: int
     submit_at: float
+    # A second vertex of this parallelism consuming the sources' BLOCKING result (0: none).
+    consumers: int = 0
+    all_to_all: bool = True  # else POINTWISE
+    # When a client cancels the job (CancelJob), if it does.
+    cancel_at: float | None = None
+    # "trigger" (a savepoint) or "stop" (stop-with-savepoint), requested at savepoint_at.
+    savepoint: str | None = None
+    savepoint_at: float = 0.0
 
 
 @dataclass
@@ -80,15 +95,23 @@ class Schedule:
             f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
             f"stubborn {self.task_faults.stubborn:.3f}",
         ]
-        lines += [
-            f"  job {j.name}: parallelism {j.parallelism}, {j.splits} splits, submitted at t={j.submit_at:.3f}"
-            for j in self.jobs
-        ]
+        for j in self.jobs:
+            line = f"  job {j.name}: parallelism {j.parallelism}, {j.splits} splits, submitted at t={j.submit_at:.3f}"
+            if j.consumers:
+                pattern = "ALL_TO_ALL" if j.all_to_all else "POINTWISE"
+                line += f", consumed by {j.consumers} subtasks ({pattern})"
+            if j.cancel_at is not None:
+                line += f", cancelled at t={j.cancel_at:.3f}"
+            if j.savepoint is not None:
+                line += f", {'stop-with-savepoint' if j.savepoint == 'stop' else 'savepoint'} at t={j.savepoint_at:.3f}"
+            lines.append(line)
         lines += [f"  t={e.at:.3f} {e}" for e in self.events]
         return lines
 
 
-def generate(seed: int) -> Schedule:
+def generate(seed: int, clients: bool = True) -> Schedule:
+    """clients=False: the schedule as it was before consumer vertices, cancels and
+    savepoints were drawn (they are drawn last), for the seeds replayed as regression tests."""
     rng = random.Random(seed)
     profile = PROFILES[rng.randrange(len(PROFILES))]
     task_managers = [rng.randint(1, 2) for _ in range(rng.randint(1, 3))]
@@ -134,6 +157,20 @@ def generate(seed: int) -> Schedule:
         for _ in range(rng.randint(1, 2)):
             events.append(Event(rng.uniform(0.0, faults_end), "depose"))
         events.sort(key=lambda e: e.at)
+    # Drawn after everything above (so each seed's faults stay what they were): consumer
+    # vertices, and clients that cancel a job.
+    for spec in jobs if clients else ():
+        if rng.random() < 0.4:
+            spec.consumers = rng.randint(1, 2)
+            spec.all_to_all = rng.random() < 0.6
+        if rng.random() < 0.08:
+            spec.cancel_at = spec.submit_at + rng.uniform(0.0, 6.0)
+        # Not of a job with a consumer: its savepoint copies the finished partitions from
+        # the TaskManagers serving them (served_partitions.py) with a blocking ask from a
+        # worker thread, which the simulator's inline executor cannot serve (a deadlock).
+        if checkpoint_interval and not spec.consumers and rng.random() < 0.3:
+            spec.savepoint = rng.choice(["trigger", "stop"])
+            spec.savepoint_at = spec.submit_at + rng.uniform(0.05, 1.5)
     return Schedule(
         seed,
         profile,
@@ -177,14 +214,25 @@ def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
         parallelism=spec.parallelism,
         config={"splits": spec.splits},
     )
-    return JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
+    graph = JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
+    if spec.consumers:
+        sink = graph.add_vertex(
+            JobVertex(id="sink", name=f"{spec.name}-sink", invokable="noop", parallelism=spec.consumers)
+        )
+        if spec.all_to_all:
+            graph.connect(vertex, sink, DistributionPattern.ALL_TO_ALL, Partitioner.HASH)
+        else:
+            graph.connect(vertex, sink, DistributionPattern.POINTWISE, Partitioner.REBALANCE)
+    return graph
 
 
-def run(seed: int, record: bool = True, transport_faults: bool = False, verbose: bool = False) -> Result:
+def run(
+    seed: int, record: bool = True, transport_faults: bool = False, verbose: bool = False, clients: bool = True
+) -> Result:
     """transport_faults: let chaos schedules also drop, duplicate and reorder messages on a
     live connection, which TCP and ZeroMQ never do (the runtime relies on per-connection
     order); off by default, for exploring what the protocol would need to survive it."""
-    schedule = generate(seed)
+    schedule = generate(seed, clients)
     if not transport_faults:
         schedule.network.drop = schedule.network.duplicate = 0.0
         schedule.network.fifo = True
@@ -254,8 +302,13 @@ async def _run(
         background.add(task)
         task.add_done_callback(background.discard)
 
+    savepoints = os.path.join(data_dir, "savepoints")
     for spec in schedule.jobs:
         loop.call_at(spec.submit_at, lambda s=spec: spawn(_submit(client, s, job_ids[s.name], trace)))
+        if spec.cancel_at is not None:
+            loop.call_at(spec.cancel_at, lambda s=spec: spawn(_cancel(client, world, s, job_ids[s.name])))
+        if spec.savepoint is not None:
+            loop.call_at(spec.savepoint_at, lambda s=spec: spawn(_savepoint(world, s, job_ids[s.name], savepoints)))
     faults = [loop.call_at(event.at, lambda e=event: spawn(_apply(world, e))) for event in schedule.events]
     calm = asyncio.Event()
     faults.append(loop.call_at(schedule.faults_end, lambda: spawn(_calm(world, calm))))
@@ -316,6 +369,102 @@ async def _until_done(
     world.trace("every job is terminal; settling")
     await asyncio.sleep(SETTLE)
     _check_settled(world)
+    _check_cancelled(world)
+    _check_stops(world, schedule, job_ids)
+
+
+def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> None:
+    """A stop-with-savepoint that succeeded ended its job FINISHED with a savepoint in the
+    store and published part of the input, each split once; one that failed left the job
+    running, and it went on to publish the rest: each split once over all it published.
+    A stop whose JobManager died before the client saw it complete: its request still
+    answers (from the store), and the job recovered from it publishes every split (the
+    partial publish is allowed only in the stopped run's namespace: invariants.py); no
+    savepoint folder is left that the store does not list (a half-written one)."""
+    jobmanager = world.jobmanager
+    leader = jobmanager.jobmanager_id if jobmanager is not None else None
+    stored = {c.location for job_id in job_ids.values() for c in world.store.checkpoints(job_id) if c.is_savepoint}
+    folder = os.path.join(os.path.dirname(str(world.config.raw("state.checkpoints.dir"))), "savepoints")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if os.path.join(folder, name) not in stored:
+            world.violate(
+                "savepoint-left-behind",
+                f"savepoint folder {name} is left behind, and the job store lists no such savepoint",
+            )
+    for spec in schedule.jobs:
+        job_id = job_ids[spec.name]
+        if job_id not in world.stops:
+            continue
+        outcome, accepted_by, _namespace, request = world.stops[job_id]
+        if outcome == "pending" or accepted_by != leader:
+            world.note("stop-with-savepoint whose JobManager died")
+            if jobmanager is None:
+                continue
+            try:
+                answer = jobmanager.operations.savepoint_status(job_id, request)
+            except Exception as exc:  # noqa: BLE001 - JobNotFound, RequestNotFound: what REST answers 404
+                world.violate("stop", f"the stop of {spec.name} is forgotten after its JobManager died: {exc}")
+                continue
+            if answer["status"]["id"] != "COMPLETED":
+                record = world.store.jobs.get(job_id)
+                ended = record.status if record is not None else "NOT STORED"
+                kind, why = (
+                    ("stop", "after its JobManager died")
+                    if accepted_by != leader
+                    else ("stop/never-completed", f"after the job ended {ended}, its JobManager alive")
+                )
+                world.violate(kind, f"the stop of {spec.name} is still {answer} {why}")
+            continue
+        record = world.store.jobs.get(job_id)
+        status = record.status if record is not None else "NOT STORED"
+        published = [ns for ns in world.published if ns.startswith(job_id)]
+        by_split: dict[int, str] = {}
+        for namespace in published:
+            for split in world.published[namespace].get("sink" if spec.consumers else "source", {}):
+                if split in by_split:
+                    world.violate(
+                        "stop", f"split {split} of {spec.name} published by {by_split[split]} and {namespace}"
+                    )
+                by_split[split] = namespace
+        if outcome == "failed":
+            world.note("stop-with-savepoint failed")
+            if status != "FINISHED" or set(by_split) != set(range(spec.splits)):
+                world.violate(
+                    "stop",
+                    f"the stop of {spec.name} failed, yet the job ended {status} having published "
+                    f"{sorted(by_split)} of {spec.splits} splits",
+                )
+        else:
+            world.note("stop-with-savepoint succeeded")
+            savepoints = [c for c in world.store.checkpoints(job_id) if c.is_savepoint]
+            if status != "FINISHED" or not savepoints:
+                world.violate(
+                    "stop",
+                    f"the stop of {spec.name} succeeded ({outcome}), yet it ended {status} "
+                    f"with {len(savepoints)} savepoints stored",
+                )
+
+
+def _check_cancelled(world: World) -> None:
+    """A job whose CancelJob was answered CancellationSuccess by the JobManager that still
+    leads ends CANCELED and publishes nothing after that answer."""
+    leader = world.jobmanager.jobmanager_id if world.jobmanager is not None else None
+    for job_id, (at, answered_by) in world.cancelled.items():
+        if answered_by != leader:
+            # As Flink's (202 Accepted): a cancel acknowledged is under way, not stored. The
+            # JobManager that accepted it lost its leadership or died before the job ended
+            # CANCELED; its successor recovered the job from the store and ran it on.
+            world.note("cancel accepted, then lost with its JobManager")
+            continue
+        record = world.store.jobs.get(job_id)
+        status = record.status if record is not None else "NOT STORED"
+        if status != "CANCELED":
+            world.violate(
+                "cancel", f"job {job_id[:8]} was cancelled at t={at:.3f} (answered success), yet ended {status}"
+            )
+        late = [t for namespace, t in world.publish_times.items() if namespace.startswith(job_id) and t >= at]
+        if late:
+            world.violate("cancel", f"job {job_id[:8]} was cancelled at t={at:.3f}, yet published at t={late[0]:.3f}")
 
 
 def _all_terminal(world: World, job_ids: dict[str, str]) -> bool:
@@ -413,6 +562,71 @@ async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[s
         if isinstance(answer, Success):
             client.acknowledged.add(job_id)  # type: ignore[attr-defined]
         return
+
+
+async def _cancel(client: SimRpc, world: World, spec: JobSpec, job_id: str) -> None:
+    """A client cancels the job (CancelJob, as the REST handler and the CLI send it); it
+    asks again while no JobManager answers, and stops once one answers either way."""
+    for _ in range(10):
+        world.trace(f"cancel {spec.name} ({job_id[:8]})")
+        address = world.leader_address
+        asked = world.jobmanagers.get(address)
+        try:
+            answer: Message = await client.ask(address, CancelJob(job_id=job_id), 10.0)
+        except RpcException as exc:
+            world.trace(f"cancel {spec.name}: {exc}")
+            await asyncio.sleep(1.0)
+            continue
+        world.trace(f"cancel {spec.name}: {answer}")
+        if isinstance(answer, CancellationSuccess):
+            world.cancelled[job_id] = (world.loop.time(), asked.jobmanager_id if asked is not None else "")
+            return
+        if "not found" not in getattr(answer, "reason", ""):
+            return  # already ending: too late to cancel
+        await asyncio.sleep(1.0)  # not submitted (or not recovered) yet: ask again
+
+
+async def _savepoint(world: World, spec: JobSpec, job_id: str, target: str) -> None:
+    """A client triggers a savepoint or stops the job with one, as the REST handlers do
+    (JobManager.operations, in its mailbox), then polls the request's status; it asks
+    again while the job is not running yet (or its JobManager is down), a few times."""
+    kind = spec.savepoint
+    for _ in range(10):
+        jobmanager = world.jobmanager
+        if jobmanager is None or job_id not in jobmanager.jobs:
+            await asyncio.sleep(0.5)
+            continue
+        operations = jobmanager.operations
+        try:
+            if kind == "stop":
+                request = await operations.stop_with_savepoint(job_id, target, False)
+            else:
+                request = await operations.trigger_savepoint(job_id, target, False)
+        except Exception as exc:  # noqa: BLE001 - refused (not running, busy...): what REST answers 4xx
+            why = str(exc)
+            world.trace(f"{kind} savepoint of {spec.name} refused: {type(exc).__name__}: {why}")
+            if "not found" in why or "INITIALIZING" in why or "CREATED" in why:
+                await asyncio.sleep(0.5)  # not running yet: ask again
+                continue
+            return
+        world.trace(f"{kind} savepoint of {spec.name}: request {request[:8]}")
+        if kind == "stop":
+            namespace = jobmanager.jobs[job_id].data_namespace
+            world.stops[job_id] = ("pending", jobmanager.jobmanager_id, namespace, request)
+        while True:
+            await asyncio.sleep(0.2)
+            if world.jobmanager is not jobmanager or jobmanager.rpc.closed:  # type: ignore[attr-defined]
+                return  # its JobManager is gone: the outcome stays unknown
+            try:
+                status = operations.savepoint_status(job_id, request)
+            except Exception:  # noqa: BLE001 - the job is gone from this JobManager
+                return
+            if status["status"]["id"] == "COMPLETED":
+                location = status["operation"].get("location")
+                world.trace(f"{kind} savepoint of {spec.name}: {'at ' + location if location else 'failed'}")
+                if kind == "stop":
+                    world.stops[job_id] = (location or "failed", *world.stops[job_id][1:])
+                return
 
 
 async def _apply(world: World, event: Event) -> None:

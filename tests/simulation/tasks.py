@@ -44,6 +44,10 @@ class SimTaskFailure(RuntimeError):
     """The failure a seed injects into a task."""
 
 
+class SimPartitionUnreachable(RuntimeError):
+    """PartitionUnreachableError: a finished input partition cannot be fetched."""
+
+
 class _Cancelled(Exception):
     pass
 
@@ -160,6 +164,34 @@ class SimTask:
             self.hanging = False
         self._check()
 
+    async def _consume(self) -> dict[int, str]:
+        """As Task with fetch_remote_inputs: each input partition is read from the
+        TaskManager its gate names (partition_addresses); one that cannot be fetched (its
+        TaskManager is gone, or cut off past the ask timeout) fails the task with
+        PartitionUnreachableError, reported as missing_partitions: its producer reruns.
+        Returns split -> the producer attempt whose partition held it."""
+        consumed: dict[int, str] = {}
+        for gate in self.descriptor.input_gates:
+            producers = gate.partition_producers or [""] * len(gate.partition_locations)
+            for location, number, address, producer in zip(
+                gate.partition_locations, gate.partition_numbers, gate.partition_addresses, producers, strict=True
+            ):
+                partition_id = f"{gate.result_id}#{number}"
+                await asyncio.sleep(self._rng.uniform(0.001, 0.05))
+                self._check()
+                if address and address != self.executor.address:
+                    reachable = self.world.serves(address)
+                    isolated = self.world.network.isolated
+                    if reachable and (address in isolated or self.executor.address in isolated):
+                        await asyncio.sleep(self.executor.ask_timeout)  # the fetch's ask times out
+                        reachable = False
+                    if not reachable:
+                        self.missing_partitions = [partition_id]
+                        raise SimPartitionUnreachable(f"partition {partition_id} cannot be fetched from {address}")
+                for split in self.world.read_partition(self, location, gate.consumed_subpartition_index, producer):
+                    consumed[split] = producer
+        return consumed
+
     async def _ask(self, message: Any) -> Any:
         executor = self.executor
         return await executor.rpc.ask(executor.jobmanager_address, message, executor.ask_timeout)
@@ -197,6 +229,13 @@ class SimTask:
                     await self._work()
                     self.world.commit_chunk(self, answer.split.split_number)
                     done = answer.split.split_number
+            elif descriptor.input_gates:
+                # A consumer: reads its subpartition of every input partition where the
+                # runtime said it is, works, then commits its output from what it read.
+                consumed = await self._consume()
+                await self._work()
+                self._check()
+                self.world.commit_output(self, consumed)
             else:
                 await self._work()
             self._check()
@@ -207,7 +246,8 @@ class SimTask:
                         execution_id=descriptor.execution_id,
                         jobmanager_id=descriptor.jobmanager_id,
                         partition_id=partition.partition_id,
-                        location=f"sim://{self.namespace}/{partition.partition_id}",
+                        # Where its chunks are (World.read_partition parses it back).
+                        location=self.world.partition_location(self, partition.number_of_subpartitions),
                         data_address=self.executor.address,
                     )
                 )

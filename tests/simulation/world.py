@@ -194,11 +194,20 @@ class World:
         # data namespace -> what its job published: vertex id -> split -> subtask
         self.published: dict[str, dict[str, dict[int, int]]] = {}
         self.violations: list[str] = []
+        # Job id -> when a client's CancelJob was answered CancellationSuccess, and by whom.
+        self.cancelled: dict[str, tuple[float, str]] = {}
+        # Job id -> a stop-with-savepoint's outcome:
+        # ("pending" / "failed" / the savepoint's location, the JobManager that accepted it,
+        # the data namespace of the run it stops, its request id)
+        self.stops: dict[str, tuple[str, str, str, str]] = {}
+        # Data namespace -> when its job's output was published.
+        self.publish_times: dict[str, float] = {}
         # Things worth counting that break no invariant (a zombie attempt cancelled in time).
         self.notes: dict[str, int] = {}
         # Checked with the published output (invariants.py sets it).
         self.on_publish: Callable[[JobGraph, str], None] = lambda graph, namespace: None
         self.on_chunk: Callable[[SimTask, int], None] = lambda task, split: None
+        self.on_read: Callable[[SimTask, str, int, str], None] = lambda task, vertex, subtask, producer: None
 
     def violate(self, kind: str, what: str) -> None:
         """An invariant broke: `kind` names which (the test tells known bugs by it)."""
@@ -373,6 +382,33 @@ class World:
         self.on_chunk(task, split)
         self.partitions.setdefault((task.namespace, d.vertex_id, d.subtask_index), {})[split] = d.execution_id
 
+    def partition_location(self, task: SimTask, subpartitions: int) -> str:
+        """The location a producer reports for its partition (ScheduleOrUpdateConsumers):
+        whose chunks, and into how many subpartitions they split."""
+        d = task.descriptor
+        return f"sim://{task.namespace}|{d.vertex_id}|{d.subtask_index}|{subpartitions}"
+
+    def serves(self, address: str) -> bool:
+        """Whether a live TaskManager process has this address (serves its partitions)."""
+        return any(slot.executor is not None and slot.executor.address == address for slot in self.task_managers)
+
+    def read_partition(self, task: SimTask, location: str, subpartition: int, producer: str) -> list[int]:
+        """The splits of one subpartition of the partition at `location` (a split goes to
+        subpartition split % subpartitions, as the hash partitioner spreads records)."""
+        namespace, vertex_id, subtask, subpartitions = location.removeprefix("sim://").split("|")
+        self.on_read(task, vertex_id, int(subtask), producer)
+        chunks = self.partitions.get((namespace, vertex_id, int(subtask)), {})
+        return [split for split in chunks if split % int(subpartitions) == subpartition]
+
+    def commit_output(self, task: SimTask, consumed: dict[int, str]) -> None:
+        """A consumer commits its whole output at once (ResultPartitionWriter.commit): what it
+        read, replacing what an earlier attempt of its subtask committed."""
+        d = task.descriptor
+        for split in consumed:
+            self.on_chunk(task, split)
+        self.trace(f"task {self.name_of(task)} commits splits {sorted(consumed)}")
+        self.partitions[(task.namespace, d.vertex_id, d.subtask_index)] = dict.fromkeys(consumed, d.execution_id)
+
     def remove_unreported_chunks(self, task: SimTask, completed: set[int]) -> None:
         d = task.descriptor
         chunks = self.partitions.get((task.namespace, d.vertex_id, d.subtask_index), {})
@@ -381,8 +417,10 @@ class World:
 
     def publish(self, graph: JobGraph, namespace: str) -> None:
         output: dict[str, dict[int, int]] = {}
+        # What a job publishes is its sinks' output; what its producers wrote was read by them.
+        producers = {dataset.producer for dataset in graph.intermediate_datasets}
         for (chunk_namespace, vertex_id, subtask), chunks in self.partitions.items():
-            if chunk_namespace == namespace:
+            if chunk_namespace == namespace and vertex_id not in producers:
                 by_split = output.setdefault(vertex_id, {})
                 for split in chunks:
                     if split in by_split:
@@ -394,6 +432,7 @@ class World:
                     by_split[split] = subtask
         self.trace(f"publish {graph.name} ({namespace})")
         self.published[namespace] = output
+        self.publish_times[namespace] = self.loop.time()
         self.on_publish(graph, namespace)
 
 
