@@ -6,7 +6,9 @@ driven from its mailbox).
 Registration: a TaskManager asks RegisterTaskManager (registration/ retries it) and is
 answered AcknowledgeRegistration, AlreadyRegistered (same id, same address: nothing
 changes) or RefuseRegistration (wrong protocol version or cluster secret). Its slots
-join the slot pool at once.
+join the slot pool at once, except those it reports occupied by tasks of an earlier
+registration: each HeartbeatResponse lists the slots still held, and those it no
+longer lists become free (Flink's SlotReport).
 
 Liveness: every `heartbeat.interval` each TaskManager is asked for a Heartbeat
 (heartbeat/manager.py). One not heard from for `heartbeat.timeout` is lost: its slots
@@ -156,7 +158,11 @@ class ResourceManager:
         log.info(
             "Registered TaskManager %s at %s with %d slots", message.task_manager_id, message.address, message.slots
         )
-        for request_id, slot in self.slot_pool.add_task_manager(message.task_manager_id, message.host, message.slots):
+        # Slots its earlier registration's tasks still hold stay unavailable until its
+        # heartbeats stop listing them (reconciliation cancels those tasks meanwhile).
+        for request_id, slot in self.slot_pool.add_task_manager(
+            message.task_manager_id, message.host, message.slots, occupied=message.occupied_slots
+        ):
             self._slot_allocated(request_id, slot)
         # Connect now: the connection is how a killed TaskManager is noticed at once.
         self._request_heartbeat(registration.task_manager_id, time.monotonic())
@@ -229,6 +235,9 @@ class ResourceManager:
         registration = self.task_managers.get(answer.task_manager_id)
         if registration is not None and answer.metrics:
             registration.metrics = reported_taskmanager_metrics(answer.metrics)
+        # Slots that tasks of its earlier registration held and no longer hold are free now.
+        for request_id, slot in self.slot_pool.slots_vacated(answer.task_manager_id, answer.occupied_slots):
+            self._slot_allocated(request_id, slot)
         report = ExecutionDeploymentReport.of(answer.running_executions, requested_at)
         self.heartbeats.receive_heartbeat(answer.task_manager_id, report, time.monotonic())
 

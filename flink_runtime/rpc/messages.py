@@ -71,6 +71,10 @@ class RegisterTaskManager(Message):
     resources: dict[str, float] = {}
     secret: str = ""
     protocol_version: int = PROTOCOL_VERSION
+    # Slots still held by live tasks (of an earlier registration: a former leader's, or
+    # this JobManager's before it took the TaskManager for lost): not free until a
+    # HeartbeatResponse no longer lists them. Additive with a default, so no version bump.
+    occupied_slots: list[int] = []
 
 
 class AcknowledgeRegistration(Message):
@@ -109,6 +113,9 @@ class HeartbeatResponse(Message):
     # The TaskManager's latest CPU, memory and Spark JVM figures, by Flink's metric names
     # (taskmanager/system_metrics.py): the JobManager serves them for the whole cluster.
     metrics: dict[str, float] = {}
+    # Slots held by live tasks (Flink's SlotReport): the JobManager frees a slot it took
+    # as occupied at registration once this no longer lists it (scheduler/slotpool.py).
+    occupied_slots: list[int] = []
 
 
 class Acknowledge(Message):

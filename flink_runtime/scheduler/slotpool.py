@@ -18,7 +18,12 @@ from the scheduler:
   so a job with more subtasks than slots runs in waves (Flink's batch slot requests
   fail only when unfulfillable, not while slots are occupied);
 * when a TaskManager is lost its slots vanish and the allocations on it are
-  reported back so the scheduler can fail those executions.
+  reported back so the scheduler can fail those executions;
+* a registering TaskManager may report slots still *occupied* by tasks of an earlier
+  registration (a former leader's, or its own before it was declared lost: Flink's
+  SlotReport). Those are not free until a later report (each heartbeat's) no longer
+  lists them (``slots_vacated``); deploying into one would be refused by the
+  TaskManager.
 
 Everything here is pure bookkeeping: no I/O, no clocks (time is passed in as
 ``now``), so the JobManager's actor drives it and tests are deterministic. The
@@ -68,6 +73,9 @@ class _TaskManagerSlots:
     # Min-heap of free slot indices: slots fill from index 0 up, which keeps
     # placement deterministic and easy to read in logs and tests.
     free: list[int]
+    # Slots held by tasks the pool never allocated (an earlier registration's): neither
+    # free nor allocated here until the TaskManager reports them vacated.
+    occupied: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True, eq=False)
@@ -82,7 +90,7 @@ class SlotPool:
     """Slots offered by TaskManagers, and the slot requests waiting for them.
 
     Every method that can hand out slots to *queued* requests
-    (``release_slot``, ``add_task_manager``) returns the list of
+    (``release_slot``, ``add_task_manager``, ``slots_vacated``) returns the list of
     ``(request_id, slot)`` fulfilments it made, so the caller learns about
     every fulfilment exactly once and can deploy the waiting executions.
     """
@@ -98,6 +106,7 @@ class SlotPool:
         self._max_free = 0
         self._total_slots = 0
         self._free_slots = 0
+        self._occupied_slots = 0
         # allocation id -> (task manager id, slot index)
         self._allocations: dict[str, tuple[str, int]] = {}
         # Pending requests by id, and their FIFO order. Cancelling only removes
@@ -123,7 +132,14 @@ class SlotPool:
 
     @property
     def allocated_slots(self) -> int:
-        return len(self._allocations)
+        """Slots that are not free: held by an allocation of this pool, or occupied by
+        a task of an earlier registration (``occupied_slots``); free + allocated == total."""
+        return len(self._allocations) + self._occupied_slots
+
+    @property
+    def occupied_slots(self) -> int:
+        """Slots held by tasks of an earlier registration, not yet reported vacated."""
+        return self._occupied_slots
 
     @property
     def pending_requests(self) -> int:
@@ -144,6 +160,11 @@ class SlotPool:
         """Free slots of one TaskManager; KeyError if it is not registered."""
         return len(self._task_managers[tm_id].free)
 
+    def occupied_slots_of(self, tm_id: str) -> list[int]:
+        """Indices of one TaskManager's slots held by an earlier registration's tasks;
+        KeyError if it is not registered."""
+        return sorted(self._task_managers[tm_id].occupied)
+
     def slots_of(self, tm_id: str) -> list[PhysicalSlot]:
         """All slots of one TaskManager by index; KeyError if it is not registered."""
         return list(self._task_managers[tm_id].slots)
@@ -158,8 +179,12 @@ class SlotPool:
 
     # ----------------------------------------------------------- task managers
 
-    def add_task_manager(self, tm_id: str, host: str, num_slots: int) -> list[Fulfilment]:
-        """Register a TaskManager's slots; queued requests take them at once.
+    def add_task_manager(self, tm_id: str, host: str, num_slots: int, occupied: Iterable[int] = ()) -> list[Fulfilment]:
+        """Register a TaskManager's slots; queued requests take the free ones at once.
+
+        ``occupied``: indices of slots still held by tasks of an earlier registration;
+        they stay unavailable until ``slots_vacated`` frees them (indices out of range
+        are ignored: such a slot does not exist here).
 
         Returns the ``(request_id, slot)`` pairs fulfilled by the new slots.
         A TaskManager id may be registered once; a restarted TaskManager must
@@ -169,17 +194,45 @@ class SlotPool:
             raise ValueError(f"TaskManager {tm_id!r} is already registered")
         if num_slots < 0:
             raise ValueError(f"num_slots must be >= 0, got {num_slots}")
+        held = {index for index in occupied if 0 <= index < num_slots}
+        free = [index for index in range(num_slots) if index not in held]
         self._task_managers[tm_id] = _TaskManagerSlots(
             host=host,
             slots=[PhysicalSlot(tm_id, index, host) for index in range(num_slots)],
-            free=list(range(num_slots)),  # an ascending list is already a heap
+            free=free,  # an ascending list is already a heap
+            occupied=held,
         )
         self._task_managers_by_host.setdefault(host, {})[tm_id] = None
         self._total_slots += num_slots
-        self._free_slots += num_slots
+        self._free_slots += len(free)
+        self._occupied_slots += len(held)
         if num_slots:
             self._slotless_since = None
-        self._move_free_count(tm_id, 0, num_slots)
+        self._move_free_count(tm_id, 0, len(free))
+        return self._serve_pending()
+
+    def slots_vacated(self, tm_id: str, still_occupied: Iterable[int]) -> list[Fulfilment]:
+        """A TaskManager's latest report: of the slots it registered as occupied, those
+        not in ``still_occupied`` are free now, and queued requests take them.
+
+        Only slots registered as occupied are affected: a report listing more (slots of
+        this pool's own allocations, or an answer sent before the tasks ended) changes
+        nothing, so reports may arrive late or out of order. O(1) for a TaskManager
+        without occupied slots (every heartbeat calls this). Unknown ids return [].
+        """
+        tm = self._task_managers.get(tm_id)
+        if tm is None or not tm.occupied:
+            return []
+        vacated = tm.occupied.difference(still_occupied)
+        if not vacated:
+            return []
+        tm.occupied -= vacated
+        old_free = len(tm.free)
+        for index in vacated:
+            heapq.heappush(tm.free, index)
+        self._occupied_slots -= len(vacated)
+        self._free_slots += len(vacated)
+        self._move_free_count(tm_id, old_free, len(tm.free))
         return self._serve_pending()
 
     def remove_task_manager(self, tm_id: str) -> list[str]:
@@ -202,6 +255,7 @@ class SlotPool:
         self._move_free_count(tm_id, len(tm.free), 0)
         self._total_slots -= len(tm.slots)
         self._free_slots -= len(tm.free)
+        self._occupied_slots -= len(tm.occupied)
         return lost
 
     # ---------------------------------------------------------------- requests

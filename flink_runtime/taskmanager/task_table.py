@@ -119,6 +119,11 @@ class TaskTable:
                 return task
         return None
 
+    def occupied_slots(self) -> list[int]:
+        """Slots held by live tasks (a cancelled one holds its slot until its thread ends),
+        as registrations and heartbeats report them (Flink's SlotReport)."""
+        return sorted({task.descriptor.slot_index for task in self.tasks.values()})
+
     def running_executions(self) -> list[str]:
         """What a heartbeat answer reports: running tasks and unanswered final states."""
         return [*self.tasks, *self.final_states_in_flight]

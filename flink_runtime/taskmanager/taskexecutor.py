@@ -215,6 +215,9 @@ class TaskExecutor(RpcEndpoint):
             slots=self.slots,
             resources=task_manager_resources(self.config, self.slots),
             secret=self.cluster_secret,
+            # Tasks of an earlier registration may still wind down: the JobManager must not
+            # deploy into their slots (this TaskManager would refuse, see _slot_refusal).
+            occupied_slots=self.task_table.occupied_slots(),
         )
 
     @handles(Heartbeat)
@@ -224,6 +227,7 @@ class TaskExecutor(RpcEndpoint):
             task_manager_id=self.resource_id,
             running_executions=self.task_table.running_executions(),
             metrics=self.system_metrics.latest,
+            occupied_slots=self.task_table.occupied_slots(),
         )
 
     # -- tasks ---------------------------------------------------------------------------------------

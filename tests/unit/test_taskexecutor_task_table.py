@@ -189,3 +189,18 @@ async def test_a_task_the_jobmanager_cancelled_reports_canceled_without_a_reason
     harness.deliver()
     await harness.mailbox.settle()
     assert [(u.state, u.error) for u in harness.jobmanager.updates] == [("CANCELED", None)]
+
+
+async def test_occupied_slots_list_the_slots_of_live_tasks_until_they_end(harness: Harness) -> None:
+    """What registrations and heartbeats report (Flink's SlotReport): a cancelled task
+    holds its slot until its thread ends; tasks sharing a slot count it once."""
+    assert harness.table.occupied_slots() == []
+    for execution_id, slot_index in (("e-1", 2), ("e-2", 0), ("e-3", 2)):
+        task = FakeTask(descriptor(execution_id, slot_index=slot_index), report=harness.table.report_from_task_thread)
+        harness.table.start(task)
+    assert harness.table.occupied_slots() == [0, 2]
+    harness.table.cancel("e-2")
+    assert harness.table.occupied_slots() == [0, 2]  # cancelled, still winding down
+    harness.table.get("e-2").report(ExecutionState.CANCELED)  # type: ignore[union-attr]
+    harness.deliver()
+    assert harness.table.occupied_slots() == [2]
