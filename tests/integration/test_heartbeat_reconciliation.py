@@ -55,11 +55,13 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
-def running_task(cluster: MiniCluster, job_id: str) -> tuple[int, Task] | None:
-    """(index of its TaskManager, task) of the job's task running on some TaskManager."""
+def running_task(cluster: MiniCluster, job_id: str, other_than: str = "") -> tuple[int, Task] | None:
+    """(index of its TaskManager, task) of the job's task running on some TaskManager,
+    other than the attempt `other_than` (one whose thread ended stays in its TaskManager's
+    table until that TaskManager's mailbox removes it)."""
     for index, taskmanager in enumerate(cluster.taskmanagers):
         for task in list(taskmanager.tasks.values()):
-            if task.job_id == job_id:
+            if task.job_id == job_id and task.execution_id != other_than:
                 return index, task
     return None
 
@@ -117,8 +119,10 @@ def test_a_stale_task_the_jobmanager_gave_up_is_cancelled(
             for record in caplog.records
         ), "the JobManager said why"
         # The job goes on with its new attempt.
-        new_attempt = wait_for(lambda: running_task(cluster, job_id), 30, "the new attempt runs")[1]
-        assert new_attempt.execution_id != stale.execution_id
+        new_attempt = wait_for(
+            lambda: running_task(cluster, job_id, other_than=stale.execution_id), 30, "the new attempt runs"
+        )[1]
+        assert new_attempt.descriptor.attempt_number > stale.descriptor.attempt_number
         assert client.status(job_id).value == "RUNNING"
         client.cancel(job_id)
         assert client.wait(job_id, timeout=60).value == "CANCELED"
