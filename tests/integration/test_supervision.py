@@ -26,10 +26,10 @@ class InjectedFault(RuntimeError):
 
 # JobMaster methods a fault goes into: one a TaskManager's message reaches (supervised by
 # the JobManager's mailbox), one callback the job scheduled itself (the result of its
-# preparation in a worker thread), and a deployment made when the slot pool hands over
-# a slot that was not free at first (a slot pool event: with 6 source subtasks on 4
-# slots, the 5th deployment comes from there).
-INJECTION_POINTS = {"schedule_or_update_consumers": 1, "_on_prepared": 1, "_deploy": 5}
+# preparation in a worker thread), and the slot pool handing over a slot that was not
+# free at first (a slot pool event: with 6 source subtasks on 4 slots, the first 4 are
+# deployed at once and the 5th when a slot comes back).
+INJECTION_POINTS = {"schedule_or_update_consumers": 1, "_on_prepared": 1, "on_slot_allocated": 1}
 
 
 @pytest.fixture
