@@ -30,7 +30,7 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager import snapshots
-from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobRecord, JobStore, JobStoreError
 from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, Message
 
 if TYPE_CHECKING:
@@ -106,9 +106,16 @@ class JobPersistence:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def _write(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
+    def _write(
+        self,
+        method: str,
+        *args: Any,
+        then: Callable[[], None] | None = None,
+        refused: Callable[[], None] | None = None,
+    ) -> None:
         """Call a JobStore method off the mailbox, in call order (one writer thread);
-        `then` runs on that thread once the call has committed."""
+        `then` runs on that thread once the call has committed, `refused` if the store
+        refused it because this JobManager is no longer the leader."""
         if self.job_store is None:
             return
         store_call = getattr(self.job_store, method)  # the view of now, also for a write that runs later
@@ -118,6 +125,8 @@ class JobPersistence:
                 store_call(*args)
             except JobStoreError as exc:
                 log.warning("job store: %s", exc)
+                if refused is not None and isinstance(exc, FencingTokenMismatch):
+                    refused()
                 return
             if then is not None:
                 then()
@@ -197,7 +206,9 @@ class JobPersistence:
     ) -> None:
         """Recorded in the job store, where the checkpoints it subsumes are forgotten in the
         same transaction; their folders are deleted after that commit (by the same writer
-        thread), never before."""
+        thread), never before. A savepoint the store refuses (this JobManager was deposed)
+        is deleted: no leader lists it, and its request answers failed from the leader
+        (OperationRequests.restore), so its folder must not pass for a good savepoint."""
 
         def delete_subsumed() -> None:
             for old in subsumed:
@@ -218,6 +229,7 @@ class JobPersistence:
             None,
             subsumed,
             then=delete_subsumed,
+            refused=(lambda: filesystem.filesystem_for(location).delete(location)) if is_savepoint else None,
         )
 
     def status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
