@@ -31,6 +31,7 @@ from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager import snapshots
 from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.operation_requests import settled
 from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, Message
 
 if TYPE_CHECKING:
@@ -303,10 +304,12 @@ class JobPersistence:
         return job_id in self.archived
 
     def archived_savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]] | None:
-        """The savepoint requests of a job that ended in an earlier run, as stored."""
-        if job_id not in self.archived or self.job_store is None:
+        """The savepoint requests of a job that ended in an earlier run, as stored; one
+        its JobManager never completed answers failed (operation_requests.settled)."""
+        record = self.archived.get(job_id)
+        if record is None or self.job_store is None:
             return None
-        return self.job_store.savepoint_requests(job_id)
+        return settled(self.job_store.savepoint_requests(job_id), "savepoint", str(record.status))
 
     def _retention(self) -> tuple[int, float]:
         """(jobstore.max-capacity, the end time before which a finished job expires)."""
