@@ -358,11 +358,15 @@ class CheckpointCoordinator:
         self, pending: PendingCheckpoint, result: tuple[str, int] | None, error: BaseException | None
     ) -> None:
         if pending.checkpoint_id not in self.pending:
-            if result is not None and not pending.is_savepoint:
+            if result is not None:
                 # Written after it was failed (the job ended meanwhile): nobody records or
-                # retains it, so its folder goes (the job's end cleanup did not see it).
+                # retains it, so its folder goes (the job's end cleanup did not see it). A
+                # savepoint too, as Flink's PendingCheckpoint.abort disposes its location:
+                # its request answered failed, so a complete-looking folder would be taken
+                # for a good savepoint.
                 log.info(
-                    "Discarding checkpoint %d of job %s, written after it failed.",
+                    "Discarding %s %d of job %s, written after it failed.",
+                    "savepoint" if pending.is_savepoint else "checkpoint",
                     pending.checkpoint_id,
                     self.job.job_id,
                 )

@@ -190,6 +190,20 @@ class JobCheckpointing:
         except CheckpointFailure as failure:
             stopped(None, failure)
 
+    def job_ended(self, status: JobStatus) -> None:
+        """The job is terminal: its pending checkpoints and savepoints fail, and so does a
+        stop whose savepoint was not begun (the job was cancelled or failed meanwhile), as
+        Flink completes the operation's future exceptionally: no request stays IN_PROGRESS."""
+        if self.stop_request is not None:
+            request_id, _target = self.stop_request
+            self.stop_request = None
+            failure = CheckpointFailure(
+                f"Stop-with-savepoint of job {self.job_id} failed: the job reached {status.value} "
+                "before its savepoint completed."
+            )
+            self.savepoint_requests.complete(request_id, None, failure)
+        self.coordinator.fail_all(f"job {self.job_id} is {status.value}")
+
     # -- CheckpointedJob -------------------------------------------------------------------------
 
     def accepts_checkpoints(self) -> bool:

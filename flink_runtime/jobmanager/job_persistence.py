@@ -30,7 +30,8 @@ from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager import snapshots
-from flink_runtime.jobmanager.jobstore import JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobRecord, JobStore, JobStoreError
+from flink_runtime.jobmanager.operation_requests import settled
 from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, Message
 
 if TYPE_CHECKING:
@@ -106,9 +107,16 @@ class JobPersistence:
 
     # -- writes ----------------------------------------------------------------------------------
 
-    def _write(self, method: str, *args: Any, then: Callable[[], None] | None = None) -> None:
+    def _write(
+        self,
+        method: str,
+        *args: Any,
+        then: Callable[[], None] | None = None,
+        refused: Callable[[], None] | None = None,
+    ) -> None:
         """Call a JobStore method off the mailbox, in call order (one writer thread);
-        `then` runs on that thread once the call has committed."""
+        `then` runs on that thread once the call has committed, `refused` if the store
+        refused it because this JobManager is no longer the leader."""
         if self.job_store is None:
             return
         store_call = getattr(self.job_store, method)  # the view of now, also for a write that runs later
@@ -118,6 +126,8 @@ class JobPersistence:
                 store_call(*args)
             except JobStoreError as exc:
                 log.warning("job store: %s", exc)
+                if refused is not None and isinstance(exc, FencingTokenMismatch):
+                    refused()
                 return
             if then is not None:
                 then()
@@ -197,7 +207,9 @@ class JobPersistence:
     ) -> None:
         """Recorded in the job store, where the checkpoints it subsumes are forgotten in the
         same transaction; their folders are deleted after that commit (by the same writer
-        thread), never before."""
+        thread), never before. A savepoint the store refuses (this JobManager was deposed)
+        is deleted: no leader lists it, and its request answers failed from the leader
+        (OperationRequests.restore), so its folder must not pass for a good savepoint."""
 
         def delete_subsumed() -> None:
             for old in subsumed:
@@ -218,6 +230,7 @@ class JobPersistence:
             None,
             subsumed,
             then=delete_subsumed,
+            refused=(lambda: filesystem.filesystem_for(location).delete(location)) if is_savepoint else None,
         )
 
     def status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
@@ -291,10 +304,12 @@ class JobPersistence:
         return job_id in self.archived
 
     def archived_savepoint_requests(self, job_id: str) -> dict[str, dict[str, Any]] | None:
-        """The savepoint requests of a job that ended in an earlier run, as stored."""
-        if job_id not in self.archived or self.job_store is None:
+        """The savepoint requests of a job that ended in an earlier run, as stored; one
+        its JobManager never completed answers failed (operation_requests.settled)."""
+        record = self.archived.get(job_id)
+        if record is None or self.job_store is None:
             return None
-        return self.job_store.savepoint_requests(job_id)
+        return settled(self.job_store.savepoint_requests(job_id), "savepoint", str(record.status))
 
     def _retention(self) -> tuple[int, float]:
         """(jobstore.max-capacity, the end time before which a finished job expires)."""

@@ -475,6 +475,6 @@ class JobMaster:
 
     def _finish(self) -> None:
         """The job is terminal: give back every slot and slot request it still holds."""
-        self.coordinator.fail_all(f"job {self.job_id} is {self.status.value}")
+        self.checkpointing.job_ended(self.status)
         self.deployer.release_all(self._vertices())
         self._submission.answer_all(self.status, self._root_cause())

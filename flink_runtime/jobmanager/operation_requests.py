@@ -10,7 +10,7 @@ so a request id answers after a JobManager failover too."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flink_runtime.checkpoint.coordinator import describe_failure
@@ -20,6 +20,10 @@ Status = dict[str, Any]
 FAILED_OVER = (
     "The JobManager failed before this {kind} completed; the job was recovered from "
     "its latest checkpoint and is running again. Trigger the {retry} again."
+)
+ENDED_UNFINISHED = (
+    "The JobManager that took this {kind} request stopped before it completed, and the job "
+    "ended {status} without it: the request failed."
 )
 
 
@@ -52,8 +56,7 @@ class OperationRequests(dict[str, Status]):
             if _state(status) == "COMPLETED":
                 self[request_id] = status
             else:
-                failure = {"class": "JobManagerFailover", "stack-trace": self._failed_over()}
-                self._set(request_id, {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": failure}})
+                self._set(request_id, _failed_status(self._failed_over()))
 
     def _failed_over(self) -> str:
         retry = "savepoint or stop" if self.kind == "savepoint" else self.kind
@@ -63,6 +66,22 @@ class OperationRequests(dict[str, Status]):
         self[request_id] = status
         if self._on_change is not None:
             self._on_change(request_id, status)
+
+
+def settled(stored: Mapping[str, Status], kind: str, job_status: str) -> dict[str, Status]:
+    """The requests of a job that ended in an earlier run, as stored, except that one
+    still IN_PROGRESS (its JobManager died before recording the outcome) answers failed:
+    no JobManager runs the job any more, so nothing could ever complete it."""
+    why = ENDED_UNFINISHED.format(kind=kind, status=job_status)
+    return {
+        request_id: status if _state(status) == "COMPLETED" else _failed_status(why)
+        for request_id, status in stored.items()
+    }
+
+
+def _failed_status(why: str) -> Status:
+    failure = {"class": "JobManagerFailover", "stack-trace": why}
+    return {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": failure}}
 
 
 def _state(status: Status) -> str | None:

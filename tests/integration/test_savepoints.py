@@ -284,3 +284,19 @@ def test_periodic_checkpoints_are_written_and_retained(minicluster: MiniCluster,
         time.sleep(0.05)
     latest = stats["latest"]["completed"]
     assert latest["num_subtasks"] == latest["num_acknowledged_subtasks"]
+
+
+def test_a_stop_of_a_job_cancelled_meanwhile_answers_failed(minicluster: MiniCluster, tmp_path: Path) -> None:
+    """The stop waits for the running task; the job is cancelled meanwhile. The stop's
+    trigger id answered IN_PROGRESS for ever; as Flink's, it completes failed, naming
+    CANCELED, and no savepoint folder is left."""
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(sleep_job(60.0, name="stopped then cancelled"))
+        wait_running(client, job_id)
+        trigger = client.stop_with_savepoint(job_id, str(tmp_path / "sp"))
+        client.cancel(job_id)
+        assert client.wait(job_id, timeout=60).value == "CANCELED"
+        answer = httpx.get(f"{minicluster.rest_url}/jobs/{job_id}/savepoints/{trigger}").json()
+    assert answer["status"]["id"] == "COMPLETED", answer
+    assert "reached CANCELED before its savepoint completed" in answer["operation"]["failure-cause"]["stack-trace"]
+    assert not list((tmp_path / "sp").glob("savepoint-*"))

@@ -377,6 +377,7 @@ def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> N
     """A stop-with-savepoint that succeeded ended its job FINISHED with a savepoint in the
     store and published part of the input, each split once; one that failed left the job
     running, and it went on to publish the rest: each split once over all it published.
+    A stop of a job cancelled meanwhile fails and the job ends CANCELED.
     A stop whose JobManager died before the client saw it complete: its request still
     answers (from the store), and the job recovered from it publishes every split (the
     partial publish is allowed only in the stopped run's namespace: invariants.py); no
@@ -426,7 +427,11 @@ def _check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> N
                         "stop", f"split {split} of {spec.name} published by {by_split[split]} and {namespace}"
                     )
                 by_split[split] = namespace
-        if outcome == "failed":
+        if outcome == "failed" and status == "CANCELED" and job_id in world.cancelled:
+            # Cancelled before the stop's savepoint was written: the stop fails, the cancel
+            # wins (what a cancelled job may publish is _check_cancelled's).
+            world.note("stop-with-savepoint failed: the job was cancelled meanwhile")
+        elif outcome == "failed":
             world.note("stop-with-savepoint failed")
             if status != "FINISHED" or set(by_split) != set(range(spec.splits)):
                 world.violate(

@@ -41,26 +41,11 @@ KNOWN_BUGS: dict[str, str] = {
         "late ScheduleOrUpdateConsumers arrived after the task failed), and the descriptor's "
         "partition_producers then names the new attempt, which did not produce it (seeds 1307, 1779, 704)"
     ),
-    "savepoint-left-behind": (
-        "a savepoint whose request completed failed leaves its folder, _metadata included, in the "
-        "savepoint directory, and the job store lists no such savepoint (seeds 217, 881: triggered just "
-        "after the only TaskManager died, the job cancelled meanwhile); not diagnosed further yet"
-    ),
-    "stop/never-completed": (
-        "a stop-with-savepoint request of a job cancelled before the stop's savepoint was written stays "
-        "IN_PROGRESS for ever (GET .../savepoints/<id> never completes; Flink completes it failed): "
-        "seed 3416"
-    ),
 }
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
 # a strict xfail below. Any other seed with the same kind still fails the test.
-KNOWN_FAILING_SEEDS: dict[int, str] = {
-    9736: (
-        "a stop-with-savepoint accepted by a JobManager that then died still answers IN_PROGRESS from its "
-        "successor (the store's request is never completed as failed); found at the deadline, not diagnosed"
-    ),
-}
+KNOWN_FAILING_SEEDS: dict[int, str] = {}
 
 
 # ~2 minutes on two idle cores (about 20 ms of CPU a schedule); far longer on a loaded machine.
@@ -178,25 +163,35 @@ def test_a_consumer_is_not_deployed_from_a_failed_producers_late_partition_repor
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["savepoint-left-behind"])
 def test_a_failed_savepoint_leaves_no_folder_behind() -> None:
     # tm-0 (the only one) dies at t=0.799; a savepoint of job0 is triggered at 0.807, job0
-    # is cancelled at 1.764, the savepoint request completes failed at 1.807; its folder
-    # savepoint-000000-... with a _metadata file is still there at the end.
+    # is cancelled at 1.764, the savepoint request completes failed at 1.807 while its
+    # write is under way; the folder that write renamed into place used to stay (with a
+    # _metadata file). Now a savepoint written after it failed is deleted.
     result = in_subprocess(replay, 217)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["stop/never-completed"])
+def test_a_deposed_leaders_unrecorded_savepoint_leaves_no_folder_behind() -> None:
+    # jobmanager-a is deposed at t=2.75 and does not notice; it writes job0's stop
+    # savepoint, which the fenced store refuses to record: no leader lists it and its
+    # request answers failed there, yet the folder used to stay. Now it is deleted.
+    result = in_subprocess(replay, 881)
+    assert result.ok, result.violations
+
+
 def test_a_stop_of_a_job_cancelled_meanwhile_completes() -> None:
     # job1 is stopped with a savepoint at t=1.630 and cancelled at 1.660; it ends CANCELED
-    # and the stop's request is still IN_PROGRESS when the run ends.
+    # and the stop's request used to stay IN_PROGRESS; now it completes failed.
     result = in_subprocess(replay, 3416)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_FAILING_SEEDS[9736])
 def test_a_stop_whose_jobmanager_died_answers_completed() -> None:
+    # job1 is stopped at t=1.31 and cancelled at 1.73; it ends CANCELED and the JobManager
+    # dies at 2.99. Its successor served the stop from the store as IN_PROGRESS: the job
+    # ended, so nothing could complete it. Now the request is completed failed at the job's
+    # end, and a request of an ended job its JobManager never completed answers failed.
     result = in_subprocess(replay, 9736)
     assert result.ok, result.violations
 

@@ -248,6 +248,23 @@ async def test_a_savepoint_is_written_aside_and_renamed_last(tmp_path: Path, mon
     assert [p.name for p in target.iterdir()] == [location.name]  # nothing half-written is left
 
 
+async def test_a_savepoint_written_after_it_failed_leaves_no_folder(tmp_path: Path) -> None:
+    # Every task acknowledged, the savepoint is being written, and the job is cancelled
+    # meanwhile: the request fails, so the folder the write still renames into place goes
+    # (as Flink's PendingCheckpoint.abort disposes the savepoint's location).
+    coord, job = coordinator(tmp_path)
+    target = tmp_path / "savepoints"
+    outcomes: list[tuple[Any, Any]] = []
+    checkpoint_id = coord.trigger(True, str(target), on_complete=lambda loc, err: outcomes.append((loc, err)))
+    coord.acknowledge("e-0", checkpoint_id, None)
+    coord.acknowledge("e-1", checkpoint_id, None)  # the write starts in a worker thread
+    coord.fail_all(f"job {job.job_id} is CANCELED")
+    await settle(job)
+    assert outcomes[0][0] is None and "CANCELED" in str(outcomes[0][1])
+    assert job.completed == []
+    assert list(target.iterdir()) == []
+
+
 def test_a_recovered_job_removes_its_half_written_savepoints(tmp_path: Path) -> None:
     target = tmp_path / "savepoints"
     coord, job = coordinator(tmp_path, **{"state.savepoints.dir": str(target)})

@@ -284,3 +284,50 @@ async def test_a_recovered_job_reserves_its_checkpoint_ids_after_its_predecessor
     await host.settle()
     assert coordinator.reserved == (21, 20)
     persistence.close()
+
+
+async def test_a_savepoint_a_deposed_leaders_store_write_refused_is_deleted(store: JobStore, tmp_path: Path) -> None:
+    """A deposed leader (not noticed yet) writes a savepoint; the store refuses to record
+    it, so no leader lists it and its request answers failed there: the folder goes."""
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
+    first = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
+    assert first is not None
+    host = FakeHost()
+    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
+    persistence.fence(first.token)
+    kept = tmp_path / "savepoint-012345-kept"
+    kept.mkdir()
+    (kept / "_metadata").write_text("{}")
+    persistence.checkpoint_completed(JOB, 1, str(kept), True, 2, [])
+    await host.settle()
+    time.sleep(0.01)
+    assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+    refused = tmp_path / "savepoint-012345-refused"
+    refused.mkdir()
+    (refused / "_metadata").write_text("{}")
+    persistence.checkpoint_completed(JOB, 2, str(refused), True, 2, [])
+    await host.settle()
+    assert [c.location for c in store.checkpoints(JOB)] == [str(kept)]
+    assert kept.is_dir() and not refused.exists()
+    persistence.close()
+
+
+async def test_an_ended_jobs_request_its_jobmanager_never_completed_answers_failed(store: JobStore) -> None:
+    """The job ended CANCELED; its JobManager died before it stored the end of the stop
+    it had accepted. No JobManager runs the job again: the request answers failed."""
+    store.add_job(JOB, "numbers", graph().to_json(), 1.0)
+    done = {"status": {"id": "COMPLETED"}, "operation": {"location": "/sp/savepoint-1"}}
+    store.put_savepoint_request(JOB, "done", done)
+    store.put_savepoint_request(JOB, "stop", {"status": {"id": "IN_PROGRESS"}})
+    store.update_status(JOB, "CANCELED", time.time())
+    store.archive(JOB, {"jid": JOB}, {})
+    persistence = JobPersistence(Configuration(), store, FakeHost())
+    persistence.recover_jobs()
+
+    requests = persistence.archived_savepoint_requests(JOB)
+    assert requests is not None and requests["done"] == done
+    assert requests["stop"]["status"]["id"] == "COMPLETED"
+    failure = requests["stop"]["operation"]["failure-cause"]
+    assert "stopped before it completed" in failure["stack-trace"] and "CANCELED" in failure["stack-trace"]
+    persistence.close()

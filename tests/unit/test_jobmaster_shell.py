@@ -166,6 +166,20 @@ def test_stop_with_savepoint_publishes_then_writes_the_savepoint_then_finishes(t
     assert Path(location).is_dir() and location.startswith(str(tmp_path / "sp"))
 
 
+def test_a_stop_of_a_job_cancelled_before_its_savepoint_completes_failed(tmp_path: Path) -> None:
+    # The stop waits for the running source; the job is cancelled meanwhile: the stop's
+    # request completes failed (Flink completes its future exceptionally), not IN_PROGRESS.
+    job, gateway = start_job(job_graph(("source", 1)), {"state.checkpoints.dir": str(tmp_path / "cp")})
+    request = job.stop_with_savepoint(str(tmp_path / "sp"), drain=False)
+    assert job.cancel() is None
+    gateway.settle()
+    assert job.status is JobStatus.CANCELED
+    status = gateway.savepoint_status[request]
+    assert status["status"]["id"] == "COMPLETED"
+    assert "reached CANCELED before its savepoint completed" in status["operation"]["failure-cause"]["stack-trace"]
+    assert not job.stopping and not list((tmp_path / "sp").glob("savepoint-*"))
+
+
 def test_slots_fewer_than_subtasks_deploy_as_slots_come_back() -> None:
     job, gateway = start_job(job_graph(("source", 3)), slots=1)
     assert len(gateway.submitted) == 1 and len(gateway.pending_requests) == 2
