@@ -60,7 +60,8 @@ def task_deployment_descriptor(
         )
     gates = []
     for group in vertex.consumed_partition_groups:
-        partitions = [p for p in group if p.partition_id in partition_locations]
+        # Only partitions available now: finished by their producer's current attempt.
+        partitions = [p for p in group if p.is_finished and p.partition_id in partition_locations]
         gates.append(
             InputGateDeploymentDescriptor(
                 result_id=group.result.id,
@@ -69,7 +70,7 @@ def task_deployment_descriptor(
                 partition_locations=[partition_locations[p.partition_id] for p in partitions],
                 partition_numbers=[p.partition_number for p in partitions],
                 partition_addresses=[addresses.get(p.partition_id, "") for p in partitions],
-                partition_producers=[p.producer.current_execution.attempt_id for p in partitions],
+                partition_producers=[p.produced_by or p.producer.current_execution.attempt_id for p in partitions],
                 chunk_locations=chunk_locations(group.result.id, group.partition_range),
             )
         )

@@ -212,6 +212,17 @@ class ExecutionVertex:
         if reported is not None:
             self.earlier_rounds_io_metrics = self.earlier_rounds_io_metrics + reported
 
+    def release_partitions_of(self, attempt_id: str) -> list[IntermediateResultPartition]:
+        """Attempt `attempt_id` ended without finishing (failed, cancelled): the partitions
+        it reported are no longer available (its data may be partial, or gone with its
+        TaskManager, and a new attempt rewrites them). Returns those it had reported."""
+        if self.current_execution.attempt_id != attempt_id:
+            return []  # superseded already: its partitions were reset with the new attempt
+        released = [p for p in self.produced_partitions if p.is_finished and p.produced_by == attempt_id]
+        for partition in released:
+            partition.reset()
+        return released
+
     def reset_for_new_execution(self) -> Execution:
         """Start the next attempt; the current one must have ended.
 
@@ -268,13 +279,17 @@ class IntermediateResult:
 class IntermediateResultPartition:
     """The part of an IntermediateResult one producer subtask writes."""
 
-    __slots__ = ("result", "partition_number", "producer", "is_finished", "consumer_vertex_group")
+    __slots__ = ("result", "partition_number", "producer", "is_finished", "produced_by", "consumer_vertex_group")
 
     def __init__(self, result: IntermediateResult, partition_number: int, producer: ExecutionVertex):
         self.result = result
         self.partition_number = partition_number
         self.producer = producer
         self.is_finished = False
+        # The attempt whose data this is (None: restored from a savepoint, or not finished).
+        # A partition belongs to one attempt, as in Flink's ResultPartitionID: when that
+        # attempt fails or the subtask gets a new one, it stops counting as available.
+        self.produced_by: str | None = None
         self.consumer_vertex_group: ConsumerVertexGroup | None = None
 
     @property
@@ -288,16 +303,19 @@ class IntermediateResultPartition:
         group = self.consumer_vertex_group
         return 1 if group is None else len(group)
 
-    def mark_finished(self) -> bool:
-        """Record that the producer completed this partition; True if it was not already."""
+    def mark_finished(self, attempt_id: str | None = None) -> bool:
+        """Record that the producer (attempt `attempt_id`) completed this partition; True
+        if it was not already."""
         if self.is_finished:
             return False
         self.is_finished = True
+        self.produced_by = attempt_id
         self.result._finished += 1
         return True
 
     def reset(self) -> None:
-        """Forget the data: the producer is about to run again."""
+        """Forget the data: its attempt failed, or the producer is about to run again."""
+        self.produced_by = None
         if self.is_finished:
             self.is_finished = False
             self.result._finished -= 1

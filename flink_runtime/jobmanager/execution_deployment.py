@@ -132,6 +132,15 @@ class ExecutionDeployer:
             if execution is not None:
                 self._set_state(execution, _E.FAILED, reason)
 
+    def fail_and_cancel(self, execution: Execution, reason: str) -> None:
+        """Fail an attempt this JobManager gave up on and, if its task was sent, cancel it
+        there (as Flink's Execution.markFailed does), so it stops reading what it must not."""
+        deployed = execution.state.is_deployed
+        if self._set_state(execution, _E.FAILED, reason) and deployed:
+            address = self._gateway.task_manager_address(execution.task_manager_id or "")
+            if address is not None:
+                self._gateway.tell_task_manager(address, self._cancel_task(execution))
+
     def release(self, vertex: ExecutionVertex, attempt_id: str) -> None:
         self.slots.release(vertex, attempt_id)
 

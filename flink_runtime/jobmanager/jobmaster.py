@@ -133,6 +133,7 @@ class JobMaster:
             self.splits,
             self._set_execution_state,
             self.deployer.schedule_all,
+            self.deployer.fail_and_cancel,
         )
         # What TaskManagers report (schedule_or_update_consumers below: a supervised entry).
         self.update_task_execution_state = self.reports.update_task_execution_state
@@ -371,6 +372,8 @@ class JobMaster:
                         vertex, execution.attempt_id, list(self._vertices()), producers, time.monotonic()
                     )
                 )
+            if state is not _E.FINISHED:
+                self.reports.producer_stopped(execution)
             self._check_completion()
         return True
 
@@ -433,7 +436,7 @@ class JobMaster:
     def _restart_vertices(self, reset: tuple[ExecutionVertex, ...], rerun: tuple[ExecutionVertex, ...]) -> None:
         for producer in rerun:
             log.info("The output of %s cannot be fetched any more; running it again.", producer.task_name_with_subtask)
-            self.partitions.forget(p.partition_id for p in producer.produced_partitions)
+            self.reports.producer_rerun(producer)
             # Its completed splits went down with the partition: they are read again.
             self.splits.forget_completed(producer.job_vertex.id, producer.subtask_index)
         for vertex in reset:

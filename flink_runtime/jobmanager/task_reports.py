@@ -7,6 +7,12 @@ JobMasterPartitionTracker, much reduced.
 - a failed attempt could not fetch finished partitions (their TaskManager is gone,
   or without them): the failover reruns their producers.
 
+A partition belongs to the producer attempt that reported it (Flink's
+ResultPartitionID): a report from an attempt that is not the running one changes
+nothing, and when that attempt fails its partitions stop counting as available and the
+consumers scheduled or deployed from them fail with it (their new attempts wait for
+the producer's next one).
+
 `PartitionRegistry` owns that state. `TaskReports` answers what TaskManagers report
 (UpdateTaskExecutionState, input split requests, ScheduleOrUpdateConsumers,
 reconciliation) from the graph, the registry and the source splits; it changes an
@@ -24,7 +30,7 @@ from flink_runtime.io.partitions import partition_dir
 from flink_runtime.scheduler.strategy import consumers_ready
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionVertex
+    from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionVertex, IntermediateResultPartition
     from flink_runtime.io.metrics import IOMetrics
     from flink_runtime.io.splits import InputSplit
     from flink_runtime.scheduler.source_splits import SourceSplits
@@ -65,23 +71,35 @@ class PartitionRegistry:
         self.locations: dict[str, str] = {}
         # Partition id -> RPC address of the TaskManager that produced it (and serves it).
         self.addresses: dict[str, str] = {}
+        # Partition id -> the producer attempt that reported it.
+        self.producers: dict[str, str] = {}
         # Failed attempt id -> the finished partitions it could not fetch.
         self._lost_inputs: dict[str, list[str]] = {}
 
-    def finished(self, partition_id: str, location: str, address: str) -> None:
+    def finished(self, partition_id: str, location: str, address: str, attempt_id: str = "") -> None:
         self.locations[partition_id] = location
         self.addresses[partition_id] = address
+        self.producers[partition_id] = attempt_id
 
     def forget(self, partition_ids: Iterable[str]) -> None:
         """These partitions are produced again (their producer reruns)."""
         for partition_id in partition_ids:
             self.locations.pop(partition_id, None)
             self.addresses.pop(partition_id, None)
+            self.producers.pop(partition_id, None)
+
+    def forget_attempt(self, attempt_id: str) -> list[str]:
+        """This producer attempt failed: what it reported is not available any more.
+        Returns those partitions' ids."""
+        ids = [partition_id for partition_id, producer in self.producers.items() if producer == attempt_id]
+        self.forget(ids)
+        return ids
 
     def clear(self) -> None:
         """Every subtask gets a new attempt: every partition is reported anew."""
         self.locations.clear()
         self.addresses.clear()
+        self.producers.clear()
         self._lost_inputs.clear()
 
     def inputs_lost(self, attempt_id: str, partition_ids: Iterable[str]) -> None:
@@ -139,13 +157,17 @@ class TaskReports:
         splits: SourceSplits,
         set_state: Callable[[Execution, ExecutionState, str | None], bool],
         schedule: Callable[[Iterable[ExecutionVertex]], None],
+        fail_consumer: Callable[[Execution, str], None] | None = None,
     ) -> None:
+        """fail_consumer(execution, reason): fail a consumer attempt whose input is gone
+        (and cancel its task, if deployed); by default only its state is set."""
         self._job = job
         self._partitions = partitions
         self._final_states = final_states  # the tracker's: (vertex id, subtask) -> state handle
         self._splits = splits
         self._set_state = set_state
         self._schedule = schedule
+        self._fail_consumer = fail_consumer or (lambda execution, reason: self._set_state(execution, _E.FAILED, reason))
 
     def _execution(self, execution_id: str) -> Execution | None:
         graph = self._job.graph
@@ -209,10 +231,44 @@ class TaskReports:
                 f"partition {partition_id} reported by execution {execution_id}, which is not the running "
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
-        self._partitions.finished(partition_id, location, data_address)
-        if partition.mark_finished() and self._job.status is JobStatus.RUNNING:
+        self._partitions.finished(partition_id, location, data_address, execution_id)
+        if partition.mark_finished(execution_id) and self._job.status is JobStatus.RUNNING:
             self._schedule(consumers_ready(partition))
         return None
+
+    def producer_stopped(self, execution: Execution) -> None:
+        """An attempt ended without finishing (FAILED, CANCELED; it has stopped already):
+        the partitions it reported are released, and the consumers scheduled or deployed
+        from them fail (Flink's consumers would get a PartitionNotFoundException): their
+        data may be partial or gone, and the producer's next attempt rewrites them. The
+        failover then restarts each consumer once its inputs are available again."""
+        self._partitions.forget_attempt(execution.attempt_id)
+        released = execution.vertex.release_partitions_of(execution.attempt_id)
+        self._fail_consumers(released, f"{execution.attempt_id}, ended {execution.state.value} after reporting it")
+
+    def producer_rerun(self, producer: ExecutionVertex) -> None:
+        """A finished producer runs again (its partitions cannot be fetched any more):
+        they are released, and the consumers scheduled or deployed from them meanwhile
+        fail (they would read what the new attempt supersedes)."""
+        attempt_id = producer.current_execution.attempt_id
+        self._partitions.forget(p.partition_id for p in producer.produced_partitions)
+        released = [p for p in producer.produced_partitions if p.is_finished]
+        for partition in released:
+            partition.reset()
+        self._fail_consumers(released, f"{attempt_id}, is run again: its output cannot be fetched any more")
+
+    def _fail_consumers(self, released: list[IntermediateResultPartition], why: str) -> None:
+        if self._job.status is not JobStatus.RUNNING:
+            return  # cancelling, failing or restarting: every attempt is being cancelled anyway
+        for partition in released:
+            for consumer in partition.consumer_vertex_group or ():
+                attempt = consumer.current_execution
+                if attempt.state is _E.SCHEDULED or attempt.state.is_deployed:
+                    reason = (
+                        f"input partition {partition.partition_id} is not available any more: its producer "
+                        f"{partition.producer.task_name_with_subtask}, attempt {why}"
+                    )
+                    self._fail_consumer(attempt, reason)
 
     def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
         """The job's current attempts on a TaskManager that have not ended, by attempt id."""

@@ -29,19 +29,9 @@ FIRST_SEED = int(os.environ.get("SIM_SEED_START", "0"))
 WORKERS = min(2, os.cpu_count() or 1)
 
 # kind of violation -> the bug, as reported; a bug found and not fixed yet goes here, with
-# a strict xfail on one of its seeds. The four found so far (oversubscribed slots, an
-# unrequested CANCELED leaving a job RUNNING, a submission acknowledged but lost,
-# checkpoint ids reused after a JobManager change) are fixed; the tests below replay
-# their seeds (413, 3692, 63, 196).
-KNOWN_BUGS: dict[str, str] = {
-    "superseded-input": (
-        "a consumer is deployed from (or goes on reading) a partition whose producer attempt failed or "
-        "is running again: a producer's partition stays marked finished when the producer gets a new "
-        "attempt (its TaskManager was lost after ScheduleOrUpdateConsumers and before FINISHED, or its "
-        "late ScheduleOrUpdateConsumers arrived after the task failed), and the descriptor's "
-        "partition_producers then names the new attempt, which did not produce it (seeds 1307, 1779, 704)"
-    ),
-}
+# a strict xfail on one of its seeds. Every bug found so far is fixed; the tests below
+# replay their seeds.
+KNOWN_BUGS: dict[str, str] = {}
 # Seeds whose violation is found and not yet understood well enough to excuse its whole
 # kind: excused by seed alone (a schedule is a pure function of its seed), each pinned by
 # a strict xfail below. Any other seed with the same kind still fails the test.
@@ -144,22 +134,31 @@ def test_a_lost_partition_reported_twice_reruns_its_producer_once() -> None:
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["superseded-input"])
 def test_a_consumer_is_not_deployed_from_a_restarted_producers_partition() -> None:
     # The JobManager is cut off from t=2.72 to 9.46 right after source[2]#0 reported its
     # partition and before its FINISHED arrived; the lost TaskManager fails source[2]#0, which
-    # gets attempt #1 (SCHEDULED); sink[0]#1 is deployed at 9.52 from #0's partition, its
-    # descriptor naming #1 as the producer.
+    # gets attempt #1 (SCHEDULED); sink[0]#1 used to be deployed at 9.52 from #0's partition,
+    # its descriptor naming #1 as the producer. Now a failed attempt's partitions are
+    # released: sink[0]#1 waits for #1's.
     result = in_subprocess(replay, 1307)
     assert result.ok, result.violations
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN_BUGS["superseded-input"])
 def test_a_consumer_is_not_deployed_from_a_failed_producers_late_partition_report() -> None:
     # source[1]#0's ScheduleOrUpdateConsumers is slow: its ask times out (t=2.71) and the
-    # task fails; the late report still arrives (4.32) before that FAILED, and deploys
-    # sink[1]#0 on the partition of an attempt that failed.
+    # task fails; the late report still arrives (4.32) before that FAILED, and schedules
+    # sink[1]#0, which used to be deployed on the partition of the failed attempt. Now the
+    # FAILED releases that partition and fails the consumer scheduled from it.
     result = in_subprocess(replay, 1779)
+    assert result.ok, result.violations
+
+
+def test_a_consumer_deployed_from_a_partition_its_producer_reruns_fails() -> None:
+    # tm-1 (source[1]#0's partition) is cut off; sink[1] restarts (#1) on that partition,
+    # still counted finished; sink[0]#0's failure (partition unreachable) then reruns
+    # source[1]: sink[1]#1 used to go on reading #0's partition under #1. Now the rerun
+    # releases the partition and fails the consumer deployed from it.
+    result = in_subprocess(replay, 704)
     assert result.ok, result.violations
 
 

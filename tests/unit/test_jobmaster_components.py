@@ -175,6 +175,39 @@ def test_reports_refuse_a_partition_from_an_attempt_that_is_not_the_running_one(
     assert registry.location(partition_id) == "/p"
 
 
+def test_a_failed_producers_partition_is_released_and_its_scheduled_consumer_fails() -> None:
+    # Simulation seed 1779: a producer's ScheduleOrUpdateConsumers arrives (late) while the
+    # JobManager still sees it RUNNING, schedules the consumer; then the producer's FAILED.
+    graph = graph_of(("source", 1), ("sink", 1), edges=(("source", "sink"),))
+    answers, registry, scheduled = reports(graph)
+    [source] = graph.vertices["source"].task_vertices
+    [sink] = graph.vertices["sink"].task_vertices
+    partition = source.produced_partitions[0]
+    failed = source.current_execution
+    for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
+        failed.transition_state(step)
+    assert answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id) is None
+    assert scheduled == [sink] and partition.produced_by == failed.attempt_id
+    sink.current_execution.transition_state(E.SCHEDULED)  # waiting for a slot
+    failed.transition_state(E.FAILED, "AskTimeoutError")
+    answers.producer_stopped(failed)
+    # The failed attempt's partition no longer counts, and the consumer scheduled from it fails.
+    assert not partition.is_finished and partition.produced_by is None
+    assert partition.partition_id not in registry.locations and partition.partition_id not in registry.producers
+    assert sink.current_execution.state is E.FAILED
+    assert f"{partition.partition_id} is not available any more" in (sink.current_execution.failure_cause or "")
+    # A report from the failed attempt changes nothing; the next attempt's report counts.
+    assert answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id) is not None
+    assert not partition.is_finished
+    source.reset_for_new_execution()
+    sink.reset_for_new_execution()
+    retry = source.current_execution
+    for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
+        retry.transition_state(step)
+    assert answers.schedule_or_update_consumers(partition.partition_id, "/p2", retry.attempt_id) is None
+    assert partition.produced_by == retry.attempt_id and registry.producers[partition.partition_id] == retry.attempt_id
+
+
 def test_reports_hand_out_splits_while_running_and_stop_an_unknown_attempt() -> None:
     graph = graph_of(("source", 1))
     answers, _, _ = reports(graph)

@@ -48,6 +48,33 @@ def test_a_failed_publish_fails_the_job_with_the_cause() -> None:
     assert "sink directory is read-only" in job.exceptions[-1].stacktrace
 
 
+def test_a_consumer_is_deployed_only_from_the_partition_of_its_producers_current_attempt() -> None:
+    # Simulation seed 1307: the producer reported its partition, then its TaskManager was lost
+    # before its FINISHED; the consumer deployed from it fails too, and its region restart
+    # comes first. It used to be deployed again at once, from the failed attempt's partition,
+    # its descriptor naming the producer's new attempt (which had not run).
+    config = {**FIXED_DELAY, "restart-strategy.fixed-delay.attempts": "3"}
+    job, gateway = start_job(job_graph(("source", 1), ("sink", 1), edges=(("source", "sink"),)), config)
+    producer = current(job, "source")
+    run_to(job, producer, E.RUNNING)
+    assert (
+        job.schedule_or_update_consumers("source-to-sink#0", "/data/source-to-sink#0", producer.attempt_id, "tcp://tm")
+        is None
+    )
+    consumer = current(job, "sink")
+    assert consumer.state is E.DEPLOYING
+    job.fail_execution(consumer.attempt_id, "TaskManager tm-1 is gone")
+    job.fail_execution(producer.attempt_id, "TaskManager tm-1 is gone")
+    gateway.advance(1.0)
+    assert current(job, "sink").attempt_number == 1 and current(job, "sink").state is E.CREATED
+    retry = current(job, "source")
+    assert retry.attempt_number == 1 and deployed_ids(gateway)[-1] == retry.attempt_id
+    run_to(job, retry, E.FINISHED)
+    [gate] = gateway.submitted[-1].descriptor.input_gates
+    assert gateway.submitted[-1].descriptor.execution_id == current(job, "sink").attempt_id
+    assert gate.partition_producers == [retry.attempt_id] and gate.partition_locations == ["/data/source-to-sink#0"]
+
+
 def test_region_failover_restarts_exactly_the_failed_subtask_after_the_delay() -> None:
     job, gateway = start_job(job_graph(("source", 3), ("sink", 1), edges=(("source", "sink"),)), FIXED_DELAY)
     failed = current(job, "source", 1)
