@@ -4,11 +4,11 @@ its staged sink output discarded, its keyed state and partitions removed.
 
 Only a globally terminal job (FINISHED, CANCELED, FAILED) loses anything, and only once
 the job store took that status: a SUSPENDED job, one whose JobManager died, or one that
-a deposed JobManager saw end (its status write fenced off) is recovered from what is there. The file work runs
-in a worker thread (large folders take time; the mailbox never waits on them), in an
-order that is safe to stop at any point: a kept checkpoint is made self-contained
-before anything it points at is removed, and the job's partitions are released (by the
-TaskManagers) only after that.
+a deposed JobManager saw end (its status write fenced off) is recovered from what is
+there. The file work runs in a worker thread (large folders take time; the mailbox
+never waits on them), in an order that is safe to stop at any point: a kept checkpoint
+is made self-contained before anything it points at is removed, and the job's
+partitions are released (by the TaskManagers) only after that.
 
 A job submitted from a checkpoint that is being made self-contained starts once that is
 done, so it never reads the copy half-made or the originals while they go.
