@@ -2,12 +2,13 @@
 `execution.checkpointing.externalized-checkpoint-retention` says (checkpoint/retention.py),
 its staged sink output discarded, its keyed state and partitions removed.
 
-Only a globally terminal job (FINISHED, CANCELED, FAILED) loses anything: a SUSPENDED
-job, or one whose JobManager died, is recovered from what is there. The file work runs
-in a worker thread (large folders take time; the mailbox never waits on them), in an
-order that is safe to stop at any point: a kept checkpoint is made self-contained
-before anything it points at is removed, and the job's partitions are released (by the
-TaskManagers) only after that.
+Only a globally terminal job (FINISHED, CANCELED, FAILED) loses anything, and only once
+the job store took that status: a SUSPENDED job, one whose JobManager died, or one that
+a deposed JobManager saw end (its status write fenced off) is recovered from what is
+there. The file work runs in a worker thread (large folders take time; the mailbox
+never waits on them), in an order that is safe to stop at any point: a kept checkpoint
+is made self-contained before anything it points at is removed, and the job's
+partitions are released (by the TaskManagers) only after that.
 
 A job submitted from a checkpoint that is being made self-contained starts once that is
 done, so it never reads the copy half-made or the originals while they go.
@@ -56,10 +57,15 @@ class JobEndCleanup:
         # Jobs submitted from one of those checkpoints, started when it is done.
         self._waiting: dict[str, list[Callable[[], None]]] = {}
 
-    def job_ended(self, job: JobMaster) -> None:
-        """A job's status became terminal: decide (here) and clean up (off the mailbox)."""
+    def job_ended(self, job: JobMaster) -> Callable[[bool], None] | None:
+        """A job's status became terminal: decide (here) what goes and what stays. Returns
+        what to call once the job store answered the write of that status: `stored(True)`
+        cleans up (off the mailbox); `stored(False)`, the write refused (this JobManager
+        was deposed: its write is fenced) or failed, removes nothing, as the store still
+        names the job running from its latest checkpoint, which the next leader recovers.
+        None: nothing to do."""
         if not job.status.is_globally_terminal:
-            return  # SUSPENDED: the JobManager that recovers the job needs all of it
+            return None  # SUSPENDED: the JobManager that recovers the job needs all of it
         coordinator = job.coordinator
         retained = coordinator.retained_checkpoints
         keep = retains(coordinator.retention, job.status)
@@ -82,11 +88,35 @@ class JobEndCleanup:
             if job.status is not JobStatus.FINISHED and job.prepared
             else None
         )
+        # Marked now: a job submitted from a kept checkpoint waits from now on, not only
+        # once the store answered.
         self._in_progress[job.job_id] = end.keep
-        self._jobmanager.run_async(
-            asyncio.to_thread(clean_up, end, discard_staged),
-            lambda report, error: self._cleaned_up(job, end, report, error),
+
+        def stored(committed: bool) -> None:
+            if not committed:
+                self._not_stored(job)
+                return
+            self._jobmanager.run_async(
+                asyncio.to_thread(clean_up, end, discard_staged),
+                lambda report, error: self._cleaned_up(job, end, report, error),
+            )
+
+        return stored
+
+    def _not_stored(self, job: JobMaster) -> None:
+        """The job's end was not stored: its checkpoints, keyed state, staged output and
+        partitions are what the store's latest checkpoint points at, so all of it stays."""
+        self._in_progress.pop(job.job_id, None)
+        log.warning(
+            "Job %s (%s) is %s here, but the job store did not take that status (this JobManager "
+            "no longer leads, or the store failed): its checkpoints and data stay for the JobManager "
+            "that recovers it.",
+            job.name,
+            job.job_id,
+            job.status.value,
         )
+        for start in self._waiting.pop(job.job_id, []):
+            start()
 
     def _cleaned_up(
         self, job: JobMaster, end: JobEnd, report: JobEndReport | None, error: BaseException | None

@@ -113,26 +113,34 @@ class JobPersistence:
         *args: Any,
         then: Callable[[], None] | None = None,
         refused: Callable[[], None] | None = None,
+        on_stored: Callable[[bool], None] | None = None,
     ) -> None:
         """Call a JobStore method off the mailbox, in call order (one writer thread);
-        `then` runs on that thread once the call has committed, `refused` if the store
-        refused it because this JobManager is no longer the leader."""
+        `then` runs on that thread once the call has committed, `refused` there if the
+        store refused it because this JobManager is no longer the leader;
+        `on_stored(committed)` runs in the mailbox after it, False when the write was
+        refused (a deposed leader's, fenced) or failed."""
         if self.job_store is None:
             return
         store_call = getattr(self.job_store, method)  # the view of now, also for a write that runs later
 
-        def write() -> None:
+        def write() -> bool:
             try:
                 store_call(*args)
             except JobStoreError as exc:
                 log.warning("job store: %s", exc)
                 if refused is not None and isinstance(exc, FencingTokenMismatch):
                     refused()
-                return
+                return False
             if then is not None:
                 then()
+            return True
 
-        self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, write))
+        def done(committed: bool | None, error: BaseException | None) -> None:
+            if on_stored is not None:
+                on_stored(bool(committed) and error is None)
+
+        self._host.run_async(asyncio.get_running_loop().run_in_executor(self._writer, write), done)
 
     def submitted(self, job: JobMaster, start: Callable[[JobMaster], bool]) -> asyncio.Future[Message]:
         """The answer to a job's submission. Without a job store: `start(job)` now, answered
@@ -233,10 +241,20 @@ class JobPersistence:
             refused=(lambda: filesystem.filesystem_for(location).delete(location)) if is_savepoint else None,
         )
 
-    def status_changed(self, job: JobMaster, event: JobStatusChanged) -> None:
+    def status_changed(
+        self, job: JobMaster, event: JobStatusChanged, on_stored: Callable[[bool], None] | None = None
+    ) -> None:
         """Store the new status; a recovered job that got RUNNING (or ended) is recovered;
-        a finished job is archived and counts towards the retention."""
-        self._write("update_status", job.job_id, event.new_state, event.timestamp)
+        a finished job is archived and counts towards the retention. `on_stored(committed)`
+        runs in the mailbox once the status write committed (at once without a store), or
+        with False when it was refused: a deposed leader's end of a job is not the job's
+        end, and what the store still points at must stay (Flink cleans a job up only once
+        its result is stored)."""
+        if self.job_store is None:
+            if on_stored is not None:
+                on_stored(True)
+        else:
+            self._write("update_status", job.job_id, event.new_state, event.timestamp, on_stored=on_stored)
         if job.job_id in self._recovering and (job.status is JobStatus.RUNNING or job.status.is_terminal):
             self._recovering.discard(job.job_id)
             self._write("end_recovery", job.job_id)

@@ -259,10 +259,10 @@ class JobManager(RpcEndpoint):
         self.events.publish(event)
         for listener in self.status_listeners:
             listener(event)
-        self.persistence.status_changed(job, event)
-        if job.status.is_terminal:
-            # Checkpoints as the retention says, then keyed state, staged output, partitions.
-            self.job_end_cleanup.job_ended(job)
+        # Checkpoints as the retention says, then keyed state, staged output, partitions:
+        # only once the store took the job's end (a deposed leader's write is fenced).
+        cleanup = self.job_end_cleanup.job_ended(job) if job.status.is_terminal else None
+        self.persistence.status_changed(job, event, on_stored=cleanup)
 
     # -- jobs ------------------------------------------------------------------------------------------
 

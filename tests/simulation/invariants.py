@@ -11,7 +11,10 @@
   leader has slots allocated on it (a slot freed while its task still runs);
 - checkpoint ids strictly increase per job, across JobManager epochs;
 - at the end: every job terminal within the bound after faults stop (liveness), and
-  once settled no slot stays allocated and no task runs.
+  once settled no slot stays allocated and no task runs;
+- restore/missing-checkpoint, at the end: no job FAILED because the checkpoint or
+  savepoint the job store pointed it at could not be read (a JobManager deleted a
+  folder the store still named; the simulation never submits from a savepoint).
 """
 
 from __future__ import annotations
@@ -294,3 +297,21 @@ def _accepted(message: Message, answer: Message) -> bool:
     if isinstance(message, RequestNextInputSplit):
         return isinstance(answer, NextInputSplit) and answer.split is not None
     return isinstance(answer, Acknowledge) and answer.ok
+
+
+def check_restores(world: World, job_ids: dict[str, str]) -> None:
+    """restore/missing-checkpoint: a job recovered from the store's latest checkpoint (or a
+    savepoint it lists) must find it; a FAILED job whose root exception is the restore's
+    SavepointRestoreError lost that checkpoint to a JobManager that deleted it while the
+    store still pointed at it (seed 265: a deposed leader's job-end cleanup)."""
+    for name, job_id in job_ids.items():
+        record = world.store.jobs.get(job_id)
+        if record is None or record.status != "FAILED" or not record.exceptions:
+            continue
+        root = str(record.exceptions.get("root-exception") or "")
+        if root.startswith("SavepointRestoreError"):
+            stored = [c.location for c in world.store.checkpoints(job_id)]
+            world.violate(
+                "restore/missing-checkpoint",
+                f"{name} FAILED restoring what the job store points at ({stored}): {root.splitlines()[0]}",
+            )

@@ -30,7 +30,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcException
 from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
-from tests.simulation.invariants import Invariants
+from tests.simulation.invariants import Invariants, check_restores
 from tests.simulation.network import NetworkFaults, SimRpc
 from tests.simulation.tasks import TaskFaults
 from tests.simulation.world import DATA_ROOT, World, cluster_config
@@ -369,6 +369,7 @@ async def _until_done(
     world.trace("every job is terminal; settling")
     await asyncio.sleep(SETTLE)
     _check_settled(world)
+    check_restores(world, job_ids)
     _check_cancelled(world)
     _check_stops(world, schedule, job_ids)
 

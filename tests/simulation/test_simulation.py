@@ -134,6 +134,17 @@ def test_a_lost_partition_reported_twice_reruns_its_producer_once() -> None:
     assert result.ok, result.violations
 
 
+def test_a_deposed_leader_deletes_no_checkpoint_the_store_points_at() -> None:
+    # jobmanager-a (lease 1) is deposed at t=1.61 and learns it only at ~3.6; meanwhile job1
+    # finishes there at 1.94: its FINISHED is refused by the fenced store, which still names
+    # job1 RUNNING from chk-2. a's job-end cleanup used to delete chk-2 anyway, and job1,
+    # recovered by a (lease 3), FAILED with SavepointRestoreError (restore/missing-checkpoint).
+    # Now the cleanup runs only once the store took the job's end: job1 is rerun from chk-2.
+    result = in_subprocess(replay, 265)
+    assert result.ok, result.violations
+    assert result.job_states["job1"] == "FINISHED", result.job_states
+
+
 def test_a_consumer_is_not_deployed_from_a_restarted_producers_partition() -> None:
     # The JobManager is cut off from t=2.72 to 9.46 right after source[2]#0 reported its
     # partition and before its FINISHED arrived; the lost TaskManager fails source[2]#0, which

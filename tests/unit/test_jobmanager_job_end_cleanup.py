@@ -85,13 +85,15 @@ async def test_a_cancelled_job_keeps_its_checkpoints_and_a_job_from_one_waits_fo
     host = FakeHost()
     cleanup = JobEndCleanup(host)
     ended = FakeJob("j1", JobStatus.CANCELED, ["/cp/j1/chk-3"])
-    cleanup.job_ended(ended)
+    stored = cleanup.job_ended(ended)
     resumed = FakeJob("j2", JobStatus.CREATED, [], {"execution.savepoint.path": "/cp/j1/chk-3/_metadata"})
     cleanup.start_when_settled(resumed)
     fresh = FakeJob("j3", JobStatus.CREATED, [])
     cleanup.start_when_settled(fresh)
     assert fresh.started and not resumed.started  # j2 reads chk-3, which is being made self-contained
 
+    assert stored is not None
+    stored(True)  # the job store took CANCELED
     await host.finish(JobEndReport(kept=["/cp/j1/chk-3"]))
     (end,) = ends
     assert (end.keep, end.discard, end.status) == (["/cp/j1/chk-3"], [], JobStatus.CANCELED)
@@ -101,15 +103,32 @@ async def test_a_cancelled_job_keeps_its_checkpoints_and_a_job_from_one_waits_fo
 async def test_partitions_stay_while_a_kept_checkpoint_still_refers_to_them(ends: list[JobEnd]) -> None:
     host = FakeHost()
     cleanup = JobEndCleanup(host)
-    cleanup.job_ended(FakeJob("j1", JobStatus.FAILED, ["/cp/j1/chk-3"]))
+    stored = cleanup.job_ended(FakeJob("j1", JobStatus.FAILED, ["/cp/j1/chk-3"]))
+    assert stored is not None
+    stored(True)
     await host.finish(JobEndReport(not_externalized=["/cp/j1/chk-3"]))
     assert host.released == []
 
 
 def test_a_suspended_job_loses_nothing(ends: list[JobEnd]) -> None:
     host = FakeHost()
-    JobEndCleanup(host).job_ended(FakeJob("j1", JobStatus.SUSPENDED, ["/cp/j1/chk-3"]))
+    assert JobEndCleanup(host).job_ended(FakeJob("j1", JobStatus.SUSPENDED, ["/cp/j1/chk-3"])) is None
     assert host.work == [] and ends == []  # the JobManager that recovers it needs all of it
+
+
+def test_a_job_end_the_store_refused_removes_nothing(ends: list[JobEnd]) -> None:
+    """A deposed leader (its status write fenced off) saw the job end: the store still
+    names the job running from its latest checkpoint, which the next leader restores."""
+    host = FakeHost()
+    cleanup = JobEndCleanup(host)
+    stored = cleanup.job_ended(FakeJob("j1", JobStatus.CANCELED, ["/cp/j1/chk-2"]))
+    assert host.work == [] and ends == []  # nothing before the store answered
+    resumed = FakeJob("j2", JobStatus.CREATED, [], {"execution.savepoint.path": "/cp/j1/chk-2"})
+    cleanup.start_when_settled(resumed)
+    assert not resumed.started and stored is not None  # chk-2 is to be kept (made self-contained)
+    stored(False)
+    assert host.work == [] and ends == [] and host.released == []  # checkpoints, partitions: all stay
+    assert resumed.started  # nothing is being made self-contained any more
 
 
 # -- TaskFencing ----------------------------------------------------------------------------------

@@ -331,3 +331,72 @@ async def test_an_ended_jobs_request_its_jobmanager_never_completed_answers_fail
     failure = requests["stop"]["operation"]["failure-cause"]
     assert "stopped before it completed" in failure["stack-trace"] and "CANCELED" in failure["stack-trace"]
     persistence.close()
+
+
+class EndingJob(FakeJob):
+    """A FakeJob as JobEndCleanup also sees it: its retained checkpoints on disk."""
+
+    def __init__(self, job_graph: JobGraph, checkpoints_dir: Path, retained: list[str]) -> None:
+        super().__init__(job_graph)
+        self.name = job_graph.name
+        self.config = Configuration()
+        self.prepared = False
+        self.coordinator.retained_checkpoints = retained  # type: ignore[attr-defined]
+        self.coordinator.retention = "NO_EXTERNALIZED_CHECKPOINTS"  # type: ignore[attr-defined]
+        self.coordinator.checkpoints_dir = str(checkpoints_dir)  # type: ignore[attr-defined]
+        self.coordinator.stats = FakeStats()  # type: ignore[attr-defined]
+
+
+class FakeStats:
+    def discarded(self, locations: list[str]) -> None:
+        pass
+
+
+class CleanupHost(FakeHost):
+    def __init__(self) -> None:
+        super().__init__()
+        self.released: list[str] = []
+
+    def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
+        self.released.append(job_id)
+
+
+@pytest.mark.parametrize("deposed", [True, False])
+async def test_a_job_end_is_cleaned_up_only_once_the_store_took_it(
+    store: JobStore, tmp_path: Path, deposed: bool
+) -> None:
+    """Seed 265 of the simulation: a leader deposed without knowing it finishes a job. Its
+    FINISHED is refused by the fenced store, which still names the job running from chk-2:
+    chk-2 (real files) must stay for the next leader's recovery. The leader's is deleted."""
+    from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
+
+    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
+    lease = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
+    assert lease is not None
+    host = CleanupHost()
+    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
+    persistence.fence(lease.token)
+    checkpoint = tmp_path / "checkpoints" / JOB / "chk-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "_metadata").write_text("{}")
+    job = EndingJob(graph(), tmp_path / "checkpoints", [str(checkpoint)])
+    persistence.job_submitted(job.job_graph, lambda error: None)
+    persistence.checkpoint_completed(JOB, 2, str(checkpoint), False, 1, [])
+    await host.settle()
+    if deposed:
+        time.sleep(0.01)
+        assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+    cleanup = JobEndCleanup(host)  # type: ignore[arg-type]
+    event = changed(job, JobStatus.FINISHED, at=time.time())
+    persistence.status_changed(job, event, on_stored=cleanup.job_ended(job))  # type: ignore[arg-type]
+    for _ in range(3):  # the status write, then the cleanup's thread
+        await host.settle()
+        await asyncio.sleep(0.05)
+    record = store.job(JOB)
+    assert record is not None
+    if deposed:
+        assert record.status != "FINISHED" and [c.location for c in store.checkpoints(JOB)] == [str(checkpoint)]
+        assert (checkpoint / "_metadata").exists() and host.released == []
+    else:
+        assert record.status == "FINISHED" and not checkpoint.exists() and host.released == [JOB]
+    persistence.close()
