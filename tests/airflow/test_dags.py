@@ -21,7 +21,14 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 
-pytestmark = pytest.mark.xdist_group("airflow-db")  # one worker makes the in-process metadata DB (make test: -n 2)
+pytestmark = [
+    pytest.mark.xdist_group("airflow-db"),  # one worker makes the in-process metadata DB (make test: -n 2)
+    # dag.test() runs the tasks in this process; once, a stop whose savepoint never completed
+    # kept a task waiting and pytest-timeout's signal method did not fire for 27 minutes,
+    # holding up the whole run. The thread method ends this process instead; xdist reports
+    # the test as failed and starts another worker.
+    pytest.mark.timeout(300, method="thread"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = ROOT / "dags"
