@@ -82,13 +82,20 @@ class _Handle(events.Handle):
     __slots__ = ()
 
     def __init__(self, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: Any) -> None:
-        self._context = copy_context() if context is None else context
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _set_up(self, callback, args, loop, context)
+
+
+def _set_up(
+    handle: events.Handle, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: Any
+) -> None:
+    """What events.Handle.__init__ sets, minus its debug-mode check."""
+    handle._context = copy_context() if context is None else context  # type: ignore[attr-defined]
+    handle._loop = loop  # type: ignore[attr-defined]
+    handle._callback = callback  # type: ignore[attr-defined]
+    handle._args = args  # type: ignore[attr-defined]
+    handle._cancelled = False  # type: ignore[attr-defined]
+    handle._repr = None  # type: ignore[attr-defined]
+    handle._source_traceback = None  # type: ignore[attr-defined]
 
 
 class _TimerHandle(events.TimerHandle):
@@ -97,13 +104,7 @@ class _TimerHandle(events.TimerHandle):
     def __init__(
         self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], loop: Any, context: Any
     ) -> None:
-        self._context = copy_context() if context is None else context
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _set_up(self, callback, args, loop, context)
         self._when = when
         self._scheduled = True
 

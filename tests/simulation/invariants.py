@@ -36,6 +36,7 @@ from flink_runtime.rpc.messages import (
 )
 
 if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
     from tests.simulation.network import SimRpc
     from tests.simulation.tasks import SimTask
     from tests.simulation.world import World
@@ -217,12 +218,20 @@ class Invariants:
 
     # -- output --------------------------------------------------------------------------------------------
 
-    def _chunk(self, task: SimTask, split: int) -> None:
+    def _current_job_of(self, task: SimTask) -> JobMaster | None:
+        """The task's job at the leading JobManager, if the task was deployed by that
+        JobManager into the job's current run; None for anything older."""
         jobmanager = self.world.jobmanager
         if jobmanager is None or task.descriptor.jobmanager_id != jobmanager.jobmanager_id:
-            return
+            return None
         job = jobmanager.jobs.get(task.job_id)
         if job is None or job.graph is None or task.descriptor.data_namespace != job.data_namespace:
+            return None
+        return job
+
+    def _chunk(self, task: SimTask, split: int) -> None:
+        job = self._current_job_of(task)
+        if job is None:
             return
         if job.graph.execution(task.execution_id) is None:
             self.violate(
@@ -234,11 +243,8 @@ class Invariants:
     def _read(self, task: SimTask, vertex_id: str, subtask: int, producer: str) -> None:
         """A current consumer attempt reads only the partition of its producer's current,
         finished attempt (the one the JobMaster named in its descriptor)."""
-        jobmanager = self.world.jobmanager
-        if jobmanager is None or task.descriptor.jobmanager_id != jobmanager.jobmanager_id:
-            return
-        job = jobmanager.jobs.get(task.job_id)
-        if job is None or job.graph is None or task.descriptor.data_namespace != job.data_namespace:
+        job = self._current_job_of(task)
+        if job is None:
             return
         if job.graph.execution(task.execution_id) is None:
             return  # a superseded consumer: if it commits, _chunk reports it
