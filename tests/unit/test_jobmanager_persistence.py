@@ -254,17 +254,29 @@ async def test_a_submitted_job_is_reported_stored_only_once_committed(store: Job
     persistence.close()
 
 
+class LeaderA:
+    """jobmanager-a leading the store's "prod" lease, its persistence fenced with that lease's
+    token; `depose()` lets the lease lapse to jobmanager-b without telling a."""
+
+    def __init__(self, store: JobStore, host: FakeHost) -> None:
+        self.leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
+        lease = self.leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
+        assert lease is not None
+        self.persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
+        self.persistence.fence(lease.token)
+
+    def depose(self) -> None:
+        time.sleep(0.01)
+        assert self.leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+
+
 async def test_a_deposed_leaders_submission_is_reported_refused(store: JobStore) -> None:
     """A leader that lost its lease (and has not noticed yet) writes with a stale token:
     the refusal reaches the submission (answered with an error), not only the log."""
-    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
-    first = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
-    assert first is not None
     host = FakeHost()
-    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
-    persistence.fence(first.token)
-    time.sleep(0.01)
-    assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+    leader = LeaderA(store, host)
+    persistence = leader.persistence
+    leader.depose()
     errors: list[BaseException | None] = []
     persistence.job_submitted(graph(), errors.append)
     await host.settle()
@@ -290,19 +302,15 @@ async def test_a_savepoint_a_deposed_leaders_store_write_refused_is_deleted(stor
     """A deposed leader (not noticed yet) writes a savepoint; the store refuses to record
     it, so no leader lists it and its request answers failed there: the folder goes."""
     store.add_job(JOB, "numbers", graph().to_json(), 1.0)
-    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
-    first = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
-    assert first is not None
     host = FakeHost()
-    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
-    persistence.fence(first.token)
+    leader = LeaderA(store, host)
+    persistence = leader.persistence
     kept = tmp_path / "savepoint-012345-kept"
     kept.mkdir()
     (kept / "_metadata").write_text("{}")
     persistence.checkpoint_completed(JOB, 1, str(kept), True, 2, [])
     await host.settle()
-    time.sleep(0.01)
-    assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+    leader.depose()
     refused = tmp_path / "savepoint-012345-refused"
     refused.mkdir()
     (refused / "_metadata").write_text("{}")
@@ -370,12 +378,9 @@ async def test_a_job_end_is_cleaned_up_only_once_the_store_took_it(
     chk-2 (real files) must stay for the next leader's recovery. The leader's is deleted."""
     from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
 
-    leases = LeaseStore(store.engine, "prod", store.WRITE_OPTIONS)
-    lease = leases.try_acquire("jobmanager-a", "a", "http://a", 10.0)
-    assert lease is not None
     host = CleanupHost()
-    persistence = JobPersistence(Configuration(), store, host, fencing_cluster="prod")
-    persistence.fence(lease.token)
+    leader = LeaderA(store, host)
+    persistence = leader.persistence
     checkpoint = tmp_path / "checkpoints" / JOB / "chk-2"
     checkpoint.mkdir(parents=True)
     (checkpoint / "_metadata").write_text("{}")
@@ -384,8 +389,7 @@ async def test_a_job_end_is_cleaned_up_only_once_the_store_took_it(
     persistence.checkpoint_completed(JOB, 2, str(checkpoint), False, 1, [])
     await host.settle()
     if deposed:
-        time.sleep(0.01)
-        assert leases.try_acquire("jobmanager-b", "b", "http://b", 0.0) is not None  # a's lease expired: b leads
+        leader.depose()
     cleanup = JobEndCleanup(host)  # type: ignore[arg-type]
     event = changed(job, JobStatus.FINISHED, at=time.time())
     persistence.status_changed(job, event, on_stored=cleanup.job_ended(job))  # type: ignore[arg-type]
