@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pytest
 
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import ExecutionState
@@ -100,14 +99,6 @@ class FakeHost:
 def resource_manager() -> ResourceManager:
     config = Configuration({"security.cluster.secret": SECRET, "heartbeat.timeout": "60 s"})
     return ResourceManager(FakeHost(), config, SECRET)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-async def endpoints() -> AsyncIterator[list[RpcEndpoint]]:
-    started: list[RpcEndpoint] = []
-    yield started
-    for endpoint in reversed(started):
-        await endpoint.stop()
 
 
 async def until(condition: Any, what: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -68,15 +67,6 @@ class FakeJobManager(RpcEndpoint):
             return Acknowledge()
 
         return later()
-
-
-@pytest.fixture
-async def endpoints() -> AsyncIterator[list[RpcEndpoint]]:
-    """Endpoints a test started; stopped at its end, last started first."""
-    started: list[RpcEndpoint] = []
-    yield started
-    for endpoint in reversed(started):
-        await endpoint.stop()
 
 
 async def start(endpoints: list[RpcEndpoint], endpoint: RpcEndpoint) -> Any:
