@@ -424,6 +424,18 @@ class FakeConnectSession:
         self.artifacts.append((path, pyfile))
 
 
+class CountingSpark:
+    """A `spark` callable handing out one session, counting how often it was asked."""
+
+    def __init__(self, session: FakeClassicSession) -> None:
+        self.session = session
+        self.calls = 0
+
+    def __call__(self) -> FakeClassicSession:
+        self.calls += 1
+        return self.session
+
+
 def test_each_library_is_registered_once_with_a_classic_session(tmp_path: Path) -> None:
     module = unique("udfs")
     data = f"NAME = '{module}'\n".encode()
@@ -434,17 +446,12 @@ def test_each_library_is_registered_once_with_a_classic_session(tmp_path: Path) 
     on_taskmanager = BlobStore(str(tmp_path / "tm"))
     on_taskmanager.put(f"{module}.py", data)
     session = FakeClassicSession()
-    calls = 0
-
-    def spark() -> FakeClassicSession:
-        nonlocal calls
-        calls += 1
-        return session
+    spark = CountingSpark(session)
 
     activate_libraries([str(key)], cache_dir=on_jobmanager.directory, spark=spark)
     activate_libraries([str(key)], cache_dir=on_taskmanager.directory, spark=spark)
     assert session.sparkContext.py_files == [on_jobmanager.path(key)]
-    assert calls == 2
+    assert spark.calls == 2
 
     other = BlobStore(str(tmp_path / "other")).put(f"{module}.py", b"NAME = 'another version'\n")
     with pytest.raises(LibraryError, match=f"different library file named '{module}.py'.*Rename the file"):
@@ -465,19 +472,14 @@ def test_lazily_activated_libraries_start_spark_only_when_the_code_asks_for_it(t
     module = unique("lazy")
     key = BlobStore(str(tmp_path / "jm")).put(f"{module}.py", f"NAME = '{module}'\n".encode())
     session = FakeClassicSession()
-    calls = 0
-
-    def spark() -> FakeClassicSession:
-        nonlocal calls
-        calls += 1
-        return session
+    spark = CountingSpark(session)
 
     getter = activate_libraries_lazily([str(key)], cache_dir=str(tmp_path / "jm"), spark=spark)
     imported = importlib.import_module(module)  # importable at once, in this process
     assert vars(imported)["NAME"] == module
-    assert calls == 0 and session.sparkContext.py_files == []  # no SparkSession started for it
+    assert spark.calls == 0 and session.sparkContext.py_files == []  # no SparkSession started for it
     assert getter() is session and getter() is session
-    assert calls == 2 and session.sparkContext.py_files == [BlobStore(str(tmp_path / "jm")).path(key)]  # once
+    assert spark.calls == 2 and session.sparkContext.py_files == [BlobStore(str(tmp_path / "jm")).path(key)]  # once
 
     other = BlobStore(str(tmp_path / "other")).put(f"{module}.py", b"NAME = 'another version'\n")
     conflicting = activate_libraries_lazily([str(other)], cache_dir=str(tmp_path / "other"), spark=spark)
