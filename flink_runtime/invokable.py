@@ -149,6 +149,15 @@ class Prepared:
     output: Any = None
     # A continuous source: look for new input this often (seconds) once a round is done.
     monitor_interval: float | None = None
+    # Where the vertex stages output until the job ends (its checkpoints record the
+    # committed part); filled in by the planner from staged_output_root.
+    staged_output_root: str | None = None
+    # After a stop, this vertex reads its inputs' whole output again (a join): the
+    # stop's savepoint keeps what they produced so far ...
+    rereads_inputs_after_stop: bool = False
+    # ... unless that producer emits again everything it ever read (a keyed final
+    # aggregate, whose state carries what it read before the stop).
+    reemits_all_it_read: bool = False
 
 
 class AbstractInvokable:

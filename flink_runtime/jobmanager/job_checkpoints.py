@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, ProgressTracker
 from flink_runtime.executiongraph import ExecutionState, JobStatus
-from flink_runtime.invokable import builtin_invokable
 from flink_runtime.jobmanager.operation_requests import OperationRequests
-from flink_runtime.operators.spark.chain import inputs_needed_after_stop
 
 if TYPE_CHECKING:
     from flink_runtime.checkpoint.job import CheckpointGateway
@@ -266,13 +264,23 @@ class JobCheckpointing:
         return self._partitions.address(partition_id)
 
     def inputs_needed_after_stop(self) -> set[str]:
-        return inputs_needed_after_stop(self.job_graph)
+        return outputs_kept_after_stop(self.job_graph, self._host.prepared)
 
     def sink_staging_root(self, vertex_id: str) -> str | None:
-        if self.graph is None:
-            return None
-        job_vertex = self.graph.vertices[vertex_id].job_vertex
-        # Only built-in invokables stage output, and only they are imported here: a job's
-        # own classes are never imported into the JobManager.
-        invokable = builtin_invokable(job_vertex.invokable)
-        return invokable.staged_output_root(job_vertex, self.data_namespace) if invokable is not None else None
+        prepared = self._host.prepared.get(vertex_id)
+        return prepared.staged_output_root if prepared is not None else None
+
+
+def outputs_kept_after_stop(job_graph: JobGraph, prepared: dict[str, Prepared]) -> set[str]:
+    """Producers whose whole output so far a stop's savepoint keeps: those feeding a vertex
+    that reads its inputs again after a stop (a join), unless the producer emits again
+    everything it ever read. Read from the vertices' preparation, never their operators."""
+    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
+    kept: set[str] = set()
+    for edge in job_graph.edges:
+        consumer, producer = prepared.get(edge.target), producer_of.get(edge.source)
+        if consumer is None or producer not in prepared or not consumer.rereads_inputs_after_stop:
+            continue
+        if not prepared[producer].reemits_all_it_read:
+            kept.add(producer)
+    return kept

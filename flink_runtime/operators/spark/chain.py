@@ -20,7 +20,6 @@ from flink_runtime.operators.aggregates import final_expressions, partial_expres
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from flink_runtime.jobgraph.jobgraph import JobGraph
 
 MULTI_INPUT_OPERATORS = ("join", "union")
 
@@ -35,23 +34,6 @@ def reemits_all_it_read(operators: list[dict[str, Any]]) -> bool:
     any other chain's output adds to it."""
     rest = operators[1:] if operators and operators[0].get("op") in MULTI_INPUT_OPERATORS else operators
     return bool(rest) and rest[0].get("op") == "aggregate" and rest[0].get("phase") == "final"
-
-
-def inputs_needed_after_stop(job_graph: JobGraph) -> set[str]:
-    """Vertices whose whole output a join must see again after a stop: every producer
-    feeding a join, unless it re-emits everything itself (a keyed final aggregate, whose
-    state carries what it read before the stop)."""
-    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
-    producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
-    needed: set[str] = set()
-    for edge in job_graph.edges:
-        operators = vertices[edge.target].config.get("operators") or [{}]
-        if operators[0].get("op") != "join":
-            continue
-        producer = producer_of.get(edge.source)
-        if producer is not None and not reemits_all_it_read(vertices[producer].config.get("operators") or []):
-            needed.add(producer)
-    return needed
 
 
 class OperatorError(ValueError):

@@ -97,7 +97,15 @@ class SparkTask(AbstractInvokable):
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         monitor = config.get("source", {}).get("monitor_interval")
-        return Prepared(splits=splits, config={RESOLVED: resolved}, output=output_schema, monitor_interval=monitor)
+        operators = config.get("operators") or []
+        return Prepared(
+            splits=splits,
+            config={RESOLVED: resolved},
+            output=output_schema,
+            monitor_interval=monitor,
+            rereads_inputs_after_stop=bool(operators) and operators[0].get("op") == "join",
+            reemits_all_it_read=reemits_all_it_read(operators),
+        )
 
     @classmethod
     def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
