@@ -410,6 +410,7 @@ class JobMaster:
                     hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
+                    self.rounds.take_idle()  # a continuous job's stop: no round starts meanwhile
                     self.checkpointing.write_stop_savepoint(
                         lambda failed: self._execute(self.scheduling.stop_savepoint_done(failed))
                     )
@@ -419,7 +420,7 @@ class JobMaster:
                 case js.ResumeRounds():
                     # What the stopped run read is published (as a stop does); the job goes on
                     # in rounds, as a continuous job does: the next reads what this one did not.
-                    self._execute(self.scheduling.round_done(failed=False))
+                    self._execute(self.scheduling.round_done(failed=False, stopping=False))
                 case js.ConcludeFailed():
                     self._execute(self.scheduling.conclude_failed())
                 case js.Finish():
@@ -468,7 +469,7 @@ class JobMaster:
     def _on_round_published(self, result: None, error: BaseException | None) -> None:
         if error is not None and self.status is JobStatus.RUNNING:
             self.exceptions.append(exception_entry(error))
-        self._execute(self.scheduling.round_done(error is not None))
+        self._execute(self.scheduling.round_done(error is not None, self.stopping))
 
     def end(self, error: BaseException | None) -> None:
         """A running job ends (rounds.py: a batch job's last round after a failed stop)."""

@@ -317,8 +317,9 @@ class JobScheduling:
         self.finalizing = False
         return [self.to(JobStatus.FINISHED), Finish()]
 
-    def round_done(self, failed: bool) -> list[Action]:
-        """A round's output is published (or failed to be)."""
+    def round_done(self, failed: bool, stopping: bool) -> list[Action]:
+        """A round's output is published (or failed to be); `stopping`: a stop arrived
+        while it was published."""
         self.finalizing = False
         if self.status is not JobStatus.RUNNING:
             # Cancelled (or failing) while the round's output was published: that request
@@ -326,6 +327,10 @@ class JobScheduling:
             return self.check_completion(continuous=True, stopping=False)
         if failed:
             return self.end(True)
+        if stopping:
+            # The stop found the round publishing, neither running nor between rounds: the
+            # job is between rounds now, so its savepoint, as for a stop that finds it idle.
+            return [AwaitInput(), *self.stop_while_idle()]
         return [AwaitInput()]
 
     def end(self, failed: bool) -> list[Action]:

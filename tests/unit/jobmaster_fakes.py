@@ -48,6 +48,7 @@ class FakePlanner:
 
     splits: int = 2
     publish_error: BaseException | None = None
+    monitor_interval: float | None = None  # set: the sources are continuous (the job runs in rounds)
     published: list[JobStatus] = field(default_factory=list)
 
     def run(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
@@ -55,7 +56,11 @@ class FakePlanner:
             graph = JobGraph.from_json(args[0]) if isinstance(args[0], (str, bytes)) else args[0]
             sources = {v.id for v in graph.vertices} - {edge.target for edge in graph.edges}
             return {
-                v.id: Prepared(splits=[InputSplit(n) for n in range(self.splits)] if v.id in sources else [])
+                v.id: Prepared(
+                    splits=[InputSplit(n) for n in range(self.splits)], monitor_interval=self.monitor_interval
+                )
+                if v.id in sources
+                else Prepared()
                 for v in graph.vertices
             }
         if function is planner_tasks.run_terminal_hooks:

@@ -127,8 +127,19 @@ def test_a_stop_publishes_then_writes_the_savepoint_and_a_failed_savepoint_goes_
     assert scheduling.published(failed=False, stopping=True) == [js.TriggerStopSavepoint()]
     assert scheduling.finalizing  # until the savepoint is written: no completion meanwhile
     assert scheduling.stop_savepoint_done(failed=True) == [js.ResumeRounds()]
-    assert scheduling.round_done(failed=False) == [js.AwaitInput()]
+    assert scheduling.round_done(failed=False, stopping=False) == [js.AwaitInput()]
     assert scheduling.status is J.RUNNING and not scheduling.finalizing
+
+
+def test_a_stop_that_arrives_while_a_round_is_published_writes_its_savepoint_after_it() -> None:
+    # Neither running nor between rounds when the stop came: nothing else would trigger it.
+    scheduling, _ = running(NoRestart())
+    for _ in range(3):
+        scheduling.execution_stopped(finished=True)
+    assert scheduling.check_completion(continuous=True, stopping=False) == [js.Publish(next_round=True)]
+    assert scheduling.round_done(failed=False, stopping=True) == [js.AwaitInput(), js.TriggerStopSavepoint()]
+    assert scheduling.finalizing
+    assert scheduling.stop_savepoint_done(failed=False) == [js.Transition(J.RUNNING, J.FINISHED), js.Finish()]
 
 
 def test_a_successful_stop_savepoint_finishes_the_job() -> None:
@@ -153,4 +164,4 @@ def test_a_round_published_while_cancelling_ends_the_job() -> None:
         scheduling.execution_stopped(finished=True)
     assert scheduling.check_completion(continuous=True, stopping=False) == [js.Publish(next_round=True)]
     scheduling.cancel()
-    assert scheduling.round_done(failed=False) == [js.Transition(J.CANCELLING, J.CANCELED), js.Finish()]
+    assert scheduling.round_done(failed=False, stopping=False) == [js.Transition(J.CANCELLING, J.CANCELED), js.Finish()]

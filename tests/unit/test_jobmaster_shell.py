@@ -193,6 +193,22 @@ def test_stop_with_savepoint_publishes_then_writes_the_savepoint_then_finishes(t
     assert Path(location).is_dir() and location.startswith(str(tmp_path / "sp"))
 
 
+def test_a_stop_that_arrives_while_a_round_is_published_finishes_the_job(tmp_path: Path) -> None:
+    # A continuous job publishing its round is neither running tasks nor between rounds: the
+    # stop used to wait for a savepoint nothing would trigger (Airflow's stop task hung).
+    planner = FakePlanner(splits=1, monitor_interval=5.0)
+    job, gateway = start_job(job_graph(("source", 1)), {"state.checkpoints.dir": str(tmp_path / "cp")}, planner=planner)
+    finish_deployed(job)  # the round is done: its output is being published (a worker's job)
+    request = job.stop_with_savepoint(str(tmp_path / "sp"), drain=False)
+    gateway.settle()
+    assert gateway.planner.published == [JobStatus.FINISHED]
+    assert job.status is JobStatus.FINISHED
+    location = gateway.savepoint_status[request]["operation"]["location"]
+    assert Path(location, "_metadata").is_file()
+    gateway.advance(10.0)  # and no round starts after the stop
+    assert job.status is JobStatus.FINISHED and len(gateway.submitted) == 1
+
+
 def test_a_stop_of_a_job_cancelled_before_its_savepoint_completes_failed(tmp_path: Path) -> None:
     # The stop waits for the running source; the job is cancelled meanwhile: the stop's
     # request completes failed (Flink completes its future exceptionally), not IN_PROGRESS.
