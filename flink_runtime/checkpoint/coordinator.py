@@ -166,12 +166,21 @@ class CheckpointCoordinator:
     def _periodic(self) -> None:
         if self.job.status.is_terminal:
             return
-        if self.job.accepts_checkpoints() and not any(not p.is_savepoint for p in self.pending.values()):
-            try:
-                self.trigger(is_savepoint=False)
-            except CheckpointFailure as exc:  # no id reserved yet: the next interval tries again
-                log.info("Checkpoint of job %s not triggered: %s", self.job.job_id, exc)
+        self.checkpoint_now()
         self.job.gateway.schedule_once(self.interval, self._periodic)
+
+    def checkpoint_now(self) -> None:
+        """With periodic checkpoints on, one now (unless one is under way): a continuous
+        job's round just published, and a recovery from an older checkpoint would read
+        that round's input again."""
+        if not self.interval or not self.job.accepts_checkpoints():
+            return
+        if any(not p.is_savepoint for p in self.pending.values()):
+            return
+        try:
+            self.trigger(is_savepoint=False)
+        except CheckpointFailure as exc:  # no id reserved yet: the next interval tries again
+            log.info("Checkpoint of job %s not triggered: %s", self.job.job_id, exc)
 
     def check_savepoint_target(self, target_directory: str | None) -> str:
         """The directory a savepoint would go to, checked now: a request that could not be

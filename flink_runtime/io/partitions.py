@@ -306,10 +306,11 @@ class InputGate:
                 )
 
 
-# What names a job's partitions under the data directory: its id, or a run or round of
-# it (`<job id>/run-<hex>`, `<job id>/round-<n>`). Never a path of the sender's choosing:
-# a ReleasePartitions naming `/` or `../x` must not delete anything outside.
-_DATA_NAMESPACE = re.compile(r"[0-9a-f]{32}(/(run-[0-9a-f]{8}|round-[0-9]{1,9}))?")
+# What names a job's partitions under the data directory: its id, a run of it recovered
+# after a JobManager restart (`<job id>/run-<hex>`), or a later round of either
+# (`<job id>/round-<n>`, `<job id>/run-<hex>/round-<n>`). Never a path of the sender's
+# choosing: a ReleasePartitions naming `/` or `../x` must not delete anything outside.
+_DATA_NAMESPACE = re.compile(r"[0-9a-f]{32}(/run-[0-9a-f]{8})?(/round-[0-9]{1,9})?")
 
 
 class InvalidDataNamespace(ValueError):

@@ -39,8 +39,11 @@ class JobPlanning:
         """A source watches its input (monitor_interval): the job runs in rounds."""
         return any(p.monitor_interval for p in self.prepared.values())
 
-    def prepare_job(self, restored: Mapping[str, Any], data_namespace: str) -> dict[str, Prepared]:
-        """Every vertex's preparation (restored: what a savepoint says of each vertex)."""
+    def prepare_job(
+        self, restored: Mapping[str, Any], data_namespace: str, continuation: bool = False
+    ) -> dict[str, Prepared]:
+        """Every vertex's preparation (restored: what a savepoint says of each vertex;
+        continuation: the job's sinks hold output it published before)."""
         return self._gateway.planner.run(
             planner_tasks.prepare_job,
             self._job_graph.to_json(),
@@ -48,6 +51,7 @@ class JobPlanning:
             restored,
             data_namespace,
             self._gateway.blob_dir,
+            continuation,
             timeout=self._gateway.planner_timeout,
         )
 

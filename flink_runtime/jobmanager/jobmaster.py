@@ -177,6 +177,10 @@ class JobMaster:
         return self.splits.progress
 
     @property
+    def published_rounds(self) -> int:
+        return self.rounds.published
+
+    @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
 
@@ -213,7 +217,8 @@ class JobMaster:
         imported and its plan resolved in the planner process, never here."""
         assert self.graph is not None
         restored = self.checkpointing.load_restore(set(self.graph.vertices))
-        return self.planning.prepare_job(restored, self.data_namespace)
+        continuation = self.checkpointing.restored_published_rounds() > 0
+        return self.planning.prepare_job(restored, self.data_namespace, continuation)
 
     def _on_prepared(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.INITIALIZING:
@@ -224,6 +229,7 @@ class JobMaster:
         assert self.graph is not None
         self.planning.prepared = prepared
         self.is_continuous = self.planning.is_continuous
+        self.rounds.published = self.checkpointing.restored_published_rounds()
         graph = self.graph
         self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._execute([self.scheduling.to(JobStatus.CREATED)])
@@ -417,6 +423,7 @@ class JobMaster:
                 case js.AwaitInput():
                     self.tracker.start_new_round()
                     self.rounds.round_done()
+                    self.coordinator.checkpoint_now()
                 case js.ResumeRounds():
                     # What the stopped run read is published (as a stop does); the job goes on
                     # in rounds, as a continuous job does: the next reads what this one did not.
@@ -459,15 +466,19 @@ class JobMaster:
     def run_terminal_hooks(self, status: JobStatus) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
         process. Runs in a worker thread (also from the JobManager's job-end cleanup)."""
-        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.round > 0)
+        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0)
 
     def _on_published(self, result: None, error: BaseException | None) -> None:
         if error is not None:
             self.exceptions.append(exception_entry(error))
+        else:
+            self.rounds.output_published()
         self._execute(self.scheduling.published(error is not None, self.stopping))
 
     def _on_round_published(self, result: None, error: BaseException | None) -> None:
-        if error is not None and self.status is JobStatus.RUNNING:
+        if error is None:
+            self.rounds.output_published()
+        elif self.status is JobStatus.RUNNING:
             self.exceptions.append(exception_entry(error))
         self._execute(self.scheduling.round_done(error is not None, self.stopping))
 

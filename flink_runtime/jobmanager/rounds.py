@@ -8,8 +8,10 @@ so their output is always the total over every file so far (and replaces the
 previous round's); any other round's output adds to what earlier rounds published.
 A batch job whose stop failed goes on the same way, for one more round.
 
-`ContinuousRounds` owns whether the job is between rounds (idle), the round number
-and the files earlier rounds processed. It scans the sources for new input (the
+`ContinuousRounds` owns whether the job is between rounds (idle), the round number,
+how many rounds published output (`published`: a checkpoint records it, so that a run
+recovered from it adds to that output rather than refusing or replacing it) and the
+files earlier rounds processed. It scans the sources for new input (the
 planner, in a worker), and starts a round itself: the round's data namespace, the
 previous round's partitions released, the new splits; then its `RoundsHost` runs every
 subtask again from the sources. A batch job's last round hands the job's end back.
@@ -100,10 +102,18 @@ class ContinuousRounds:
         self._graph = graph
         self.idle = False  # between rounds: nothing runs
         self.round = 0
+        # Rounds whose output was published, by this run or (restored) the runs before it.
+        self.published = 0
+        # The first round's namespace (the job's, or a recovered run's): later rounds of
+        # this run go inside it, so no two runs of the job share a round's directory.
+        self._base_namespace: str | None = None
         self._processed_files: dict[str, set[str]] = {}
 
     def processed_files(self, vertex_id: str) -> set[str]:
         return self._processed_files.get(vertex_id, set())
+
+    def output_published(self) -> None:
+        self.published += 1
 
     def take_idle(self) -> bool:
         """True (and no longer idle) if the job was between rounds: a stop can end it now."""
@@ -162,8 +172,10 @@ class ContinuousRounds:
         self.idle = False
         self.round += 1
         job_id, previous = self._host.job_id, self._host.data_namespace
-        self._host.data_namespace = f"{job_id}/round-{self.round}"
-        released = namespace_released_by_new_round(previous, job_id)
+        if self._base_namespace is None:
+            self._base_namespace = previous
+        self._host.data_namespace = f"{self._base_namespace}/round-{self.round}"
+        released = namespace_released_by_new_round(previous, self._base_namespace)
         if released is not None:
             self._gateway.release_partitions(job_id, released)
         # A vertex's I/O metrics are the sum over its rounds: the finished round's attempts
@@ -177,10 +189,11 @@ class ContinuousRounds:
         self._host.run_from_sources()
 
 
-def namespace_released_by_new_round(previous: str, job_id: str) -> str | None:
+def namespace_released_by_new_round(previous: str, base: str) -> str | None:
     """The partitions a new round releases: the previous round's, unless they are the
-    job's own directory (the first round of a job runs in `<job id>`, and every later
-    round in `<job id>/round-N` inside it: releasing that directory would delete the new
-    round's partitions while its tasks write them). The first round's partitions then
-    go when the job ends, with the job's directory."""
-    return None if previous == job_id else previous
+    run's first round's directory `base` (`<job id>`, or `<job id>/run-<hex>` for a run
+    recovered after a JobManager restart), which holds every later round of the run
+    (`<base>/round-N`): releasing it would delete the new round's partitions while its
+    tasks write them. The first round's partitions then go when the job ends, with the
+    job's directory."""
+    return None if previous == base else previous

@@ -133,10 +133,12 @@ def prepare_job(
     restored: dict[str, Any],
     data_namespace: str,
     blob_dir: str,
+    continuation: bool = False,
     spark: Spark | None = None,
 ) -> dict[str, Prepared]:
     """Every vertex's input splits and plan check, producers first (VertexPreparationError
-    names the vertex that failed)."""
+    names the vertex that failed). `continuation`: the job is recovered from a checkpoint
+    taken after its rounds published output, which its sinks add to."""
     job_graph = JobGraph.from_json(job_graph_json)
     try:
         # The planner's SparkSession starts only if a vertex's plan check asks for it.
@@ -147,6 +149,7 @@ def prepare_job(
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
+    context.continuation = continuation
     producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
     prepared: dict[str, Prepared] = {}
     for ejv in graph.vertices.values():  # topological: producers first

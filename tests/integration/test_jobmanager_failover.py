@@ -12,6 +12,7 @@ every schedule that kills the JobManager of a checkpointing job (tests/simulatio
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import time
@@ -22,6 +23,7 @@ import pytest
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
 from tests.helpers.jobs import modulo_sum_job
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +153,52 @@ def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_i
     assert sum(r["count"] for r in records) == count
     assert sum(r["sum"] for r in records) == count * (count - 1) // 2
     assert not list((tmp_path / "savepoints").glob("*")), "a half-written savepoint was left behind"
+
+
+def test_a_continuous_job_recovered_after_a_jobmanager_kill_adds_to_what_its_rounds_published(
+    tmp_path: Path,
+) -> None:
+    """A continuous job whose rounds published output is checkpointed between rounds; the
+    JobManager is killed and started again. The recovered job must go on as a continuation:
+    the files its rounds read stay read, what they published stays published, and the next
+    file is added to it (mode 'error' refuses only a path that had data before the job)."""
+    from flink_runtime.pipeline import Pipeline
+    from tests.integration.test_savepoints import write_corpus
+
+    def words_of(directory: Path) -> collections.Counter[str]:
+        words: collections.Counter[str] = collections.Counter()
+        for part in directory.glob("*.json"):  # published files only (not _flink_staging/)
+            words.update(json.loads(line)["word"] for line in part.read_text().splitlines() if line)
+        return words
+
+    pipeline = Pipeline("continuous words", parallelism=1)
+    source = pipeline.read_text(str(tmp_path / "in" / "*.txt"), monitor_interval=0.3)
+    source.select("explode(split(value, ' ')) AS word").write_json(str(tmp_path / "out"))
+    graph = pipeline.job_graph()
+    graph.config.update(recovering("300 ms", tmp_path / "checkpoints"))
+    corpus = write_corpus(tmp_path / "in", files=1, seed=1)
+    with StandaloneCluster(tmp_path / "cluster", properties=slow_heartbeats("30 s")) as cluster:
+        cluster.start(taskmanagers=1, slots=1)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+            job_id = client.submit(graph)
+            eventually(lambda: words_of(tmp_path / "out") == corpus, 90, "the first round published")
+            corpus += write_corpus(tmp_path / "in", files=1, seed=2, first=1)
+            eventually(lambda: words_of(tmp_path / "out") == corpus, 90, "the second round published")
+            checkpoints = len(re.findall(r"Completed checkpoint \d+ for job", cluster.jobmanager.log()))
+            wait_for_checkpoints(cluster, checkpoints + 2)  # taken between rounds: both files read
+        cluster.jobmanager.kill()
+        cluster.start_jobmanager()
+        corpus += write_corpus(tmp_path / "in", files=1, seed=3, first=2)
+        with JobClient(cluster.rest_url, timeout=30) as client:
+
+            def caught_up() -> bool:
+                status = client.status(job_id).value
+                assert status not in ("FAILED", "FINISHED", "CANCELED"), (
+                    f"the recovered job is {status}: {client.exceptions(job_id)['root-exception']}"
+                )
+                return words_of(tmp_path / "out") == corpus
+
+            eventually(caught_up, 90, "the recovered job adding the third file to the output")
+            time.sleep(1.0)  # and no round after it publishes anything twice
+            assert words_of(tmp_path / "out") == corpus
+            client.cancel(job_id)
