@@ -23,6 +23,7 @@ from flink_runtime.airflow.exceptions import (
 from flink_runtime.airflow.hooks import connection as connection_module
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.job_states import decisive_state
+from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph import JobGraph, JobVertex
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
@@ -343,7 +344,7 @@ async def test_async_polls_retry_and_pass_since_and_timeout(connection: Callable
     recorder = Recorder(httpx.Response(502), httpx.ReadTimeout("slow"), page(5, "RUNNING", ("CREATED", "RUNNING")))
     async with mocked_hook(connection, recorder, password="t0ken") as hook:
         answer = await hook.a_poll_events(JOB_ID, since=4, timeout=90)
-    assert answer["state"] == "RUNNING" and answer["next"] == 5
+    assert answer.state == JobStatus.RUNNING and answer.next == 5
     assert len(recorder.requests) == 3
     last = recorder.requests[-1]
     assert last.url.path == f"/jobs/{JOB_ID}/events"
@@ -431,5 +432,5 @@ async def test_async_long_poll_on_a_real_cluster(minicluster_conn_id: str) -> No
     async with FlinkRuntimeHook(minicluster_conn_id) as hook:
         answer = await hook.a_poll_events(job_id, 0, 1)
         assert await hook.a_get_job_status(job_id) == "FINISHED"
-    assert [event["new-state"] for event in answer["events"]][-1] == "FINISHED"
-    assert answer["state"] == "FINISHED"
+    assert [event.new_state for event in answer.events][-1] == JobStatus.FINISHED
+    assert answer.state == JobStatus.FINISHED
