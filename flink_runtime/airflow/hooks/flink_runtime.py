@@ -83,6 +83,8 @@ _SAVEPOINT_POLL_SECONDS = 0.5
 class FlinkRuntimeHook(BaseHook):
     """Talks to one flink-runtime cluster through its REST API.
 
+    Each ``a_x`` method is ``x`` for an event loop: the same requests, answer and errors.
+
     :param flink_runtime_conn_id: the Airflow connection (type ``flink_runtime``).
     :param retry_limit: how often a request is retried after a connection error, a
         5xx or a 429 answer (not after other 4xx: those would fail the same way).
@@ -220,8 +222,7 @@ class FlinkRuntimeHook(BaseHook):
             embedded = embedded_options(self.get_connection(self.flink_runtime_conn_id))
             if embedded is not None:
                 return check_embedded(embedded)
-            with translated():
-                overview = self.get_conn().overview()
+            overview = self._run(calls.cluster_overview())
         except FlinkRuntimeException as exc:
             return False, str(exc)
         return True, f"Connected to {self.rest_url}: {describe_overview(overview)}"
