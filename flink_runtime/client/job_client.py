@@ -11,9 +11,10 @@ Failure policy: transient failures are retried by the client's HTTP layer
 * Submissions are made idempotent by assigning the job id on the client (as Flink's
   client does): a retried POST whose first attempt did reach the JobManager gets
   "409 already submitted", which then means "accepted".
-* Savepoint, stop and checkpoint triggers carry a `triggerId` of the client's own (as
-  Flink's RestClusterClient does): a retried POST whose first attempt did reach the
-  JobManager gets the same request back, never a second savepoint.
+* Savepoint and stop triggers carry a `triggerId` of the client's own (as Flink's
+  RestClusterClient does): a retried POST whose first attempt did reach the JobManager
+  gets the same request back, never a second savepoint.
+* Library uploads are content-addressed: the same bytes answer the same blob key.
 
 Both send the same calls (client/calls.py: path, body, parsing) and run the same
 plans (client/plans.py: submit, waits), so the two cannot answer differently.

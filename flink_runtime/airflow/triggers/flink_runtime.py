@@ -159,7 +159,8 @@ class JobStatusTrigger(BaseTrigger):
             self.log.error("The task fails: %s", event.payload["message"])
             await self._send_lineage(False, event.payload["message"])
             return TaskFailedEvent()
-        # What raise_job_failure writes on a worker, written here: the task never resumes.
+        # The task never resumes on a worker, so its log gets here what raise_job_failure
+        # would have written there (both through log_job_failure).
         failure = await hook.a_job_failure(self.job_id, state, event.payload["message"])
         self.log.error("The task fails: %s", failure)
         log_job_failure(self.log, failure)
