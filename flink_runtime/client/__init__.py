@@ -1,5 +1,7 @@
-"""Clients of a running cluster: `JobClient` (REST, synchronous) and the `flink-runtime` CLI."""
+"""Clients of a running cluster: `JobClient` (REST, blocking), its twin `AsyncJobClient`
+(REST, asyncio) and the `flink-runtime` CLI."""
 
+from flink_runtime.client.async_job_client import AsyncJobClient
 from flink_runtime.client.job_client import (
     ClusterUnreachable,
     EventPage,
@@ -13,6 +15,7 @@ from flink_runtime.client.job_client import (
 )
 
 __all__ = [
+    "AsyncJobClient",
     "ClusterUnreachable",
     "EventPage",
     "JobClient",

@@ -1,5 +1,6 @@
-"""The one retrying HTTP layer under the JobClient (sync) and the Airflow hook's
-trigger calls (async): the same retry rule, back-off and error mapping for both.
+"""The one retrying HTTP layer under JobClient (sync) and AsyncJobClient (async): the
+same settings (`ClientOptions`: address, REST token, TLS, timeout, retry policy), retry
+rule, back-off and error mapping for both.
 
 Which requests are retried:
 
@@ -26,17 +27,20 @@ answer at all, ClusterUnreachable.
 from __future__ import annotations
 
 import email.utils
+import ssl
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import tenacity
 
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError
+from flink_runtime.security import bearer
 
 __all__ = [
+    "ClientOptions",
     "RetryPolicy",
     "a_send",
     "error_messages",
@@ -139,6 +143,34 @@ class RetryPolicy:
         return tenacity.AsyncRetrying(**self._arguments(idempotent, sleep))
 
 
+@dataclass(frozen=True)
+class ClientOptions:
+    """What JobClient and AsyncJobClient are both configured with, in one place.
+
+    rest_url: the REST API's base URL, without a trailing slash.
+    timeout: seconds for connecting and for each answer (long polls add their wait).
+    token: the REST API's bearer token (security.rest.token), if it has one.
+    verify: how an https server is verified: True (the system's authorities), an
+        ssl.SSLContext (flink_runtime.security.trust(path) for a CA file), or False.
+    user_agent: what the requests say they come from (httpx's default if None).
+    """
+
+    rest_url: str
+    timeout: float = 30.0
+    retry_policy: RetryPolicy = RetryPolicy()
+    token: str = field(default="", repr=False)
+    verify: ssl.SSLContext | bool = True
+    user_agent: str | None = None
+
+    def httpx_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of httpx.Client and httpx.AsyncClient alike."""
+        # Every answer is parsed as JSON: say so, so that a proxy in front answers JSON too.
+        headers = {"Accept": "application/json", **bearer(self.token)}
+        if self.user_agent:
+            headers["User-Agent"] = self.user_agent
+        return {"base_url": self.rest_url, "timeout": self.timeout, "verify": self.verify, "headers": headers}
+
+
 def send(
     client: httpx.Client,
     policy: RetryPolicy,
@@ -183,6 +215,7 @@ async def a_send(
     path: str,
     *,
     idempotent: bool = True,
+    before_attempt: Callable[[], None] | None = None,
     check_status: bool = True,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     **kwargs: Any,
@@ -192,6 +225,8 @@ async def a_send(
     async def attempt() -> httpx.Response:
         target = path
         for _ in range(MAX_REDIRECTS + 1):
+            if before_attempt is not None:
+                before_attempt()
             response = await client.request(method, target, **kwargs)
             target = _redirect_target(response)
             if target is None:

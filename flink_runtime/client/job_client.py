@@ -1,4 +1,5 @@
-"""A synchronous client for the JobManager's REST API.
+"""A synchronous client for the JobManager's REST API; AsyncJobClient
+(client/async_job_client.py) is its twin on an event loop, with the same methods.
 
 `JobClient` submits JobGraphs, queries and cancels jobs, and follows a job's status
 through the long-poll event endpoint (`GET /jobs/:id/events`), so waiting for a job
@@ -10,9 +11,13 @@ Failure policy: transient failures are retried by the client's HTTP layer
 * Submissions are made idempotent by assigning the job id on the client (as Flink's
   client does): a retried POST whose first attempt did reach the JobManager gets
   "409 already submitted", which then means "accepted".
-* Savepoint, stop and checkpoint triggers carry a `triggerId` of the client's own (as
-  Flink's RestClusterClient does): a retried POST whose first attempt did reach the
-  JobManager gets the same request back, never a second savepoint.
+* Savepoint and stop triggers carry a `triggerId` of the client's own (as Flink's
+  RestClusterClient does): a retried POST whose first attempt did reach the JobManager
+  gets the same request back, never a second savepoint.
+* Library uploads are content-addressed: the same bytes answer the same blob key.
+
+Both send the same calls (client/calls.py: path, body, parsing) and run the same
+plans (client/plans.py: submit, waits), so the two cannot answer differently.
 
 Errors surface as `RestClientError` (carrying the JobManager's messages), `JobNotFound`
 (404) or `ClusterUnreachable` (no answer after the retries); a savepoint that the
@@ -23,18 +28,14 @@ from __future__ import annotations
 
 import os
 import ssl
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Collection, Iterator
 from types import TracebackType
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import httpx
-import msgspec
 
+from flink_runtime.client import calls, plans
+from flink_runtime.client.calls import MAX_POLL_SECONDS, Call, EventPage, JobStatusEvent
 from flink_runtime.client.errors import (
     ClusterUnreachable,
     JobClientError,
@@ -42,19 +43,12 @@ from flink_runtime.client.errors import (
     RestClientError,
     SavepointFailed,
 )
-from flink_runtime.client.http import RetryPolicy, json_object, raise_for_status, send
-from flink_runtime.client.job_graph_source import (
-    JobGraphSource,
-    library_file_problem,
-    library_files,
-    load_job_graph_document,
-    set_savepoint_config,
-)
+from flink_runtime.client.http import ClientOptions, RetryPolicy, send
+from flink_runtime.client.job_graph_source import JobGraphSource
 from flink_runtime.executiongraph.states import JobStatus
-from flink_runtime.jobgraph.jobgraph import new_job_id
-from flink_runtime.security import bearer
 
 __all__ = [
+    "MAX_POLL_SECONDS",
     "ClusterUnreachable",
     "EventPage",
     "JobClient",
@@ -64,43 +58,11 @@ __all__ = [
     "JobStatusEvent",
     "RestClientError",
     "SavepointFailed",
+    "client_options",
     "normalize_rest_url",
 ]
 
-
-# The REST API refuses long polls longer than this (rest.job_routes.MAX_EVENT_WAIT_SECONDS).
-MAX_POLL_SECONDS = 60.0
-
-
-@dataclass(frozen=True)
-class JobStatusEvent:
-    """One job status transition, as published by the JobManager."""
-
-    id: int
-    job_id: str
-    old_state: JobStatus
-    new_state: JobStatus
-    timestamp: float  # seconds since the epoch
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JobStatusEvent:
-        return cls(
-            id=int(data["id"]),
-            job_id=str(data["job-id"]),
-            old_state=JobStatus(data["old-state"]),
-            new_state=JobStatus(data["new-state"]),
-            # The REST API speaks epoch milliseconds, as Flink does.
-            timestamp=float(data["timestamp"]) / 1000.0,
-        )
-
-
-@dataclass(frozen=True)
-class EventPage:
-    """One answer of the event endpoint: the events, where to continue, the job's state now."""
-
-    events: list[JobStatusEvent]
-    next: int
-    state: JobStatus
+T = TypeVar("T")
 
 
 def normalize_rest_url(address: str) -> str:
@@ -114,6 +76,33 @@ def normalize_rest_url(address: str) -> str:
     if url.scheme not in ("http", "https") or not url.host:
         raise ValueError(f"invalid REST address {address!r}: expected host:port or http://host:port")
     return str(url).rstrip("/")
+
+
+def client_options(
+    rest_url: str,
+    *,
+    timeout: float = 30.0,
+    retries: int = 5,
+    backoff: float = 0.1,
+    max_backoff: float = 2.0,
+    token: str = "",
+    verify: ssl.SSLContext | bool = True,
+    user_agent: str | None = None,
+) -> ClientOptions:
+    """The settings of JobClient's and AsyncJobClient's constructors (same arguments):
+
+    rest_url: the REST API's base URL (`host:port` is accepted too).
+    token: the REST API's bearer token (security.rest.token), if it has one.
+    verify: how an https server is verified: True (the system's authorities), an
+        ssl.SSLContext (flink_runtime.security.trust(path) for a CA file), or False.
+    timeout: seconds for connecting and for each answer (long polls add their wait).
+    retries: how often a transient failure is retried before giving up.
+    backoff, max_backoff: the first and the largest pause between retries, in seconds.
+    user_agent: the User-Agent header (httpx's own if None).
+    """
+    return ClientOptions(
+        normalize_rest_url(rest_url), timeout, RetryPolicy(retries, backoff, max_backoff), token, verify, user_agent
+    )
 
 
 class JobClient:
@@ -130,27 +119,24 @@ class JobClient:
         token: str = "",
         verify: ssl.SSLContext | bool = True,
         transport: httpx.BaseTransport | None = None,
+        user_agent: str | None = None,
     ) -> None:
-        """
-        rest_url: the REST API's base URL (`host:port` is accepted too).
-        token: the REST API's bearer token (security.rest.token), if it has one.
-        verify: how an https server is verified: True (the system's authorities), an
-            ssl.SSLContext (flink_runtime.security.trust(path) for a CA file), or False.
-        timeout: seconds for connecting and for each answer (long polls add their wait).
-        retries: how often a transient failure is retried before giving up.
-        backoff, max_backoff: the first and the largest pause between retries, in seconds.
-        transport: an httpx transport (tests pass an httpx.MockTransport).
-        """
-        self.rest_url = normalize_rest_url(rest_url)
-        self.timeout = timeout
-        self.retry_policy = RetryPolicy(retries, backoff, max_backoff)
-        self._http = httpx.Client(
-            base_url=self.rest_url,
+        """Arguments as `client_options` says; `transport`: an httpx transport (tests pass
+        an httpx.MockTransport)."""
+        options = client_options(
+            rest_url,
             timeout=timeout,
-            transport=transport,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            token=token,
             verify=verify,
-            headers={"Accept": "application/json", **bearer(token)},
+            user_agent=user_agent,
         )
+        self.rest_url = options.rest_url
+        self.timeout = options.timeout
+        self.retry_policy = options.retry_policy
+        self._http = httpx.Client(**options.httpx_arguments(), transport=transport)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -171,6 +157,26 @@ class JobClient:
     def __repr__(self) -> str:
         return f"JobClient({self.rest_url!r})"
 
+    # -- sending -----------------------------------------------------------------------------------
+
+    def call(self, call: Call[T]) -> T:
+        """Send one request (client/calls.py), retried as client/http.py says; its parsed answer."""
+        response = send(
+            self._http,
+            self.retry_policy,
+            call.method,
+            call.path,
+            idempotent=call.idempotent,
+            before_attempt=call.before_attempt,
+            check_status=call.check_status,
+            **call.request_arguments(self.timeout),
+        )
+        return call.parse(response)
+
+    def run(self, plan: plans.Plan[T]) -> T:
+        """Run an operation of several requests (client/plans.py) to its result."""
+        return plans.drive(plan, self.call)
+
     # -- jobs --------------------------------------------------------------------------------------
 
     def submit(
@@ -186,52 +192,15 @@ class JobClient:
         `job_graph` is a JobGraph, a JSON-like dict, JSON bytes, or the path (str or
         PathLike) of a .json file. Unreadable or non-JSON input raises ValueError before
         any request; the JobManager validates the graph itself and answers every problem
-        at once (RestClientError 400). `job_id` overrides the graph's job id.
+        at once (RestClientError 400). `job_id` overrides the graph's job id. Local
+        library files the graph lists are uploaded first (`upload_library`).
 
         `savepoint_path` resumes the job from that savepoint (a path on the cluster's
         side, as the JobManager sees it); `allow_non_restored_state` lets it start
         although the savepoint holds state no vertex of this graph claims. Both go into
         the submitted graph's config (`execution.savepoint.*`), never the caller's.
         """
-        document = load_job_graph_document(job_graph)
-        set_savepoint_config(document, savepoint_path, allow_non_restored_state)
-        # Local library files go to the JobManager's blob store first; the graph we send
-        # names them by key (the document is a copy: the caller's graph is left alone).
-        local_libraries = library_files(document)
-        if local_libraries:
-            keys = {path: self.upload_library(path) for path in set(local_libraries.values())}
-            document["libraries"] = [
-                keys[local_libraries[entry]] if entry in local_libraries else entry for entry in document["libraries"]
-            ]
-        if job_id is not None:
-            document["job_id"] = job_id
-        # A client-side id makes retrying the POST safe (see the module docstring).
-        if not document.get("job_id"):
-            document["job_id"] = new_job_id()
-        body = msgspec.json.encode(document)
-        attempts = 0
-
-        def count_attempt() -> None:
-            nonlocal attempts
-            attempts += 1
-
-        response = self._send(
-            "POST",
-            "/jobs",
-            content=body,
-            headers={"Content-Type": "application/json"},
-            before_attempt=count_attempt,
-            check_status=False,
-        )
-        if response.status_code == 409 and attempts > 1:
-            # An earlier attempt got through but its answer was lost: that was our job.
-            return str(document["job_id"])
-        raise_for_status(response)
-        try:
-            return str(response.json()["jobid"])
-        except (ValueError, KeyError, TypeError):
-            # Accepted (2xx) but without the usual body: the id is ours anyway.
-            return str(document["job_id"])
+        return self.run(plans.submit(job_graph, job_id, savepoint_path, allow_non_restored_state))
 
     def upload_library(self, path: str | os.PathLike[str]) -> str:
         """POST /blobs: store a .py/.zip/.whl/.egg file on the JobManager; returns its blob key.
@@ -239,57 +208,44 @@ class JobClient:
         The key (`blob:<sha256>/<name>`) goes in a JobGraph's libraries; uploading the
         same bytes again answers the same key, so retrying is safe.
         """
-        file = Path(path)
-        problem = library_file_problem(str(path), file)
-        if problem:
-            raise ValueError(problem)
-        data = file.read_bytes()
-        answer = self._send(
-            "POST",
-            "/blobs",
-            params={"name": file.name},
-            content=data,
-            headers={"Content-Type": "application/octet-stream"},
-        ).json()
-        return str(answer["key"])
+        return self.run(plans.upload_library(path))
 
     def status(self, job_id: str) -> JobStatus:
         return JobStatus(self.details(job_id)["state"])
 
     def details(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id - state, times, vertices with status and task counts, plan."""
-        return self._get_json(f"/jobs/{_quote(job_id)}")
+        return self.call(calls.job_details(job_id))
 
     def exceptions(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/exceptions - `root-exception` and the exception history."""
-        return self._get_json(f"/jobs/{_quote(job_id)}/exceptions")
+        return self.call(calls.job_exceptions(job_id))
 
     def accumulators(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/accumulators: records, bytes and (sources) input splits per vertex."""
-        return self._get_json(f"/jobs/{_quote(job_id)}/accumulators")
+        return self.call(calls.job_accumulators(job_id))
 
     def list_jobs(self) -> list[dict[str, Any]]:
         """GET /jobs/overview - one overview per job the JobManager knows."""
-        return list(self._get_json("/jobs/overview").get("jobs", []))
+        return self.call(calls.jobs_overview())
 
     def overview(self) -> dict[str, Any]:
         """GET /overview - TaskManagers, slots and job counts."""
-        return self._get_json("/overview")
+        return self.call(calls.cluster_overview())
 
     def taskmanagers(self) -> list[dict[str, Any]]:
-        return list(self._get_json("/taskmanagers").get("taskmanagers", []))
+        return self.call(calls.taskmanagers())
 
     def job_log(
         self, job_id: str, vertex: str | None = None, subtask: int | None = None, since: str = ""
     ) -> dict[str, Any]:
         """GET /jobs/:id/log - the job's task log lines from every TaskManager, oldest first:
         `{lines, truncated, next, state, unreachable}`; pass `next` as `since` for what came after."""
-        params: dict[str, Any] = {"vertex": vertex, "subtask": subtask, "since": since or None}
-        return self._get_json(f"/jobs/{_quote(job_id)}/log", params={k: v for k, v in params.items() if v is not None})
+        return self.call(calls.job_log(job_id, vertex, subtask, since))
 
     def cancel(self, job_id: str) -> None:
         """Ask the JobManager to cancel the job; returns once it started cancelling."""
-        self._send("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})
+        self.call(calls.cancel_job(job_id))
 
     # -- savepoints and checkpoints ----------------------------------------------------------------
 
@@ -299,8 +255,7 @@ class JobClient:
         `target_directory` None means the JobManager's state.savepoints.dir; `cancel_job`
         cancels the job once the savepoint is written.
         """
-        body = {"target-directory": target_directory, "cancel-job": cancel_job}
-        return self._trigger(f"/jobs/{_quote(job_id)}/savepoints", body)
+        return self.call(calls.trigger_savepoint(job_id, target_directory, cancel_job))
 
     def stop_with_savepoint(self, job_id: str, target_directory: str | None = None, drain: bool = False) -> str:
         """POST /jobs/:id/stop: savepoint, then the job ends; returns the request id.
@@ -308,12 +263,11 @@ class JobClient:
         `drain` lets the sources run to the end of their input first (Flink's
         MAX_WATERMARK) instead of suspending the job to be resumed later.
         """
-        body = {"targetDirectory": target_directory, "drain": drain}
-        return self._trigger(f"/jobs/{_quote(job_id)}/stop", body)
+        return self.call(calls.stop_with_savepoint(job_id, target_directory, drain))
 
     def savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         """GET /jobs/:id/savepoints/:triggerid - `{"status": {"id": ...}, "operation": {...}}`."""
-        return self._get_json(f"/jobs/{_quote(job_id)}/savepoints/{_quote(request_id)}")
+        return self.call(calls.savepoint_status(job_id, request_id))
 
     def wait_for_savepoint(
         self,
@@ -328,20 +282,7 @@ class JobClient:
         (naming the job and the request) when `timeout` seconds pass first; the
         savepoint may still complete on the JobManager after that.
         """
-        if poll_interval < 0:
-            raise ValueError(f"poll_interval must be >= 0, got {poll_interval}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            location = self._savepoint_outcome(job_id, request_id, self.savepoint_status(job_id, request_id))
-            if location is not None:
-                return location
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise TimeoutError(
-                    f"savepoint request {request_id} of job {job_id} did not complete within {timeout:g} s; "
-                    "it may still complete on the JobManager"
-                )
-            time.sleep(poll_interval if remaining is None else min(poll_interval, remaining))
+        return self.run(plans.wait_for_savepoint(job_id, request_id, timeout, poll_interval))
 
     def savepoint(
         self,
@@ -351,8 +292,7 @@ class JobClient:
         timeout: float | None = None,
     ) -> str:
         """Trigger a savepoint and wait for it; returns its location (see `wait_for_savepoint`)."""
-        request_id = self.trigger_savepoint(job_id, target_directory, cancel_job)
-        return self.wait_for_savepoint(job_id, request_id, timeout)
+        return self.run(plans.savepoint(job_id, target_directory, cancel_job, timeout))
 
     def stop(
         self,
@@ -362,67 +302,17 @@ class JobClient:
         timeout: float | None = None,
     ) -> str:
         """Stop the job with a savepoint and wait for it; returns the savepoint's location."""
-        request_id = self.stop_with_savepoint(job_id, target_directory, drain)
-        return self.wait_for_savepoint(job_id, request_id, timeout)
+        return self.run(plans.stop(job_id, target_directory, drain, timeout))
 
     def checkpoints(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/checkpoints - counts, latest completed/failed/restored, history."""
-        return self._get_json(f"/jobs/{_quote(job_id)}/checkpoints")
-
-    def _trigger(self, path: str, body: dict[str, Any]) -> str:
-        # A triggerId of our own makes the POST idempotent: a retry after a lost answer
-        # gets the same request back instead of a second savepoint (or a 409).
-        body = {**body, "triggerId": uuid.uuid4().hex}
-        response = self._send("POST", path, json=body)
-        try:
-            return str(response.json()["request-id"])
-        except (ValueError, KeyError, TypeError):
-            raise RestClientError(
-                response.status_code,
-                [f"unexpected answer from POST {path}: {response.text[:200]!r}"],
-                method="POST",
-                path=path,
-            ) from None
-
-    @staticmethod
-    def _savepoint_outcome(job_id: str, request_id: str, answer: dict[str, Any]) -> str | None:
-        """The location of a completed savepoint, None while in progress; SavepointFailed on failure."""
-        status = answer.get("status")
-        state = status.get("id") if isinstance(status, dict) else None
-        if state == "IN_PROGRESS":
-            return None
-        operation = answer.get("operation")
-        if state == "COMPLETED" and isinstance(operation, dict):
-            cause = operation.get("failure-cause")
-            if isinstance(cause, dict):
-                raise SavepointFailed(
-                    job_id, request_id, str(cause.get("class") or "unknown"), str(cause.get("stack-trace") or "")
-                )
-            if operation.get("location"):
-                return str(operation["location"])
-        raise RestClientError(
-            200,
-            [f"unexpected savepoint status for request {request_id} of job {job_id}: {str(answer)[:200]}"],
-            method="GET",
-            path=f"/jobs/{job_id}/savepoints/{request_id}",
-        )
+        return self.call(calls.job_checkpoints(job_id))
 
     # -- following a job ---------------------------------------------------------------------------
 
     def poll_events(self, job_id: str, since: int = 0, timeout: float = 0.0) -> EventPage:
         """One long poll: the job's events with id >= `since`, waiting up to `timeout` s for one."""
-        wait = min(max(timeout, 0.0), MAX_POLL_SECONDS)
-        data = self._get_json(
-            f"/jobs/{_quote(job_id)}/events",
-            params={"since": max(since, 0), "timeout": wait},
-            # The server holds the request for `wait` seconds before it answers.
-            timeout=httpx.Timeout(self.timeout, read=self.timeout + wait),
-        )
-        return EventPage(
-            events=[JobStatusEvent.from_json(item) for item in data.get("events", [])],
-            next=int(data.get("next", since)),
-            state=JobStatus(data["state"]),
-        )
+        return self.call(calls.job_events(job_id, since, timeout))
 
     def events(self, job_id: str, since: int = 0, poll_timeout: float = 30.0) -> Iterator[JobStatusEvent]:
         """The job's status transitions as they happen; ends after a globally terminal one.
@@ -431,11 +321,17 @@ class JobClient:
         missed between submitting and subscribing.
         """
         # A zero wait would turn the long poll into a busy loop against the JobManager.
-        for page in self._pages(job_id, since, max(poll_timeout, 0.1)):
+        poll_timeout = max(poll_timeout, 0.1)
+        while True:
+            page = self.poll_events(job_id, since, poll_timeout)
             for event in page.events:
                 yield event
                 if event.new_state.is_globally_terminal:
                     return
+            if not page.events and page.state.is_globally_terminal:
+                # The terminal event fell out of the bounded event log; nothing more will come.
+                return
+            since = page.next
 
     def wait(
         self,
@@ -448,44 +344,16 @@ class JobClient:
         `on_event` is called with each transition. Raises TimeoutError (naming the job
         and its last known state) when `timeout` seconds pass first.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last_state: JobStatus | None = None
-        since = 0
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                state = last_state.value if last_state is not None else "unknown"
-                raise TimeoutError(f"job {job_id} did not end within {timeout:g} s; its last state was {state}")
-            page = self.poll_events(job_id, since, 30.0 if remaining is None else min(30.0, remaining))
-            since = page.next
-            last_state = page.state
-            for event in page.events:
-                if on_event is not None:
-                    on_event(event)
-                if event.new_state.is_globally_terminal:
-                    return event.new_state
-            if not page.events and page.state.is_globally_terminal:
-                # The terminal event fell out of the JobManager's bounded event log.
-                return page.state
+        return self.wait_for_state(job_id, (), timeout, on_event=on_event)
 
-    def _pages(self, job_id: str, since: int, poll_timeout: float) -> Iterator[EventPage]:
-        while True:
-            page = self.poll_events(job_id, since, poll_timeout)
-            yield page
-            if not page.events and page.state.is_globally_terminal:
-                # The terminal event fell out of the bounded event log; nothing more will come.
-                return
-            since = page.next
-
-    # -- HTTP --------------------------------------------------------------------------------------
-
-    def _get_json(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        return json_object(self._send("GET", path, **kwargs))
-
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return send(self._http, self.retry_policy, method, path, **kwargs)
-
-
-def _quote(job_id: str) -> str:
-    # A job id typed by a user must not be able to change the path ("../overview").
-    return quote(str(job_id), safe="")
+    def wait_for_state(
+        self,
+        job_id: str,
+        targets: Collection[str] = (),
+        timeout: float | None = None,
+        poll_timeout: float = 30.0,
+        on_event: Callable[[JobStatusEvent], None] | None = None,
+    ) -> JobStatus:
+        """Block until the job reaches one of `targets` or ends; returns that state
+        (client/plans.py `wait_for_state`). `on_event` is called with each transition."""
+        return self.run(plans.wait_for_state(job_id, targets, timeout, poll_timeout, on_event))

@@ -23,6 +23,7 @@ from flink_runtime.airflow.exceptions import (
 from flink_runtime.airflow.hooks import connection as connection_module
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.job_states import decisive_state
+from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph import JobGraph, JobVertex
 
 JOB_ID = "0123456789abcdef0123456789abcdef"
@@ -343,7 +344,7 @@ async def test_async_polls_retry_and_pass_since_and_timeout(connection: Callable
     recorder = Recorder(httpx.Response(502), httpx.ReadTimeout("slow"), page(5, "RUNNING", ("CREATED", "RUNNING")))
     async with mocked_hook(connection, recorder, password="t0ken") as hook:
         answer = await hook.a_poll_events(JOB_ID, since=4, timeout=90)
-    assert answer["state"] == "RUNNING" and answer["next"] == 5
+    assert answer.state == JobStatus.RUNNING and answer.next == 5
     assert len(recorder.requests) == 3
     last = recorder.requests[-1]
     assert last.url.path == f"/jobs/{JOB_ID}/events"
@@ -358,6 +359,69 @@ async def test_async_errors_map_like_the_sync_ones(connection: Callable[..., str
     async with mocked_hook(connection, Recorder(httpx.ConnectError("refused"))) as hook:
         with pytest.raises(FlinkRuntimeClusterUnreachable):
             await hook.a_poll_events(JOB_ID, 0, 1)
+
+
+def routed(answers: dict[str, Any], seen: list[httpx.Request]) -> httpx.MockTransport:
+    """A JobManager answering each path with its JSON (404 for any other), keeping the requests."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path not in answers:
+            return errors(404, f"no {request.url.path}")
+        return httpx.Response(200, json=answers[request.url.path])
+
+    return httpx.MockTransport(handle)
+
+
+def both_sides(connection: Callable[..., str], answers: dict[str, Any]) -> tuple[Any, Any, list, list]:
+    """A hook whose blocking side and one whose async side talk to the same answers."""
+    conn_id = connection(host="jm.example.com", port=8081)
+    sync_seen: list[httpx.Request] = []
+    async_seen: list[httpx.Request] = []
+    sync_hook = FlinkRuntimeHook(conn_id, retry_delay=0, transport=routed(answers, sync_seen))
+    async_hook = FlinkRuntimeHook(conn_id, retry_delay=0, async_transport=routed(answers, async_seen))
+    return sync_hook, async_hook, sync_seen, async_seen
+
+
+def requests_of(seen: list[httpx.Request]) -> list[tuple[str, str, str]]:
+    return [(request.method, request.url.path, str(request.url.params)) for request in seen]
+
+
+async def test_the_failure_report_is_the_same_request_for_request_on_both_sides(
+    connection: Callable[..., str],
+) -> None:
+    root = "RuntimeError: kaboom\n\nFail (1/1) failed:\nTraceback (most recent call last):\n  ..."
+    answers = {
+        f"/jobs/{JOB_ID}/exceptions": {
+            "root-exception": root,
+            "exceptionHistory": {"entries": [{"taskName": "Fail (1/1)"}]},
+        },
+        f"/jobs/{JOB_ID}": {"jid": JOB_ID, "state": "FAILED", "vertices": [{"id": "v1", "name": "Fail"}]},
+        f"/jobs/{JOB_ID}/log": {"lines": [f"line {n}" for n in range(30)]},
+    }
+    sync_hook, async_hook, sync_seen, async_seen = both_sides(connection, answers)
+    failure = sync_hook.job_failure(JOB_ID, "FAILED")
+    async with async_hook:
+        awaited = await async_hook.a_job_failure(JOB_ID, "FAILED")
+    assert str(failure) == str(awaited) == f"Flink Runtime job {JOB_ID} ended FAILED: RuntimeError: kaboom"
+    assert failure.root_exception == awaited.root_exception == root
+    assert failure.log_lines == awaited.log_lines == [f"line {n}" for n in range(10, 30)]
+    assert requests_of(sync_seen) == requests_of(async_seen)
+    assert requests_of(sync_seen)[-1] == ("GET", f"/jobs/{JOB_ID}/log", "vertex=v1&subtask=0")
+
+
+async def test_the_wait_for_a_job_is_the_same_on_both_sides_archived_job_included(
+    connection: Callable[..., str],
+) -> None:
+    # Its events are gone (404: the job left the live jobs); its state is still answered.
+    answers = {f"/jobs/{JOB_ID}": {"jid": JOB_ID, "state": "CANCELED"}}
+    sync_hook, async_hook, sync_seen, async_seen = both_sides(connection, answers)
+    assert sync_hook.wait_for_job(JOB_ID, ["FINISHED"]) == "CANCELED"
+    async with async_hook:
+        assert await async_hook.a_wait_for_job(JOB_ID, ["FINISHED"]) == "CANCELED"
+        assert await async_hook.a_get_job(JOB_ID) == sync_hook.get_job(JOB_ID)
+        assert await async_hook.a_get_job("f" * 32) is sync_hook.get_job("f" * 32) is None
+    assert requests_of(sync_seen) == requests_of(async_seen)
 
 
 # -- against a MiniCluster ----------------------------------------------------------------------------
@@ -431,5 +495,5 @@ async def test_async_long_poll_on_a_real_cluster(minicluster_conn_id: str) -> No
     async with FlinkRuntimeHook(minicluster_conn_id) as hook:
         answer = await hook.a_poll_events(job_id, 0, 1)
         assert await hook.a_get_job_status(job_id) == "FINISHED"
-    assert [event["new-state"] for event in answer["events"]][-1] == "FINISHED"
-    assert answer["state"] == "FINISHED"
+    assert [event.new_state for event in answer.events][-1] == JobStatus.FINISHED
+    assert answer.state == JobStatus.FINISHED

@@ -1,10 +1,11 @@
-"""How the hook's errors read: the JobClient's exceptions mapped to the provider's
+"""How the hook's errors read: the client's exceptions mapped to the provider's
 AirflowException subclasses (messages kept), and a failed job's exception built from its
-root exception."""
+root exception and written to a task's log."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 
 from flink_runtime.airflow.exceptions import (
@@ -19,7 +20,7 @@ from flink_runtime.airflow.exceptions import (
 )
 from flink_runtime.client.errors import ClusterUnreachable, JobNotFound, RestClientError, SavepointFailed
 
-__all__ = ["job_failed", "translated"]
+__all__ = ["job_failed", "log_job_failure", "translated"]
 
 
 def job_failed(
@@ -31,9 +32,20 @@ def job_failed(
     return FlinkRuntimeJobFailed(job_id, state, message, root, log_lines)
 
 
+def log_job_failure(log: logging.Logger | logging.LoggerAdapter, failure: FlinkRuntimeJobFailed) -> None:
+    """What a task's log shows of a failed job, on a worker (the operators and the sensor)
+    or in the triggerer (a trigger that ends the task itself): the root exception in
+    full, then the failing subtask's last log lines. The exception's message keeps only
+    the root exception's first paragraph, which is what Airflow shows elsewhere."""
+    if failure.root_exception:
+        log.error("Root exception of job %s (%s):\n%s", failure.job_id, failure.state, failure.root_exception)
+    if failure.log_lines:
+        log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
+
+
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """JobClient's exceptions -> the provider's AirflowException subclasses, messages kept."""
+    """The client's exceptions -> the provider's AirflowException subclasses, messages kept."""
     try:
         yield
     except FlinkRuntimeException:

@@ -4,10 +4,16 @@ Operators, sensors and the trigger never speak HTTP themselves: the hook resolve
 connection (or starts the embedded cluster), retries what may succeed on a second try,
 and turns error answers into exceptions that carry the JobManager's own messages.
 
-The synchronous side is the project's ``JobClient`` (JobGraph loading, library
-upload, idempotent submission, retries on connection errors, 5xx and 429 with
-bounded back-off). The asynchronous side, used by the trigger, covers only the two
-idempotent reads a wait needs, with the same retry rule.
+It talks through the project's clients: ``JobClient`` for the blocking methods that
+operators and sensors call on a worker, ``AsyncJobClient`` for the ``a_``-prefixed ones
+the trigger awaits on the triggerer's event loop (Airflow's convention, as the
+Databricks provider's hook). Both are built from one set of settings (retries, back-off,
+token, TLS, timeout) and send the same call definitions (flink_runtime.client.calls);
+what takes several requests - waiting for a state, a failed job's root exception and
+log lines, its progress - is written once as a plan (hooks/plans.py) that either client
+runs. So each ``x``/``a_x`` pair is one definition sent two ways. The async side covers
+what a trigger needs: the job's state and details, its exceptions, progress and failure
+report, waiting for a state, and cancelling (on_kill).
 
 Connection (type ``flink_runtime``):
 
@@ -24,9 +30,8 @@ Connection (type ``flink_runtime``):
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -36,9 +41,9 @@ from flink_runtime.airflow.exceptions import (
     FlinkRuntimeException,
     FlinkRuntimeInvalidInput,
     FlinkRuntimeJobFailed,
-    FlinkRuntimeJobNotFound,
     FlinkRuntimeTimeout,
 )
+from flink_runtime.airflow.hooks import plans
 from flink_runtime.airflow.hooks.connection import (
     ClusterSettings,
     check_embedded,
@@ -46,13 +51,16 @@ from flink_runtime.airflow.hooks.connection import (
     describe_overview,
     embedded_options,
 )
-from flink_runtime.airflow.hooks.errors import job_failed, translated
-from flink_runtime.airflow.job_states import decisive_state, is_globally_terminal
-from flink_runtime.airflow.progress import FAILURE_LOG_LINES, ProgressLog, describe_progress, failing_subtask
-from flink_runtime.client.errors import ClusterUnreachable, RestClientError
-from flink_runtime.client.http import RetryPolicy, a_send, json_object
-from flink_runtime.client.job_client import MAX_POLL_SECONDS, JobClient
+from flink_runtime.airflow.hooks.errors import translated
+from flink_runtime.airflow.job_states import is_globally_terminal
+from flink_runtime.airflow.progress import ProgressLog
+from flink_runtime.client import calls
+from flink_runtime.client import plans as client_plans
+from flink_runtime.client.async_job_client import AsyncJobClient
+from flink_runtime.client.calls import Call, EventPage
+from flink_runtime.client.job_client import JobClient
 from flink_runtime.client.job_graph_source import load_job_graph_document, set_config_defaults
+from flink_runtime.client.plans import Plan
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph.jobgraph import JobGraph
 
@@ -61,15 +69,21 @@ if TYPE_CHECKING:
 
 __all__ = ["FlinkRuntimeHook"]
 
+T = TypeVar("T")
+
 # The longest pause between two retries, whatever retry_delay and retry_limit say.
 MAX_RETRY_BACKOFF = 30.0
-
-# Every answer is parsed as JSON: say so, and let a proxy in front know what we are.
-_HEADERS = {"Accept": "application/json", "User-Agent": "flink-runtime-airflow"}
+# Let a proxy in front (and the JobManager's access log) know what is asking.
+USER_AGENT = "flink-runtime-airflow"
+# How often a savepoint request is asked about: a task's log stays readable, and a few
+# hundred milliseconds are nothing next to writing the savepoint.
+_SAVEPOINT_POLL_SECONDS = 0.5
 
 
 class FlinkRuntimeHook(BaseHook):
     """Talks to one flink-runtime cluster through its REST API.
+
+    Each ``a_x`` method is ``x`` for an event loop: the same requests, answer and errors.
 
     :param flink_runtime_conn_id: the Airflow connection (type ``flink_runtime``).
     :param retry_limit: how often a request is retried after a connection error, a
@@ -110,7 +124,7 @@ class FlinkRuntimeHook(BaseHook):
         self._async_transport = async_transport
         self._settings: ClusterSettings | None = None
         self._client: JobClient | None = None
-        self._async_client: httpx.AsyncClient | None = None
+        self._async_client: AsyncJobClient | None = None
 
     # -- the connection ------------------------------------------------------------------------------
 
@@ -135,21 +149,33 @@ class FlinkRuntimeHook(BaseHook):
         worker reaches the cluster; the JSON is at ``<REST URL>/jobs/<id>``."""
         return f"{self.rest_url}/#/jobs/{_quote(job_id)}"
 
+    def _client_arguments(self, settings: ClusterSettings) -> dict[str, Any]:
+        """What both clients are built with: the one place retries, token and TLS are set."""
+        return {
+            "timeout": settings.timeout,
+            "retries": self.retry_limit,
+            "backoff": self.retry_delay,
+            "max_backoff": MAX_RETRY_BACKOFF,
+            "token": settings.token or "",
+            "verify": settings.verify,
+            "user_agent": USER_AGENT,
+        }
+
     def get_conn(self) -> JobClient:
-        """The JobClient this hook sends its synchronous requests with."""
+        """The JobClient this hook sends its blocking requests with."""
         if self._client is None:
             settings = self._get_settings()
-            self._client = JobClient(
-                settings.rest_url,
-                timeout=settings.timeout,
-                retries=self.retry_limit,
-                backoff=self.retry_delay,
-                max_backoff=MAX_RETRY_BACKOFF,
-                token=settings.token or "",
-                verify=settings.verify,
-                transport=self._transport,
-            )
+            self._client = JobClient(settings.rest_url, **self._client_arguments(settings), transport=self._transport)
         return self._client
+
+    async def a_get_conn(self) -> AsyncJobClient:
+        """The AsyncJobClient this hook sends its ``a_`` requests with."""
+        if self._async_client is None:
+            settings = await self._a_get_settings()
+            self._async_client = AsyncJobClient(
+                settings.rest_url, **self._client_arguments(settings), transport=self._async_transport
+            )
+        return self._async_client
 
     def close(self) -> None:
         if self._client is not None:
@@ -162,6 +188,29 @@ class FlinkRuntimeHook(BaseHook):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    async def aclose(self) -> None:
+        if self._async_client is not None:
+            await self._async_client.aclose()
+            self._async_client = None
+
+    async def __aenter__(self) -> FlinkRuntimeHook:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _run(self, work: Call[T] | Plan[T]) -> T:
+        """One call or plan through the JobClient, its errors as the provider's exceptions."""
+        with translated():
+            client = self.get_conn()
+            return client.call(work) if isinstance(work, Call) else client.run(work)
+
+    async def _a_run(self, work: Call[T] | Plan[T]) -> T:
+        """``_run`` through the AsyncJobClient."""
+        with translated():
+            client = await self.a_get_conn()
+            return await (client.call(work) if isinstance(work, Call) else client.run(work))
+
     def test_connection(self) -> tuple[bool, str]:
         """For the UI's "Test" button: does GET /overview answer?
 
@@ -173,8 +222,7 @@ class FlinkRuntimeHook(BaseHook):
             embedded = embedded_options(self.get_connection(self.flink_runtime_conn_id))
             if embedded is not None:
                 return check_embedded(embedded)
-            with translated():
-                overview = self.get_conn().overview()
+            overview = self._run(calls.cluster_overview())
         except FlinkRuntimeException as exc:
             return False, str(exc)
         return True, f"Connected to {self.rest_url}: {describe_overview(overview)}"
@@ -213,73 +261,47 @@ class FlinkRuntimeHook(BaseHook):
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
         """GET /jobs/:id, or None if the JobManager does not know the job."""
-        try:
-            with translated():
-                return self.get_conn().details(job_id)
-        except FlinkRuntimeJobNotFound:
-            return None
+        return self._run(plans.job_or_none(job_id))
+
+    async def a_get_job(self, job_id: str) -> dict[str, Any] | None:
+        return await self._a_run(plans.job_or_none(job_id))
 
     def get_job_status(self, job_id: str) -> str:
-        with translated():
-            return str(self.get_conn().details(job_id)["state"])
+        """The job's state; FlinkRuntimeJobNotFound for a job the JobManager does not know."""
+        return self._run(plans.job_state(job_id))
+
+    async def a_get_job_status(self, job_id: str) -> str:
+        return await self._a_run(plans.job_state(job_id))
 
     def get_exceptions(self, job_id: str) -> dict[str, Any]:
         """GET /jobs/:id/exceptions: ``root-exception`` and ``exceptionHistory``."""
-        with translated():
-            return self.get_conn().exceptions(job_id)
+        return self._run(calls.job_exceptions(job_id))
+
+    async def a_get_exceptions(self, job_id: str) -> dict[str, Any]:
+        return await self._a_run(calls.job_exceptions(job_id))
 
     def cancel_job(self, job_id: str) -> None:
         """Ask the JobManager to cancel the job. A job that ended FINISHED or FAILED
-        answers 409; a CANCELED one is acknowledged again."""
-        with translated():
-            self.get_conn().cancel(job_id)
+        answers 409 (FlinkRuntimeApiError); a CANCELED one is acknowledged again."""
+        self._run(calls.cancel_job(job_id))
+
+    async def a_cancel_job(self, job_id: str) -> None:
+        await self._a_run(calls.cancel_job(job_id))
 
     def job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
         """The exception for a job that ended ``state``, with its root exception if it has one
-        and the last log lines of the subtask that raised it.
-
-        Both are fetched on a best-effort basis: failing to get them must not hide the
-        failure they would explain.
-        """
-        root: str | None = None
-        log_lines: list[str] = []
-        try:
-            exceptions = self.get_exceptions(job_id)
-            root = exceptions.get("root-exception") or None
-            failing = failing_subtask(exceptions, self.get_conn().details(job_id)) if root else None
-            if failing is not None:
-                lines = self.get_conn().job_log(job_id, vertex=failing[0], subtask=failing[1])["lines"]
-                log_lines = lines[-FAILURE_LOG_LINES:]
-        except (FlinkRuntimeException, RestClientError, ClusterUnreachable) as exc:
-            self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
-        return job_failed(job_id, state, reason, root, log_lines)
+        and the last log lines of the subtask that raised it (fetched on a best-effort basis)."""
+        return self._run(plans.job_failure(job_id, state, reason, self.log))
 
     async def a_job_failure(self, job_id: str, state: str, reason: str | None = None) -> FlinkRuntimeJobFailed:
-        """``job_failure`` for the trigger: the same answer, fetched without blocking."""
-        root: str | None = None
-        log_lines: list[str] = []
-        try:
-            exceptions = await self._a_get_json(f"/jobs/{_quote(job_id)}/exceptions")
-            root = exceptions.get("root-exception") or None
-            details = await self._a_get_json(f"/jobs/{_quote(job_id)}") if root else {}
-            failing = failing_subtask(exceptions, details) if root else None
-            if failing is not None:
-                params = {"vertex": failing[0], "subtask": failing[1]}
-                lines = (await self._a_get_json(f"/jobs/{_quote(job_id)}/log", params=params))["lines"]
-                log_lines = lines[-FAILURE_LOG_LINES:]
-        except FlinkRuntimeException as exc:
-            self.log.warning("Could not fetch the root exception or task log of job %s: %s", job_id, exc)
-        return job_failed(job_id, state, reason, root, log_lines)
+        return await self._a_run(plans.job_failure(job_id, state, reason, self.log))
 
     def job_progress(self, job_id: str) -> str:
         """One line: the job's state and each vertex's subtasks, splits and records (airflow/progress.py)."""
-        with translated():
-            client = self.get_conn()
-            return describe_progress(job_id, client.details(job_id), client.accumulators(job_id))
+        return self._run(plans.job_progress(job_id))
 
     async def a_job_progress(self, job_id: str) -> str:
-        details = await self._a_get_json(f"/jobs/{_quote(job_id)}")
-        return describe_progress(job_id, details, await self._a_get_json(f"/jobs/{_quote(job_id)}/accumulators"))
+        return await self._a_run(plans.job_progress(job_id))
 
     # -- savepoints ----------------------------------------------------------------------------------
 
@@ -289,27 +311,21 @@ class FlinkRuntimeHook(BaseHook):
         Not retried once the request may have reached the JobManager: a second POST
         would take a second savepoint.
         """
-        with translated():
-            return self.get_conn().trigger_savepoint(job_id, target_directory, cancel_job)
+        return self._run(calls.trigger_savepoint(job_id, target_directory, cancel_job))
 
     def get_savepoint_status(self, job_id: str, request_id: str) -> dict[str, Any]:
         """``{"status": {"id": IN_PROGRESS|COMPLETED}, "operation": {location | failure-cause}}``."""
-        with translated():
-            return self.get_conn().savepoint_status(job_id, request_id)
+        return self._run(calls.savepoint_status(job_id, request_id))
 
     def wait_for_savepoint(self, job_id: str, request_id: str, timeout: float | None = None) -> str:
         """The savepoint's location once written; FlinkRuntimeSavepointFailed with the cause."""
-        with translated():
-            return self.get_conn().wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
+        return self._run(client_plans.wait_for_savepoint(job_id, request_id, timeout, _SAVEPOINT_POLL_SECONDS))
 
     def stop_job(
         self, job_id: str, target_directory: str | None = None, drain: bool = False, timeout: float | None = None
     ) -> str:
         """Stop the job with a savepoint (it ends FINISHED); returns the savepoint's location."""
-        with translated():
-            client = self.get_conn()
-            request_id = client.stop_with_savepoint(job_id, target_directory, drain)
-            return client.wait_for_savepoint(job_id, request_id, timeout, poll_interval=0.5)
+        return self._run(client_plans.stop(job_id, target_directory, drain, timeout, _SAVEPOINT_POLL_SECONDS))
 
     def latest_checkpoint_path(self, job_id: str) -> str | None:
         """The latest completed checkpoint of the job that still exists (GET
@@ -320,8 +336,7 @@ class FlinkRuntimeHook(BaseHook):
         or execution.checkpointing.externalized-checkpoint-retention did not keep it:
         the statistics then say ``discarded``). FlinkRuntimeJobNotFound for an unknown job.
         """
-        with translated():
-            latest = (self.get_conn().checkpoints(job_id).get("latest") or {}).get("completed")
+        latest = (self._run(calls.job_checkpoints(job_id)).get("latest") or {}).get("completed")
         if not latest or latest.get("discarded") or not latest.get("external_path"):
             return None
         return str(latest["external_path"])
@@ -379,102 +394,26 @@ class FlinkRuntimeHook(BaseHook):
         FlinkRuntimeTimeout after ``timeout`` seconds. With ``progress``, each state
         change and, every ``progress.interval`` seconds, the job's progress are logged.
         """
-        watched = set(target_states)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        client = self.get_conn()
-        since = 0
-        last_state = "unknown"
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise FlinkRuntimeTimeout(
-                    f"job {job_id} did not reach {' or '.join(sorted(watched))} within {timeout:g} s; "
-                    f"its last state was {last_state}"
-                )
-            wait = poll_timeout if remaining is None else min(poll_timeout, remaining)
-            if progress is not None:
-                wait = min(wait, progress.interval)
-            try:
-                with translated():
-                    page = client.poll_events(job_id, since, wait)
-            except FlinkRuntimeJobNotFound:
-                # Only live jobs have events; a job moved to the archive answers GET /jobs/:id.
-                state = self.get_job_status(job_id)
-                return decisive_state([], state, watched) or state
-            since = page.next
-            last_state = page.state.value
-            decided = decisive_state([event.new_state.value for event in page.events], last_state, watched)
-            if decided is not None:
-                return decided
-            if progress is not None:
-                self._report_progress(job_id, page.events, progress)
+        return self._run(plans.wait_for_job(job_id, target_states, timeout, poll_timeout, progress))
 
-    def _report_progress(self, job_id: str, events: Sequence[Any], progress: ProgressLog) -> None:
-        for event in events:
-            progress.log.info("Job %s: %s -> %s", job_id, event.old_state.value, event.new_state.value)
-        if progress.due(time.monotonic()):
-            try:
-                progress.report(self.job_progress(job_id), time.monotonic())
-            except FlinkRuntimeException as exc:  # progress is news, never a reason to stop waiting
-                progress.log.debug("No progress of job %s: %s", job_id, exc)
+    async def a_wait_for_job(
+        self,
+        job_id: str,
+        target_states: Collection[str],
+        timeout: float | None = None,
+        poll_timeout: float = 30.0,
+        progress: ProgressLog | None = None,
+    ) -> str:
+        """``wait_for_job`` without blocking: what the trigger waits with."""
+        return await self._a_run(plans.wait_for_job(job_id, target_states, timeout, poll_timeout, progress))
 
-    # -- async, for the trigger ----------------------------------------------------------------------
+    def poll_events(self, job_id: str, since: int, timeout: float) -> EventPage:
+        """One long poll of GET /jobs/:id/events: the events with id >= ``since``, waiting up to
+        ``timeout`` seconds (at most 60, the REST API's limit) for one; continue from its ``next``."""
+        return self._run(calls.job_events(job_id, since, timeout))
 
-    async def a_get_job_status(self, job_id: str) -> str:
-        data = await self._a_get_json(f"/jobs/{_quote(job_id)}")
-        return str(data["state"])
-
-    async def a_poll_events(self, job_id: str, since: int, timeout: float) -> dict[str, Any]:
-        """One long poll of GET /jobs/:id/events: ``{"events", "next", "state"}``.
-
-        Waits up to ``timeout`` seconds (at most 60, the REST API's limit) for an
-        event with id >= ``since``; pass the answer's ``next`` as the next ``since``.
-        """
-        wait = min(max(float(timeout), 0.0), MAX_POLL_SECONDS)
-        return await self._a_get_json(
-            f"/jobs/{_quote(job_id)}/events", params={"since": max(int(since), 0), "timeout": wait}, extra_wait=wait
-        )
-
-    async def a_cancel_job(self, job_id: str) -> None:
-        """PATCH /jobs/:id?mode=cancel, as cancel_job. A job that ended FINISHED or FAILED
-        answers 409 (FlinkRuntimeApiError); a CANCELED one is acknowledged again."""
-        await self._a_request("PATCH", f"/jobs/{_quote(job_id)}", params={"mode": "cancel"})
-
-    async def aclose(self) -> None:
-        if self._async_client is not None:
-            await self._async_client.aclose()
-            self._async_client = None
-
-    async def __aenter__(self) -> FlinkRuntimeHook:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
-
-    async def _a_get_json(self, path: str, params: dict[str, Any] | None = None, extra_wait: float = 0.0) -> dict:
-        return await self._a_request("GET", path, params, extra_wait)
-
-    async def _a_request(
-        self, method: str, path: str, params: dict[str, Any] | None = None, extra_wait: float = 0.0
-    ) -> dict:
-        settings = await self._a_get_settings()
-        if self._async_client is None:
-            headers = dict(_HEADERS)
-            if settings.token:
-                headers["Authorization"] = f"Bearer {settings.token}"
-            self._async_client = httpx.AsyncClient(
-                base_url=settings.rest_url,
-                headers=headers,
-                verify=settings.verify,
-                timeout=settings.timeout,
-                transport=self._async_transport,
-            )
-        timeout = httpx.Timeout(settings.timeout, read=settings.timeout + extra_wait)
-        # The same retry rule and error mapping as the sync side (JobClient): client/http.py.
-        policy = RetryPolicy(self.retry_limit, self.retry_delay, MAX_RETRY_BACKOFF)
-        with translated():
-            response = await a_send(self._async_client, policy, method, path, params=params, timeout=timeout)
-            return json_object(response)
+    async def a_poll_events(self, job_id: str, since: int, timeout: float) -> EventPage:
+        return await self._a_run(calls.job_events(job_id, since, timeout))
 
 
 def _quote(job_id: str) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator
 
+from flink_runtime.airflow.hooks.errors import log_job_failure
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
 from flink_runtime.airflow.links import FlinkRuntimeJobLink
 
@@ -22,10 +23,7 @@ def raise_job_failure(
 ) -> NoReturn:
     """Fail the task for a job that ended ``state``: root exception to the task log, then raise."""
     failure = hook.job_failure(job_id, state, reason)
-    if failure.root_exception:
-        task.log.error("Root exception of job %s (%s):\n%s", job_id, state, failure.root_exception)
-    if failure.log_lines:
-        task.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
+    log_job_failure(task.log, failure)
     raise failure
 
 

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskFailedEvent, TaskSuccessEvent, TriggerEvent
 
-from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException, FlinkRuntimeJobNotFound
+from flink_runtime.airflow.exceptions import FlinkRuntimeApiError, FlinkRuntimeException
+from flink_runtime.airflow.hooks.errors import log_job_failure
 from flink_runtime.airflow.hooks.flink_runtime import FlinkRuntimeHook
-from flink_runtime.airflow.job_states import decisive_state
 from flink_runtime.airflow.progress import ProgressLog
 from flink_runtime.airflow.task_end_lineage import emit_task_end_event
 
@@ -109,38 +107,25 @@ class JobStatusTrigger(BaseTrigger):
         return self.repr(classpath, kwargs)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        watched = {*self.target_statuses, *self.failure_statuses}
-        progress = ProgressLog(self.log)
         if self.end_from_trigger and self.task_instance is not None:
             # Airflow builds the triggerer's execution-API channel on its first use (10-15 s
             # measured on 2 busy cores): use it now, while the job runs, so that pushing the
             # XCom at the end does not pay for that.
             self._xcom_channel_ready = asyncio.ensure_future(self._open_execution_api_channel())
         async with FlinkRuntimeHook(self.flink_runtime_conn_id) as hook:
-            since = 0
+            # The same wait as SubmitJobOperator's on a worker (hooks/plans.py), awaited.
             try:
-                while True:
-                    try:
-                        wait = min(self.poll_timeout, progress.interval)
-                        page = await hook.a_poll_events(self.job_id, since, wait)
-                    except FlinkRuntimeJobNotFound:
-                        # Only live jobs have events; an archived one (ended) still answers GET /jobs/:id.
-                        state = await hook.a_get_job_status(self.job_id)
-                        decided = decisive_state([], state, watched) or state
-                    else:
-                        since = int(page["next"])
-                        for event in page["events"]:
-                            self.log.info("Job %s: %s -> %s", self.job_id, event["old-state"], event["new-state"])
-                        new_states = [str(event["new-state"]) for event in page["events"]]
-                        decided = decisive_state(new_states, str(page["state"]), watched)
-                    if decided is not None:
-                        yield await self._ending(hook, decided)
-                        return
-                    if progress.due(time.monotonic()):
-                        with contextlib.suppress(FlinkRuntimeException):  # news only, never a reason to stop
-                            progress.report(await hook.a_job_progress(self.job_id), time.monotonic())
+                state = await hook.a_wait_for_job(
+                    self.job_id,
+                    [*self.target_statuses, *self.failure_statuses],
+                    poll_timeout=self.poll_timeout,
+                    progress=ProgressLog(self.log),
+                )
             except FlinkRuntimeException as exc:
-                yield await self._ending(hook, None, f"could not follow job {self.job_id}: {exc}")
+                event = await self._ending(hook, None, f"could not follow job {self.job_id}: {exc}")
+            else:
+                event = await self._ending(hook, state)
+        yield event
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: cancel its job (Airflow bounds the time this
@@ -174,13 +159,11 @@ class JobStatusTrigger(BaseTrigger):
             self.log.error("The task fails: %s", event.payload["message"])
             await self._send_lineage(False, event.payload["message"])
             return TaskFailedEvent()
-        # What raise_job_failure writes on a worker, written here: the task never resumes.
+        # The task never resumes on a worker, so its log gets here what raise_job_failure
+        # would have written there (both through log_job_failure).
         failure = await hook.a_job_failure(self.job_id, state, event.payload["message"])
         self.log.error("The task fails: %s", failure)
-        if failure.root_exception:
-            self.log.error("Root exception of job %s (%s):\n%s", self.job_id, state, failure.root_exception)
-        if failure.log_lines:
-            self.log.error("The failing subtask's last log lines:\n%s", "\n".join(failure.log_lines))
+        log_job_failure(self.log, failure)
         await self._send_lineage(False, str(failure), failure.root_exception)
         return TaskFailedEvent()
 
