@@ -84,7 +84,8 @@ class JobStoreOptions:
         "SQLAlchemy URL of the database that keeps submitted jobs, their checkpoints and finished "
         "jobs across JobManager restarts (sqlite:///path, postgresql+psycopg://user:password@host/db). "
         "Unset: a standalone JobManager uses sqlite:///<system temp dir>/flink-runtime/"
-        "jobstore-<high-availability.cluster-id>.db; empty: no store (jobs are lost with the JobManager).",
+        "jobstore-<high-availability.cluster-id>.db, a MiniCluster none; empty: none (jobs are lost "
+        "with the JobManager). Required by high-availability.type: database.",
     )
     EXPIRATION_TIME = ConfigOption(
         "jobstore.expiration-time", DURATION, "3600 s", "How long a finished job stays queryable."
