@@ -17,6 +17,7 @@ from flink_runtime.configuration.option import (
     choice,
     integer,
     lower_choice,
+    optional_lower_choice,
 )
 
 
@@ -112,7 +113,7 @@ class StateBackendOptions:
 
     STATE_BACKEND = ConfigOption(
         "state.backend.type",
-        lower_choice("hashmap", "rocksdb", what="state backend", optional=True),
+        optional_lower_choice("hashmap", "rocksdb", what="state backend"),
         None,
         "Where keyed state of aggregations lives while a task runs: hashmap (in memory) or rocksdb "
         "(on local disk). Unset: keyed state is kept only when the job needs it (it restores from a "

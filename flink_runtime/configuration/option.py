@@ -13,7 +13,7 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from flink_runtime.config_values import (
     ConfigurationError,
@@ -145,12 +145,9 @@ def choice(*choices: str) -> Parser[str]:
     )
 
 
-def lower_choice(
-    *choices: str, what: str, aliases: dict[str, str] | None = None, optional: bool = False
-) -> Parser[Any]:
-    """One of `choices` (lower case), case-insensitive; `what` names the kind of value in
-    errors ("unknown state backend 'x'"); `aliases` map other spellings to a choice;
-    `optional`: unset or empty reads as None."""
+def _lower_choice(
+    choices: tuple[str, ...], what: str, aliases: dict[str, str] | None, optional: bool
+) -> Parser[str | None]:
     names = " or ".join([", ".join(choices[:-1]), choices[-1]] if len(choices) > 1 else choices)
 
     def convert(value: Any, key: str) -> str | None:
@@ -163,6 +160,17 @@ def lower_choice(
         return text
 
     return Parser(f"Enum: {', '.join(choices)}", names, convert)
+
+
+def lower_choice(*choices: str, what: str, aliases: dict[str, str] | None = None) -> Parser[str]:
+    """One of `choices` (lower case), case-insensitive; `what` names the kind of value in
+    errors ("unknown strategy 'x'"); `aliases` map other spellings to a choice."""
+    return cast("Parser[str]", _lower_choice(choices, what, aliases, optional=False))
+
+
+def optional_lower_choice(*choices: str, what: str) -> Parser[str | None]:
+    """As lower_choice, but unset or empty reads as None (the setting was not asked for)."""
+    return _lower_choice(choices, what, None, optional=True)
 
 
 INTEGER: Parser[int] = integer()
