@@ -103,7 +103,7 @@ def ensure_embedded_cluster(
     if not idle_timeout >= 0:
         raise ValueError(f"the embedded cluster's idle timeout must be 0 (never) or more seconds, got {idle_timeout}")
     config = dict(config or {})
-    if "rest.port" in config:
+    if cfg.REST_PORT.key in config:
         raise ValueError("set the embedded cluster's REST port with port=..., not config['rest.port']")
     directory = resolve_state_dir(state_dir)
     try:
