@@ -2,17 +2,9 @@
 
 A strategy decides, after a task failure, whether the job restarts and after how
 long. Time is passed in (`now`, seconds) so the rules are testable without waiting.
-The keys, their defaults and their checks are RestartStrategyOptions'.
-
-| restart-strategy.type | keys (Flink's)                                                            |
-|-----------------------|---------------------------------------------------------------------------|
-| none                  |                                                                           |
-| fixed-delay           | .fixed-delay.attempts (1), .fixed-delay.delay (1 s)                      |
-| exponential-delay     | .exponential-delay.initial-backoff (1 s), .max-backoff (5 min),           |
-|                       | .backoff-multiplier (2.0), .reset-backoff-threshold (1 h),                |
-|                       | .jitter-factor (0.1), .attempts-before-reset-backoff (unbounded)          |
-| failure-rate          | .failure-rate.max-failures-per-interval (1), .failure-rate-interval       |
-|                       | (1 min), .failure-rate.delay (1 s)                                        |
+`restart-strategy.type` picks none, fixed-delay, exponential-delay or failure-rate; each
+one's keys, defaults and checks are declared in RestartStrategyOptions (the "Restart
+strategies" table of docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -118,7 +110,7 @@ class FailureRateRestart:
 def restart_strategy(config: Configuration) -> RestartStrategy:
     """The strategy a job's configuration asks for; ConfigurationError names a bad key."""
     options = RestartStrategyOptions
-    match config.get(options.TYPE):
+    match config.get(options.TYPE):  # "none" (or an alias of it) falls through
         case "fixed-delay":
             return FixedDelayRestart(
                 config.get(options.FIXED_DELAY_ATTEMPTS), config.get_seconds(options.FIXED_DELAY_DELAY)
