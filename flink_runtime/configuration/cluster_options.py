@@ -120,5 +120,6 @@ class MiniClusterOptions:
         "minicluster.idle-timeout",
         DURATION,
         "0 s",
-        "A MiniCluster stops itself after this long with no job running and no REST request (0: never).",
+        "A MiniCluster stops itself after this long with no job running and no REST request (0: never; "
+        "the Airflow embedded cluster sets 1 h).",
     )

@@ -31,7 +31,8 @@ Airflow operator's `job_config`) may override the cluster's value for that job; 
 that sets a cluster setting is refused at submit (400) naming the key.
 
 Keys starting with `spark.` are Spark's: they are handed to the SparkSessions of the
-JobManager's planner and of the TaskManagers as they are.
+JobManager's planner and of the TaskManagers as they are (defaults: `local[slots]`, FAIR
+scheduling, 8 shuffle partitions, no UI; `spark.remote=sc://host:port` uses Spark Connect).
 """
 
 

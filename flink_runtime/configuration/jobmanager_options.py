@@ -61,7 +61,8 @@ class JobManagerOptions:
         True,
         "Start the planner process and its SparkSession when the JobManager starts, so the first "
         "submission does not wait for them. false: start them on first use (one JVM less on a "
-        "JobManager that seldom plans; the first Spark job's planning then includes Spark's start).",
+        "JobManager that seldom plans; the first Spark job's planning then includes Spark's start). A "
+        "call waits on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
     )
     PLANNER_MEMORY = ConfigOption(
         "jobmanager.planner.memory",
@@ -107,13 +108,15 @@ class HighAvailabilityOptions:
         "high-availability.cluster-id",
         STRING,
         "default",
-        "Names the cluster's lease (several clusters may share a database).",
+        "Names the cluster's lease (several clusters may share a database); also names a standalone "
+        "JobManager's default SQLite job store.",
     )
     LEASE_DURATION = ConfigOption(
         "high-availability.database.leader-election.lease-duration",
         DURATION,
         "15 s",
-        "A standby takes the lease once the leader has not renewed it for this long (database clock).",
+        "A standby takes the lease once the leader has not renewed it for this long (database clock); "
+        "Flink's high-availability.kubernetes.leader-election.lease-duration.",
     )
     RENEW_DEADLINE = ConfigOption(
         "high-availability.database.leader-election.renew-deadline",

@@ -49,7 +49,8 @@ class SecurityOptions:
         STRING,
         "",
         "Shared secret of the cluster's RPC: keys its CURVE authentication and encryption, and a "
-        "TaskManager presents it to register. Required when the RPC binds or connects off loopback. "
+        "TaskManager presents it to register. Required when the RPC binds or connects off loopback "
+        "(else the process exits with code 2). "
         "Empty: a MiniCluster makes its own; processes on loopback share their user's "
         "($XDG_RUNTIME_DIR/flink-runtime/rpc-secret, else ~/.local/state/flink-runtime/rpc-secret).",
     )
