@@ -70,11 +70,11 @@ def _run_jobmanager(config: Configuration) -> None:
     from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.rest.server import RestServer
 
-    if config.raw("jobstore.url") is None:
+    if config.get(cfg.JobStoreOptions.URL) is None:
         # A standalone JobManager keeps its jobs across restarts by default.
-        cluster_id = str(config.raw("high-availability.cluster-id") or "default").strip("/") or "default"
+        cluster_id = config.get(cfg.HA_CLUSTER_ID).strip("/") or "default"
         store = os.path.join(tempfile.gettempdir(), "flink-runtime", f"jobstore-{cluster_id}.db")
-        config.set("jobstore.url", f"sqlite:///{store}")
+        config.set(cfg.JobStoreOptions.URL.key, f"sqlite:///{store}")
     jobmanager = JobManager(config)
     jobmanager.parent = ProcessSupervisor()  # the default, said here: what it cannot handle ends the process
     rest = RestServer(jobmanager, config)

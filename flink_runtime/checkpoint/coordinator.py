@@ -31,16 +31,15 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from flink_runtime.checkpoint.metadata import JobProgress, VertexProgress, copy_into, write_metadata
-from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, STATE_BACKEND_KEY
 from flink_runtime.checkpoint.retention import retention_of
 from flink_runtime.checkpoint.served_partitions import ServedPartitions
-from flink_runtime.checkpoint.statistics import (
-    DEFAULT_HISTORY,
-    HISTORY_KEY,
-    CheckpointStatsTracker,
-    checkpoint_config,
+from flink_runtime.checkpoint.statistics import CheckpointStatsTracker, checkpoint_config
+from flink_runtime.configuration import (
+    CheckpointingOptions,
+    Configuration,
+    StateBackendOptions,
+    WebOptions,
 )
-from flink_runtime.configuration import Configuration, parse_duration_ms
 from flink_runtime.io import filesystem
 from flink_runtime.rpc.messages import TriggerCheckpoint
 from flink_runtime.security.paths import AllowedDirectories
@@ -50,10 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INTERVAL_KEY = "execution.checkpointing.interval"
-TIMEOUT_KEY = "execution.checkpointing.timeout"
-RETAINED_KEY = "state.checkpoints.num-retained"
-SAVEPOINTS_DIR_KEY = "state.savepoints.dir"
 # Checkpoint ids reserved in the job store at a time (one store write per ID_BLOCK / 2
 # checkpoints); a JobManager that takes over skips what is left of its predecessor's block.
 ID_BLOCK = 20
@@ -89,14 +84,15 @@ class CheckpointCoordinator:
         """checkpoints_dir_confined: the job chose state.checkpoints.dir, so it is checked with
         security.allowed-directories when written (the cluster's own is the operator's choice)."""
         self.job = job
-        interval = config.raw(INTERVAL_KEY)
-        self.interval = parse_duration_ms(interval, INTERVAL_KEY) / 1000 if interval not in (None, "", "0") else None
-        self.timeout = parse_duration_ms(config.raw(TIMEOUT_KEY) or "10 min", TIMEOUT_KEY) / 1000
-        self.num_retained = max(1, int(config.raw(RETAINED_KEY) or 1))
-        self.checkpoints_dir = str(
-            config.raw(CHECKPOINTS_DIR_KEY) or os.path.join(tempfile.gettempdir(), "flink-runtime-checkpoints")
+        interval = config.get(CheckpointingOptions.INTERVAL)
+        self.interval = None if interval is None else interval / 1000
+        self.timeout = config.get_seconds(CheckpointingOptions.TIMEOUT)
+        self.num_retained = config.get(CheckpointingOptions.NUM_RETAINED)
+        self.checkpoints_dir = config.get(CheckpointingOptions.CHECKPOINTS_DIRECTORY) or os.path.join(
+            tempfile.gettempdir(), "flink-runtime-checkpoints"
         )
-        self.savepoints_dir = config.raw(SAVEPOINTS_DIR_KEY)
+        self.savepoints_dir = config.get(CheckpointingOptions.SAVEPOINT_DIRECTORY)
+        self.state_backend = config.get(StateBackendOptions.STATE_BACKEND)
         self.allowed = AllowedDirectories.of(config)
         self.checkpoints_dir_confined = checkpoints_dir_confined
         self.retention = retention_of(config)  # ConfigurationError for a value Flink does not know
@@ -108,7 +104,7 @@ class CheckpointCoordinator:
         self._reserve: Callable[[int, int], None] | None = None
         self._reserving = False
         self.pending: dict[int, PendingCheckpoint] = {}
-        self.stats = CheckpointStatsTracker(int(config.raw(HISTORY_KEY) or DEFAULT_HISTORY))
+        self.stats = CheckpointStatsTracker(config.get(WebOptions.CHECKPOINTS_HISTORY_SIZE))
         self._completed_locations: deque[str] = deque()
         # Savepoint folders being written (worker threads), so none removes another's.
         self._writing: set[str] = set()
@@ -202,7 +198,7 @@ class CheckpointCoordinator:
     def check_checkpoint_storage(self) -> None:
         """Refuse a checkpoint on request before it is triggered if its storage
         (state.checkpoints.dir) cannot be written."""
-        _check_writable(self.checkpoints_dir, f"a checkpoint ({CHECKPOINTS_DIR_KEY})")
+        _check_writable(self.checkpoints_dir, f"a checkpoint ({CheckpointingOptions.CHECKPOINTS_DIRECTORY.key})")
         self.check_id_available()
 
     def trigger(
@@ -299,7 +295,7 @@ class CheckpointCoordinator:
             self._fail(
                 pending,
                 CheckpointFailure(
-                    f"checkpoint {checkpoint_id} expired after {self.timeout:g} s ({TIMEOUT_KEY}) "
+                    f"checkpoint {checkpoint_id} expired after {self.timeout:g} s ({CheckpointingOptions.TIMEOUT.key}) "
                     f"with {len(pending.waiting)} of {pending.total_tasks} tasks not acknowledged"
                 ),
             )
@@ -321,7 +317,7 @@ class CheckpointCoordinator:
             return self._write_savepoint(pending.target_directory, progress, served)
         directory = filesystem.join(self.checkpoints_dir, self.job.job_id, f"chk-{pending.checkpoint_id}")
         if self.checkpoints_dir_confined:
-            self._check_allowed(directory, f"checkpoint directory ({CHECKPOINTS_DIR_KEY})")
+            self._check_allowed(directory, f"checkpoint directory ({CheckpointingOptions.CHECKPOINTS_DIRECTORY.key})")
         write_metadata(directory, progress)
         return directory, len(msgspec.json.encode(progress))
 
@@ -464,7 +460,7 @@ class CheckpointCoordinator:
 
     def configuration(self) -> dict[str, Any]:
         """GET /jobs/:id/checkpoints/config (Flink's CheckpointConfigInfo)."""
-        return checkpoint_config(self.interval, self.timeout, self.job.config.raw(STATE_BACKEND_KEY), self.retention)
+        return checkpoint_config(self.interval, self.timeout, self.state_backend, self.retention)
 
 
 def _check_writable(target: str, what: str) -> None:

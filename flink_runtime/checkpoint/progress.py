@@ -33,8 +33,8 @@ log = logging.getLogger(__name__)
 
 SAVEPOINT_PATH_KEY = cfg.SAVEPOINT_PATH.key
 IGNORE_UNCLAIMED_KEY = cfg.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key
-STATE_BACKEND_KEY = "state.backend.type"
-CHECKPOINTS_DIR_KEY = "state.checkpoints.dir"
+# Whether a job chose its own checkpoint directory is read from its JobGraph config.
+CHECKPOINTS_DIR_KEY = cfg.CheckpointingOptions.CHECKPOINTS_DIRECTORY.key
 # Vertex config key with a subtask's keyed-state settings (see SparkTask).
 STATE_CONFIG_KEY = "__state__"
 
@@ -65,7 +65,7 @@ class ProgressTracker:
     def load_restore(self, vertex_ids: set[str]) -> dict[str, Any] | None:
         """Read and check the savepoint the job starts from, if any; returns what the
         checkpoint statistics say about it (Flink's `latest.restored`)."""
-        location = self.job.config.raw(cfg.SAVEPOINT_PATH)
+        location = self.job.config.get(cfg.SAVEPOINT_PATH)
         if not location:
             return None
         progress = read_metadata(str(location))
@@ -152,15 +152,11 @@ class ProgressTracker:
 
     def state_config(self, vertex_id: str, subtask: int, attempt_id: str) -> dict[str, Any]:
         restored = self.restored_state(vertex_id, subtask)
-        enabled = (
-            self.snapshot_all_state
-            or self.job.config.raw(STATE_BACKEND_KEY) is not None
-            or restored is not None
-            or self.job.is_continuous
-        )
+        backend = self.job.config.get(cfg.StateBackendOptions.STATE_BACKEND)  # None: not asked for
+        enabled = self.snapshot_all_state or backend is not None or restored is not None or self.job.is_continuous
         return {
             "enabled": enabled,
-            "backend": str(self.job.config.raw(STATE_BACKEND_KEY) or "hashmap"),
+            "backend": backend or "hashmap",
             "snapshot_dir": filesystem.join(self._checkpoints_dir, self.job.job_id, "state", attempt_id),
             "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
             "restored": restored,

@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-HISTORY_KEY = "web.checkpoints.history"
-DEFAULT_HISTORY = 10
+from flink_runtime.configuration import WebOptions
+
 # Flink's StatsSummary computes quantiles over the newest 10,000 values.
 _QUANTILE_WINDOW = 10_000
 # Flink's CheckpointStatistics class names (the JSON subtype property "className").
@@ -158,7 +158,7 @@ def percentile(ordered: list[int], p: float) -> float:
 class CheckpointStatsTracker:
     """The statistics of one job's checkpoints and savepoints, fed by its CheckpointCoordinator."""
 
-    def __init__(self, history_size: int = DEFAULT_HISTORY) -> None:
+    def __init__(self, history_size: int = WebOptions.CHECKPOINTS_HISTORY_SIZE.default) -> None:
         self.history: deque[CheckpointStats] = deque(maxlen=max(1, history_size))
         self._by_id: dict[int, CheckpointStats] = {}
         self.counts = {"total": 0, "in_progress": 0, "completed": 0, "failed": 0}

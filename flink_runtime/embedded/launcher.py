@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import psutil
 
+from flink_runtime import configuration as cfg
+from flink_runtime.configuration import Configuration
 from flink_runtime.embedded import ports
 from flink_runtime.embedded.state import (
     LOG_FILE,
@@ -101,7 +103,7 @@ def ensure_embedded_cluster(
     if not idle_timeout >= 0:
         raise ValueError(f"the embedded cluster's idle timeout must be 0 (never) or more seconds, got {idle_timeout}")
     config = dict(config or {})
-    if "rest.port" in config:
+    if cfg.REST_PORT.key in config:
         raise ValueError("set the embedded cluster's REST port with port=..., not config['rest.port']")
     directory = resolve_state_dir(state_dir)
     try:
@@ -136,7 +138,7 @@ def ensure_embedded_cluster(
             # Alive but mute means hung; a dead pid leaves only the file behind.
             terminate(state)
             (directory / STATE_FILE).unlink(missing_ok=True)
-        bind_address = str(config.get("rest.bind-address", "127.0.0.1"))
+        bind_address = Configuration(config).get(cfg.REST_BIND_ADDRESS)
         # A hint only (the bind may still lose a race): _await_ready reads the real failure.
         if ports.port_in_use(bind_address, port):
             raise EmbeddedClusterError(ports.port_taken_message(port, directory))

@@ -26,7 +26,7 @@ HA_TYPE_DATABASE = "DATABASE"
 def high_availability_enabled(config: Configuration) -> bool:
     """high-availability.type: database (jobstore.url is then required)."""
     enabled = config.get(cfg.HA_TYPE) == HA_TYPE_DATABASE
-    if enabled and not config.raw("jobstore.url"):
+    if enabled and not config.get(cfg.JobStoreOptions.URL):
         raise ConfigurationError(
             "high-availability.type: database needs jobstore.url: the database every JobManager and "
             "TaskManager of the cluster shares (postgresql+psycopg://user:password@host/db)"
@@ -59,7 +59,7 @@ class LeaderRetriever:
 
     @classmethod
     def from_configuration(cls, config: Configuration) -> LeaderRetriever:
-        return cls(str(config.raw("jobstore.url")), cluster_id(config))
+        return cls(str(config.get(cfg.JobStoreOptions.URL)), cluster_id(config))
 
     def leader(self) -> LeaderLease | None:
         """The current lease (None before any JobManager took one, or if it was released);

@@ -69,8 +69,8 @@ class JobEndCleanup:
         coordinator = job.coordinator
         retained = coordinator.retained_checkpoints
         keep = retains(coordinator.retention, job.status)
-        restored_from = job.config.raw(cfg.SAVEPOINT_PATH)
-        claims = bool(restored_from) and str(job.config.get(cfg.SAVEPOINT_RESTORE_MODE)) == "CLAIM"
+        restored_from = job.config.get(cfg.SAVEPOINT_PATH)
+        claims = bool(restored_from) and job.config.get(cfg.SAVEPOINT_RESTORE_MODE) == "CLAIM"
         end = JobEnd(
             job_id=job.job_id,
             status=job.status,
@@ -140,7 +140,7 @@ class JobEndCleanup:
     def start_when_settled(self, job: JobMaster) -> None:
         """Start `job` now, or, if it starts from a checkpoint being made self-contained,
         once that is done."""
-        location = job.config.raw(cfg.SAVEPOINT_PATH)
+        location = job.config.get(cfg.SAVEPOINT_PATH)
         if location:
             folder = checkpoint_folder(str(location))
             for job_id, keeping in self._in_progress.items():

@@ -43,7 +43,6 @@ from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
-from flink_runtime.jobmanager.jobstore import CONFIG_KEY as JOBSTORE_URL_KEY
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
 from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
@@ -134,7 +133,7 @@ class JobManager(RpcEndpoint):
         # The REST API's URL (set by RestServer once it serves); TaskManagers download
         # job libraries from it.
         self.rest_url = ""
-        url = config.raw(JOBSTORE_URL_KEY)
+        url = config.get(cfg.JobStoreOptions.URL)
         job_store = JobStore(str(url), idle_transaction_timeout=store_idle_timeout(config)) if url else None
         # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
         self.leadership = Leadership(config, job_store, self)

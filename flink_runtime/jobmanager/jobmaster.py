@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Iterable
 
-from flink_runtime.configuration import Configuration
+from flink_runtime.configuration import Configuration, CoreOptions
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, ExecutionVertex, JobStatus
 from flink_runtime.invokable import Prepared
 from flink_runtime.jobgraph.jobgraph import JobGraph
@@ -97,7 +95,7 @@ class JobMaster:
         self.splits = SourceSplits()
         self._submission = SubmissionWaiters(self.job_id)
         self.scheduling = js.JobScheduling(ExecutionFailureHandler.from_config(self.config))
-        data_dir = str(self.config.raw("io.tmp.dirs") or os.path.join(tempfile.gettempdir(), "flink-runtime-data"))
+        data_dir = self.config.get(CoreOptions.TMP_DIRS)
         self.partitions = PartitionRegistry(
             data_dir, lambda: self.data_namespace, lambda: self.graph, self.gateway.task_manager_address
         )

@@ -51,6 +51,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
+from flink_runtime.configuration import JobStoreOptions
 from flink_runtime.highavailability.lease_store import fencing_problem
 from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine, sqlite_file
 from flink_runtime.jobmanager.jobstore_schema import (
@@ -75,7 +76,6 @@ if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
 
 __all__ = [
-    "CONFIG_KEY",
     "SCHEMA_VERSION",
     "TERMINAL_STATUSES",
     "CheckpointRecord",
@@ -87,8 +87,6 @@ __all__ = [
     "UnknownJob",
     "default_url",
 ]
-
-CONFIG_KEY = "jobstore.url"
 
 
 class JobStoreError(Exception):
@@ -149,7 +147,7 @@ class JobStore:
 
     @classmethod
     def from_config(cls, config: Configuration) -> JobStore:
-        return cls(str(config.raw(CONFIG_KEY) or default_url()))
+        return cls(config.get(JobStoreOptions.URL) or default_url())
 
     def fenced(self, cluster_id: str, token: int | None) -> JobStore:
         """A view of this store (same engine) whose writes are refused unless the leader

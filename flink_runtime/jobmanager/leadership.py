@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from flink_runtime.configuration import Configuration
+from flink_runtime.configuration import Configuration, JobStoreOptions
 from flink_runtime.highavailability import exclusive_store
 from flink_runtime.highavailability.leader_election import LeaderElectionConfiguration, LeaderElectionService
 from flink_runtime.highavailability.leader_retrieval import cluster_id, high_availability_enabled
@@ -45,7 +45,7 @@ def store_idle_timeout(config: Configuration) -> float | None:
     transaction for the renew deadline: a leader frozen mid-write (its fenced write holds
     the lease row) would otherwise keep every standby from taking over. A live leader's
     transactions last milliseconds; one idle that long has stepped down already."""
-    if not config.raw("jobstore.url") or not high_availability_enabled(config):
+    if not config.get(JobStoreOptions.URL) or not high_availability_enabled(config):
         return None
     return LeaderElectionConfiguration.from_configuration(config).renew_deadline
 

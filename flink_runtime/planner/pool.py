@@ -123,7 +123,7 @@ class PlannerPool:
             ) from None
         except MemoryError:  # raised outside the job's own code (tasks.py names it there)
             raise PlanningError(
-                guard.memory_limit_reason(str(Configuration(self._config).raw(cfg.PLANNER_MEMORY)))
+                guard.memory_limit_reason(Configuration(self._config).as_written(cfg.PLANNER_MEMORY))
             ) from None
 
     def close(self) -> None:

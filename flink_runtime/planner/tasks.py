@@ -91,7 +91,7 @@ def initialize(config: dict[str, Any], parent_pid: int) -> None:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)-7s planner %(name)s: %(message)s")
     options = Configuration(config)
-    guard.limit_memory(options.get(cfg.PLANNER_MEMORY), str(options.raw(cfg.PLANNER_MEMORY)))
+    guard.limit_memory(options.get(cfg.PLANNER_MEMORY), options.as_written(cfg.PLANNER_MEMORY))
 
 
 def _own_spark() -> Any:

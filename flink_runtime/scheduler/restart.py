@@ -2,16 +2,9 @@
 
 A strategy decides, after a task failure, whether the job restarts and after how
 long. Time is passed in (`now`, seconds) so the rules are testable without waiting.
-
-| restart-strategy.type | keys (Flink's)                                                            |
-|-----------------------|---------------------------------------------------------------------------|
-| none                  |                                                                           |
-| fixed-delay           | .fixed-delay.attempts (1), .fixed-delay.delay (1 s)                      |
-| exponential-delay     | .exponential-delay.initial-backoff (1 s), .max-backoff (5 min),           |
-|                       | .backoff-multiplier (2.0), .reset-backoff-threshold (1 h),                |
-|                       | .jitter-factor (0.1), .attempts-before-reset-backoff (unbounded)          |
-| failure-rate          | .failure-rate.max-failures-per-interval (1), .failure-rate-interval       |
-|                       | (1 min), .failure-rate.delay (1 s)                                        |
+`restart-strategy.type` picks none, fixed-delay, exponential-delay or failure-rate; each
+one's keys, defaults and checks are declared in RestartStrategyOptions (the "Restart
+strategies" table of docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -20,9 +13,7 @@ import random
 from collections import deque
 from typing import Protocol
 
-from flink_runtime.configuration import Configuration, ConfigurationError, parse_duration_ms
-
-PREFIX = "restart-strategy"
+from flink_runtime.configuration import Configuration, JobManagerOptions, RestartStrategyOptions
 
 
 class RestartStrategy(Protocol):
@@ -118,50 +109,30 @@ class FailureRateRestart:
 
 def restart_strategy(config: Configuration) -> RestartStrategy:
     """The strategy a job's configuration asks for; ConfigurationError names a bad key."""
-    kind = str(config.raw(f"{PREFIX}.type") or "none").strip().lower()
-
-    def seconds(key: str, default: str) -> float:
-        return parse_duration_ms(config.raw(f"{PREFIX}.{key}") or default, f"{PREFIX}.{key}") / 1000.0
-
-    def number(key: str, default: float) -> float:
-        value = config.raw(f"{PREFIX}.{key}")
-        try:
-            return float(default if value is None else value)
-        except (TypeError, ValueError):
-            raise ConfigurationError(f"{PREFIX}.{key}: expected a number, got {value!r}") from None
-
-    match kind:
-        case "none" | "off" | "disable":
-            return NoRestart()
-        case "fixed-delay" | "fixeddelay":
-            return FixedDelayRestart(int(number("fixed-delay.attempts", 1)), seconds("fixed-delay.delay", "1 s"))
-        case "exponential-delay" | "exponentialdelay":
-            attempts = config.raw(f"{PREFIX}.exponential-delay.attempts-before-reset-backoff")
+    options = RestartStrategyOptions
+    match config.get(options.TYPE):  # "none" (or an alias of it) falls through
+        case "fixed-delay":
+            return FixedDelayRestart(
+                config.get(options.FIXED_DELAY_ATTEMPTS), config.get_seconds(options.FIXED_DELAY_DELAY)
+            )
+        case "exponential-delay":
             return ExponentialDelayRestart(
-                initial_backoff=seconds("exponential-delay.initial-backoff", "1 s"),
-                max_backoff=seconds("exponential-delay.max-backoff", "5 min"),
-                multiplier=number("exponential-delay.backoff-multiplier", 2.0),
-                reset_threshold=seconds("exponential-delay.reset-backoff-threshold", "1 h"),
-                jitter=number("exponential-delay.jitter-factor", 0.1),
-                attempts=None if attempts is None else int(attempts),
+                initial_backoff=config.get_seconds(options.EXPONENTIAL_DELAY_INITIAL_BACKOFF),
+                max_backoff=config.get_seconds(options.EXPONENTIAL_DELAY_MAX_BACKOFF),
+                multiplier=config.get(options.EXPONENTIAL_DELAY_BACKOFF_MULTIPLIER),
+                reset_threshold=config.get_seconds(options.EXPONENTIAL_DELAY_RESET_BACKOFF_THRESHOLD),
+                jitter=config.get(options.EXPONENTIAL_DELAY_JITTER_FACTOR),
+                attempts=config.get(options.EXPONENTIAL_DELAY_ATTEMPTS),
             )
-        case "failure-rate" | "failurerate":
+        case "failure-rate":
             return FailureRateRestart(
-                int(number("failure-rate.max-failures-per-interval", 1)),
-                seconds("failure-rate.failure-rate-interval", "1 min"),
-                seconds("failure-rate.delay", "1 s"),
+                config.get(options.FAILURE_RATE_MAX_FAILURES_PER_INTERVAL),
+                config.get_seconds(options.FAILURE_RATE_INTERVAL),
+                config.get_seconds(options.FAILURE_RATE_DELAY),
             )
-    raise ConfigurationError(
-        f"restart-strategy.type: unknown strategy {kind!r}; use none, fixed-delay, exponential-delay or failure-rate"
-    )
-
-
-FAILOVER_STRATEGY_KEY = "jobmanager.execution.failover-strategy"
+    return NoRestart()
 
 
 def failover_strategy(config: Configuration) -> str:
     """`region` (default, as Flink: restart only the failed subtask's region) or `full`."""
-    value = str(config.raw(FAILOVER_STRATEGY_KEY) or "region").strip().lower()
-    if value not in ("region", "full"):
-        raise ConfigurationError(f"{FAILOVER_STRATEGY_KEY}: expected region or full, got {value!r}")
-    return value
+    return config.get(JobManagerOptions.EXECUTION_FAILOVER_STRATEGY)

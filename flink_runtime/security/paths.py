@@ -107,7 +107,11 @@ class AllowedDirectories:
 
 
 # Job config keys that name directories or files.
-JOB_PATH_KEYS = ("state.checkpoints.dir", "state.savepoints.dir", cfg.SAVEPOINT_PATH.key)
+JOB_PATH_KEYS = (
+    cfg.CheckpointingOptions.CHECKPOINTS_DIRECTORY.key,
+    cfg.CheckpointingOptions.SAVEPOINT_DIRECTORY.key,
+    cfg.SAVEPOINT_PATH.key,
+)
 
 
 def job_path_problems(job_config: Mapping[str, Any], vertices: Iterable[Any], allowed: list[str]) -> list[str]:

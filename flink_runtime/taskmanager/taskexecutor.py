@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import tempfile
 import uuid
 from collections.abc import Awaitable
 from typing import Any
@@ -81,7 +80,7 @@ __all__ = ["FINAL_STATE_ATTEMPTS", "TaskExecutor", "default_data_dir"]
 
 
 def default_data_dir() -> str:
-    return os.path.join(tempfile.gettempdir(), "flink-runtime-data")
+    return Configuration().get(cfg.IO_TMP_DIRS)
 
 
 class TaskExecutor(RpcEndpoint):
@@ -118,7 +117,7 @@ class TaskExecutor(RpcEndpoint):
         self.config = config
         self.host = host
         self.slots = config.get(cfg.TASKMANAGER_SLOTS) or (os.cpu_count() or 1)
-        self.data_dir = config.get(cfg.IO_TMP_DIRS) or default_data_dir()
+        self.data_dir = config.get(cfg.IO_TMP_DIRS)
         # Its own security.allowed-directories, enforced beside the JobManager's (sent with
         # each task): a TaskManager without the key still confines tasks to the cluster's list.
         self.allowed_directories = allowed_directories(config)

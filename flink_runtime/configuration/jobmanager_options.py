@@ -1,0 +1,133 @@
+"""Options of the JobManager, its job store and high availability (Flink's
+JobManagerOptions, JobStoreOptions / ResourceManagerOptions, HighAvailabilityOptions)."""
+
+from __future__ import annotations
+
+from flink_runtime.configuration.option import (
+    BOOLEAN,
+    DURATION,
+    INTEGER,
+    MEMORY_SIZE,
+    OPTIONAL_STRING,
+    STRING,
+    ConfigOption,
+    choice,
+    integer,
+    lower_choice,
+)
+
+
+class JobManagerOptions:
+    TITLE = "JobManager"
+
+    RPC_ADDRESS = ConfigOption(
+        "jobmanager.rpc.address",
+        STRING,
+        "127.0.0.1",
+        "Host the JobManager's RPC binds to and TaskManagers connect to.",
+    )
+    RPC_PORT = ConfigOption("jobmanager.rpc.port", INTEGER, 6123, "JobManager RPC port.")
+    SLOT_REQUEST_TIMEOUT = ConfigOption(
+        "slot.request.timeout",
+        DURATION,
+        "300 s",
+        "A job fails when a slot it asked for does not arrive in this time.",
+    )
+    RECOVERY_MAX_ATTEMPTS = ConfigOption(
+        "jobmanager.recovery.max-attempts",
+        integer(minimum=1),
+        3,
+        "A job whose recovery was started this many times without reaching RUNNING (the JobManager "
+        "died recovering it) is marked FAILED instead of recovered again, so the JobManager comes up.",
+    )
+    EXECUTION_FAILOVER_STRATEGY = ConfigOption(
+        "jobmanager.execution.failover-strategy",
+        lower_choice("region", "full", what="failover strategy"),
+        "region",
+        "What a task failure restarts: region (only the failed subtask, and the producers of "
+        "partitions it could not read) or full (every subtask of the job).",
+        job_overridable=True,
+    )
+    PLANNER_TIMEOUT = ConfigOption(
+        "jobmanager.planner.timeout",
+        DURATION,
+        "120 s",
+        "How long preparing a job (importing its code, resolving its plan) or publishing its output "
+        "may take in the planner process before it is stopped and the job refused or failed.",
+    )
+    PLANNER_WARM_UP = ConfigOption(
+        "jobmanager.planner.warm-up",
+        BOOLEAN,
+        True,
+        "Start the planner process and its SparkSession when the JobManager starts, so the first "
+        "submission does not wait for them. false: start them on first use (one JVM less on a "
+        "JobManager that seldom plans; the first Spark job's planning then includes Spark's start). A "
+        "call waits on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
+    )
+    PLANNER_MEMORY = ConfigOption(
+        "jobmanager.planner.memory",
+        MEMORY_SIZE,
+        "2 gb",
+        "Memory the planner process's Python side may use (its data segment, RLIMIT_DATA; about 200 MB "
+        "with its SparkSession started). Job code that allocates more while its plan is prepared gets "
+        "MemoryError and the submission is refused (400) naming this key. 0: no limit. The planner's "
+        "JVM is bounded by spark.driver.memory instead.",
+    )
+
+
+class JobStoreOptions:
+    TITLE = "Job store"
+
+    URL = ConfigOption(
+        "jobstore.url",
+        OPTIONAL_STRING,
+        None,
+        "SQLAlchemy URL of the database that keeps submitted jobs, their checkpoints and finished "
+        "jobs across JobManager restarts (sqlite:///path, postgresql+psycopg://user:password@host/db). "
+        "Unset: a standalone JobManager uses sqlite:///<system temp dir>/flink-runtime/"
+        "jobstore-<high-availability.cluster-id>.db, a MiniCluster none; empty: none (jobs are lost "
+        "with the JobManager). Required by high-availability.type: database.",
+    )
+    EXPIRATION_TIME = ConfigOption(
+        "jobstore.expiration-time", DURATION, "3600 s", "How long a finished job stays queryable."
+    )
+    MAX_CAPACITY = ConfigOption("jobstore.max-capacity", INTEGER, 1000, "How many finished jobs are kept at most.")
+
+
+class HighAvailabilityOptions:
+    TITLE = "High availability"
+
+    TYPE = ConfigOption(
+        "high-availability.type",
+        choice("NONE", "DATABASE"),
+        "NONE",
+        "NONE: one JobManager. database: several JobManagers on the jobstore.url database (PostgreSQL), "
+        "one leader elected through a lease row; TaskManagers find the leader there.",
+    )
+    CLUSTER_ID = ConfigOption(
+        "high-availability.cluster-id",
+        STRING,
+        "default",
+        "Names the cluster's lease (several clusters may share a database); also names a standalone "
+        "JobManager's default SQLite job store.",
+    )
+    LEASE_DURATION = ConfigOption(
+        "high-availability.database.leader-election.lease-duration",
+        DURATION,
+        "15 s",
+        "A standby takes the lease once the leader has not renewed it for this long (database clock); "
+        "Flink's high-availability.kubernetes.leader-election.lease-duration.",
+    )
+    RENEW_DEADLINE = ConfigOption(
+        "high-availability.database.leader-election.renew-deadline",
+        DURATION,
+        "10 s",
+        "A leader that could not renew for this long steps down (its jobs SUSPENDED); must be shorter than "
+        "the lease duration, so it stops before a standby can take over.",
+    )
+    RETRY_PERIOD = ConfigOption(
+        "high-availability.database.leader-election.retry-period",
+        DURATION,
+        "5 s",
+        "How often the leader renews, standbys try to take the lease and TaskManagers look for the leader.",
+    )

@@ -1,0 +1,50 @@
+"""Options of a TaskManager and its tasks (Flink's TaskManagerOptions,
+TaskManagerOptions.TASK_CANCELLATION_*, NettyShuffleEnvironmentOptions)."""
+
+from __future__ import annotations
+
+from flink_runtime.configuration.option import DURATION, INTEGER, STRING, ConfigOption, choice
+
+
+class TaskManagerOptions:
+    TITLE = "TaskManager"
+
+    HOST = ConfigOption("taskmanager.host", STRING, "127.0.0.1", "Host the TaskManager's RPC binds to.")
+    RPC_PORT = ConfigOption(
+        "taskmanager.rpc.port",
+        INTEGER,
+        0,
+        "TaskManager RPC port (0 picks a free one). In a MiniCluster the i-th TaskManager takes this port + i.",
+    )
+    RESOURCE_ID = ConfigOption("taskmanager.resource-id", STRING, "", "TaskManager id; generated when empty.")
+    NUM_TASK_SLOTS = ConfigOption(
+        "taskmanager.numberOfTaskSlots", INTEGER, 0, "Slots a TaskManager offers (0: its CPU count)."
+    )
+    TASK_CANCELLATION_INTERVAL = ConfigOption(
+        "task.cancellation.interval",
+        DURATION,
+        "30 s",
+        "Between attempts to interrupt a task that does not react to cancel.",
+    )
+    TASK_CANCELLATION_TIMEOUT = ConfigOption(
+        "task.cancellation.timeout",
+        DURATION,
+        "180 s",
+        "After this a task that ignores cancellation is given up and reported CANCELED.",
+    )
+    SPARK_RESOURCE_WAIT_TIMEOUT = ConfigOption(
+        "taskmanager.spark.resource-wait-timeout",
+        DURATION,
+        "120 s",
+        "A task fails when its Spark application has had no executor for this long (a Spark "
+        "cluster with no free cores or memory for it) instead of waiting for ever. 0: wait.",
+    )
+    PARTITION_SERVING = ConfigOption(
+        "taskmanager.network.partition-serving",
+        choice("AUTO", "NETWORK", "SHARED"),
+        "auto",
+        "How consumers reach result partitions: 'network' (each TaskManager serves the partitions it "
+        "produced from its own io.tmp.dirs; consumers elsewhere fetch them over the RPC port), 'shared' "
+        "(every TaskManager sees every partition under io.tmp.dirs: a shared filesystem or a Hadoop URI), "
+        "'auto' (network for a local io.tmp.dirs, shared for a Hadoop URI and inside a MiniCluster).",
+    )
