@@ -1,4 +1,5 @@
-"""`make demo`: a real PySpark pipeline on the embedded default cluster.
+"""`make demo-pipeline`: a real PySpark pipeline on the embedded default cluster (`make
+demo` runs a word count through Airflow instead: airflow/demo.py).
 
 Generates a small corpus of text files (deterministic), starts a MiniCluster (a
 JobManager, its REST API and two TaskManagers sharing one SparkSession), and runs a

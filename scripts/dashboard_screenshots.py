@@ -1,4 +1,4 @@
-"""Screenshots of the web dashboard for the README, from a real run.
+"""Screenshots of the web dashboard for the README and docs/reference.md, from a real run.
 
 Starts a MiniCluster (2 TaskManagers x 2 slots), runs the demo's word count over a
 generated corpus, and saves what headless Chromium shows to docs/images/:

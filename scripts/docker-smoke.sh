@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make docker-smoke`: build the images, start the compose stack, run the demo word count
 # through it, check the exact result, stop it. Too slow for `make test` (a cold build
-# downloads and builds PySpark); its measured times are in the README's Docker section.
+# downloads and builds PySpark); its measured times are in docs/docker.md.
 #
 #  1. scripts/ensure-docker.sh: Docker engine, compose, debootstrap (installs, starts dockerd).
 #  2. scripts/docker-base-image.sh: python:3.11-slim-bookworm, or where no image registry

@@ -1,6 +1,6 @@
 """Fetching result partitions from the TaskManager that serves them (Flink's shuffle
 client side): consumers fetch their subpartitions (taskmanager/partition_service.py),
-the JobManager fetches whole partitions into a savepoint (jobmanager/served_partitions.py).
+the JobManager fetches whole partitions into a savepoint (checkpoint/served_partitions.py).
 
 partition_client.py   asking a serving TaskManager, copying files slice by slice
 

@@ -189,8 +189,8 @@ def test_a_json_file_is_rendered_with_jinja(tmp_path: Path) -> None:
 
 
 def test_a_json_file_names_the_runs_day_for_manual_runs_too(tmp_path: Path) -> None:
-    """Issue 13: `{{ ds }}` is undefined in a manual run (no logical date in Airflow 3);
-    the README's form, `{{ dag_run.run_after | ds }}`, works for every run."""
+    """`{{ ds }}` is undefined in a manual run (no logical date in Airflow 3); the form
+    docs/airflow.md gives, `{{ dag_run.run_after | ds }}`, works for every run."""
     import jinja2
     from airflow.sdk import DAG
 

@@ -1,7 +1,7 @@
 """Applying a vertex's operator chain to DataFrames.
 
 The chain is the `operators` list of a vertex's config (written by the Pipeline API
-or by hand, see README "JobGraph JSON for Spark vertices"). The same function runs
+or by hand, see docs/pipelines.md "JobGraph JSON for Spark vertices"). The same function runs
 in two places: in a task on real data, and in the JobManager on empty DataFrames to
 resolve the plan at submit, so an unknown column or invalid SQL fails the
 submission instead of a task minutes later.

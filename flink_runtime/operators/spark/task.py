@@ -1,6 +1,6 @@
 """SparkTask: the invokable of every Pipeline API vertex (built-in name "spark").
 
-Vertex config (see README, "JobGraph JSON for Spark vertices"):
+Vertex config (see docs/pipelines.md, "JobGraph JSON for Spark vertices"):
 
     {"source":    {format, paths, options, schema, split_size}      # source vertices
      "operators": [{"op": "select", ...}, ...]                      # the chain
