@@ -5,8 +5,13 @@ of scheduling: one slot runs one pipeline of subtasks (see ``slot_sharing``). Th
 JobManager's SlotPool holds the slots offered to it and serves *slot requests*
 from the scheduler:
 
-* a request is served at once if a slot is free, otherwise it waits in a FIFO
-  queue and is served when a slot is released or a TaskManager registers;
+* a request carries a resource profile (resource_profile.py; UNKNOWN when the job
+  specified none) and is served by a TaskManager with room for it: a free static slot
+  for UNKNOWN, a slot carved from the free resources for a specified profile (see
+  taskmanager_slots.py); nothing is handed out beyond a TaskManager's total. A request
+  no registered TaskManager could ever hold fails at once with the numbers;
+* a request is served at once if it fits and nobody waits, otherwise it waits in a
+  FIFO queue and is served when a slot is released or a TaskManager registers;
 * the scheduler may name preferred TaskManagers (where the execution's inputs
   were produced) and preferred hosts (where its input split lives); with no
   preference met, the slot comes from the TaskManager with most free slots, so
@@ -29,33 +34,21 @@ Everything here is pure bookkeeping: no I/O, no clocks (time is passed in as
 ``now``), so the JobManager's actor drives it and tests are deterministic. The
 allocation id of a fulfilled request *is* its request id.
 
-Operations are O(1) or O(log n) amortised: a job may queue 10,000 requests
-against a handful of slots, so nothing scans the queue or all TaskManagers.
+Operations on UNKNOWN requests are O(1) or O(log n) amortised: a job may queue
+10,000 requests against a handful of slots, so nothing scans the queue or all
+TaskManagers. A request with a specified profile scans the TaskManagers for room.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-__all__ = ["PhysicalSlot", "SlotOffer", "SlotPool", "Fulfilment"]
+from flink_runtime.scheduler.resource_profile import ResourceProfile
+from flink_runtime.scheduler.taskmanager_slots import PhysicalSlot, TaskManagerSlots
 
-
-@dataclass(frozen=True, slots=True)
-class PhysicalSlot:
-    """One slot of one TaskManager, as the SlotPool sees it at one moment.
-
-    Frozen: the pool hands out snapshots, so a caller holding a slot it was
-    given never sees it silently change when the slot is later reused.
-    """
-
-    task_manager_id: str
-    slot_index: int
-    host: str
-    # The allocation (== request id) occupying the slot; None while free.
-    allocation_id: str | None = None
+__all__ = ["PhysicalSlot", "SlotOffer", "SlotPool", "Fulfilment", "UnfulfillableSlotRequest"]
 
 
 # Flink's name for a slot as the TaskManager offers it to the JobManager. The
@@ -66,16 +59,9 @@ SlotOffer = PhysicalSlot
 Fulfilment = tuple[str, PhysicalSlot]
 
 
-@dataclass(slots=True)
-class _TaskManagerSlots:
-    host: str
-    slots: list[PhysicalSlot]
-    # Min-heap of free slot indices: slots fill from index 0 up, which keeps
-    # placement deterministic and easy to read in logs and tests.
-    free: list[int]
-    # Slots held by tasks the pool never allocated (an earlier registration's): neither
-    # free nor allocated here until the TaskManager reports them vacated.
-    occupied: set[int] = field(default_factory=set)
+class UnfulfillableSlotRequest(ValueError):
+    """No registered TaskManager could ever hold the request, even empty (Flink fails
+    such a request with NoResourceAvailableException)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -84,24 +70,30 @@ class _PendingRequest:
     requested_at: float
     preferred_task_managers: tuple[str, ...] = field(default=())
     preferred_hosts: tuple[str, ...] = field(default=())
+    profile: ResourceProfile = ResourceProfile.UNKNOWN
 
 
 class SlotPool:
     """Slots offered by TaskManagers, and the slot requests waiting for them.
 
     Every method that can hand out slots to *queued* requests
-    (``release_slot``, ``add_task_manager``, ``slots_vacated``) returns the list of
-    ``(request_id, slot)`` fulfilments it made, so the caller learns about
-    every fulfilment exactly once and can deploy the waiting executions.
+    (``release_slot``, ``add_task_manager``, ``slots_vacated``, ``serve_pending``)
+    returns the list of ``(request_id, slot)`` fulfilments it made, so the caller
+    learns about every fulfilment exactly once and can deploy the waiting executions.
+
+    ``fail_unfulfillable``: a request with a profile no registered TaskManager could
+    ever hold is refused at once (``UnfulfillableSlotRequest``) instead of waiting; an
+    active resource manager that starts TaskManagers sized for requests turns it off.
     """
 
-    def __init__(self) -> None:
-        self._task_managers: dict[str, _TaskManagerSlots] = {}
+    def __init__(self, fail_unfulfillable: bool = True) -> None:
+        self.fail_unfulfillable = fail_unfulfillable
+        self._task_managers: dict[str, TaskManagerSlots] = {}
         # host -> TaskManagers on it (dicts as ordered sets).
         self._task_managers_by_host: dict[str, dict[str, None]] = {}
-        # free-slot count -> TaskManagers with exactly that many free slots
-        # (only counts > 0). With ``_max_free`` this finds "the TaskManager with
-        # most free slots" in O(1): counts only move by one per allocation.
+        # free-slot count -> TaskManagers with exactly that many free (default-sized)
+        # slots (only counts > 0). With ``_max_free`` this finds "the TaskManager with
+        # most free slots" in O(1) for the usual UNKNOWN request.
         self._by_free_count: dict[int, dict[str, None]] = {}
         self._max_free = 0
         self._total_slots = 0
@@ -119,21 +111,27 @@ class SlotPool:
         # When the pool was first seen without any slot by ``expire_requests`` (None
         # while it has slots): requests expire only after that long without slots.
         self._slotless_since: float | None = None
+        # A TaskManager left: queued requests may now fit none of those that remain.
+        self._recheck_fit = False
 
     # ------------------------------------------------------------------ queries
 
     @property
     def total_slots(self) -> int:
+        """Static slots of all TaskManagers (``taskmanager.numberOfTaskSlots`` each)."""
         return self._total_slots
 
     @property
     def free_slots(self) -> int:
+        """Default-sized slots that could be allocated now (what an UNKNOWN request takes)."""
         return self._free_slots
 
     @property
     def allocated_slots(self) -> int:
         """Slots that are not free: held by an allocation of this pool, or occupied by
-        a task of an earlier registration (``occupied_slots``); free + allocated == total."""
+        a task of an earlier registration (``occupied_slots``). free + allocated == total
+        while every request is UNKNOWN; carved slots of specified profiles can make a
+        TaskManager hold more, smaller, slots than it has static ones (or fewer, larger)."""
         return len(self._allocations) + self._occupied_slots
 
     @property
@@ -146,6 +144,12 @@ class SlotPool:
         """Number of requests waiting for a slot."""
         return len(self._pending)
 
+    def pending_profiles(self) -> list[ResourceProfile]:
+        """The profiles of the requests waiting for a slot, oldest first (UNKNOWN for
+        those that specified none: they take a TaskManager's default slot). What an
+        active resource manager sizes new TaskManagers for."""
+        return [r.profile for r in self._queue if self._pending.get(r.request_id) is r]
+
     @property
     def task_managers(self) -> list[str]:
         return list(self._task_managers)
@@ -157,8 +161,8 @@ class SlotPool:
         return request_id in self._pending
 
     def free_slots_of(self, tm_id: str) -> int:
-        """Free slots of one TaskManager; KeyError if it is not registered."""
-        return len(self._task_managers[tm_id].free)
+        """Free default-sized slots of one TaskManager; KeyError if it is not registered."""
+        return self._task_managers[tm_id].free_count
 
     def occupied_slots_of(self, tm_id: str) -> list[int]:
         """Indices of one TaskManager's slots held by an earlier registration's tasks;
@@ -166,8 +170,10 @@ class SlotPool:
         return sorted(self._task_managers[tm_id].occupied)
 
     def slots_of(self, tm_id: str) -> list[PhysicalSlot]:
-        """All slots of one TaskManager by index; KeyError if it is not registered."""
-        return list(self._task_managers[tm_id].slots)
+        """All slots of one TaskManager by index: its static ones, free or not, and the
+        dynamic ones carved for allocations; KeyError if it is not registered."""
+        tm = self._task_managers[tm_id]
+        return [tm.slots[index] for index in sorted(tm.slots)]
 
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
         """The slot an allocation occupies, or None if it holds none (any more)."""
@@ -177,14 +183,63 @@ class SlotPool:
         tm_id, index = location
         return self._task_managers[tm_id].slots[index]
 
+    def total_resource_of(self, tm_id: str) -> ResourceProfile:
+        """A TaskManager's total resources (ANY if it did not report them); KeyError if
+        it is not registered."""
+        return self._task_managers[tm_id].total
+
+    def free_resource_of(self, tm_id: str) -> ResourceProfile:
+        """What of a TaskManager is not allocated (nor held by an earlier registration's
+        tasks); KeyError if it is not registered."""
+        return self._task_managers[tm_id].free_resource()
+
+    def default_slot_profile_of(self, tm_id: str) -> ResourceProfile:
+        """Total / numberOfTaskSlots: what an UNKNOWN request gets there."""
+        return self._task_managers[tm_id].default_profile
+
+    def is_dynamic(self, tm_id: str) -> bool:
+        """Whether its slots are carved at allocation (else they are fixed)."""
+        return self._task_managers[tm_id].dynamic
+
+    def unfulfillable_reason(self, profile: ResourceProfile) -> str | None:
+        """Why no registered TaskManager could ever hold ``profile`` (with the numbers),
+        or None when one could, or none is registered (one may still come)."""
+        if profile.is_unknown or not self._task_managers:
+            return None
+        if any(tm.could_ever_fit(profile) for tm in self._task_managers.values()):
+            return None
+        largest_id, largest = max(
+            self._task_managers.items(),
+            key=lambda item: (item[1].largest_slot().cpu_cores, item[1].largest_slot().task_heap_memory_mb),
+        )
+        return (
+            f"NoResourceAvailableException: a slot request needs {profile.short_description()}, more than "
+            f"any of the {len(self._task_managers)} registered TaskManagers could ever offer in one slot; "
+            f"the largest, {largest_id}, offers {largest.largest_slot().short_description()}. Lower the "
+            f"resources of the vertex or slot sharing group, or start a TaskManager with more "
+            f"(taskmanager.cpu.cores, taskmanager.memory.task.heap.size, taskmanager.memory.managed.size)."
+        )
+
     # ----------------------------------------------------------- task managers
 
-    def add_task_manager(self, tm_id: str, host: str, num_slots: int, occupied: Iterable[int] = ()) -> list[Fulfilment]:
+    def add_task_manager(
+        self,
+        tm_id: str,
+        host: str,
+        num_slots: int,
+        occupied: Iterable[int] = (),
+        total_resource: ResourceProfile = ResourceProfile.ANY,
+        slot_profiles: list[ResourceProfile] | None = None,
+        dynamic: bool = True,
+    ) -> list[Fulfilment]:
         """Register a TaskManager's slots; queued requests take the free ones at once.
 
+        ``total_resource``: what it has (ANY when it did not say: its slots then hold
+        anything, counted only). ``slot_profiles``: fixed slots, one profile each;
+        otherwise ``num_slots`` slots of total / num_slots, and with ``dynamic`` the
+        requests with a specified profile get slots carved from the free resources.
         ``occupied``: indices of slots still held by tasks of an earlier registration;
-        they stay unavailable until ``slots_vacated`` frees them (indices out of range
-        are ignored: such a slot does not exist here).
+        they stay unavailable until ``slots_vacated`` frees them.
 
         Returns the ``(request_id, slot)`` pairs fulfilled by the new slots.
         A TaskManager id may be registered once; a restarted TaskManager must
@@ -194,21 +249,14 @@ class SlotPool:
             raise ValueError(f"TaskManager {tm_id!r} is already registered")
         if num_slots < 0:
             raise ValueError(f"num_slots must be >= 0, got {num_slots}")
-        held = {index for index in occupied if 0 <= index < num_slots}
-        free = [index for index in range(num_slots) if index not in held]
-        self._task_managers[tm_id] = _TaskManagerSlots(
-            host=host,
-            slots=[PhysicalSlot(tm_id, index, host) for index in range(num_slots)],
-            free=free,  # an ascending list is already a heap
-            occupied=held,
-        )
+        tm = TaskManagerSlots.create(tm_id, host, num_slots, total_resource, slot_profiles, dynamic, occupied)
+        self._task_managers[tm_id] = tm
         self._task_managers_by_host.setdefault(host, {})[tm_id] = None
-        self._total_slots += num_slots
-        self._free_slots += len(free)
-        self._occupied_slots += len(held)
-        if num_slots:
+        self._total_slots += tm.num_slots
+        self._occupied_slots += len(tm.occupied)
+        if tm.num_slots:
             self._slotless_since = None
-        self._move_free_count(tm_id, 0, len(free))
+        self._update_free_count(tm_id, 0)
         return self._serve_pending()
 
     def slots_vacated(self, tm_id: str, still_occupied: Iterable[int]) -> list[Fulfilment]:
@@ -223,16 +271,11 @@ class SlotPool:
         tm = self._task_managers.get(tm_id)
         if tm is None or not tm.occupied:
             return []
-        vacated = tm.occupied.difference(still_occupied)
-        if not vacated:
+        before, old_free = len(tm.occupied), tm.free_count
+        if not tm.vacate(still_occupied):
             return []
-        tm.occupied -= vacated
-        old_free = len(tm.free)
-        for index in vacated:
-            heapq.heappush(tm.free, index)
-        self._occupied_slots -= len(vacated)
-        self._free_slots += len(vacated)
-        self._move_free_count(tm_id, old_free, len(tm.free))
+        self._occupied_slots -= before - len(tm.occupied)
+        self._update_free_count(tm_id, old_free)
         return self._serve_pending()
 
     def remove_task_manager(self, tm_id: str) -> list[str]:
@@ -242,20 +285,21 @@ class SlotPool:
         executions. Unknown ids are ignored (a TaskManager may be reported lost
         by heartbeat and by its own disconnect), returning [].
         """
-        tm = self._task_managers.pop(tm_id, None)
+        tm = self._task_managers.get(tm_id)
         if tm is None:
             return []
-        lost = [slot.allocation_id for slot in tm.slots if slot.allocation_id is not None]
+        self._update_free_count(tm_id, tm.free_count, new=0)
+        del self._task_managers[tm_id]
+        lost = [slot.allocation_id for slot in tm.slots.values() if slot.allocation_id is not None]
         for allocation_id in lost:
             del self._allocations[allocation_id]
         on_host = self._task_managers_by_host[tm.host]
         del on_host[tm_id]
         if not on_host:
             del self._task_managers_by_host[tm.host]
-        self._move_free_count(tm_id, len(tm.free), 0)
-        self._total_slots -= len(tm.slots)
-        self._free_slots -= len(tm.free)
+        self._total_slots -= tm.num_slots
         self._occupied_slots -= len(tm.occupied)
+        self._recheck_fit = bool(self._pending)
         return lost
 
     # ---------------------------------------------------------------- requests
@@ -266,25 +310,35 @@ class SlotPool:
         now: float,
         preferred_hosts: Iterable[str] = (),
         preferred_task_managers: Iterable[str] = (),
+        profile: ResourceProfile = ResourceProfile.UNKNOWN,
     ) -> PhysicalSlot | None:
-        """Allocate a slot for ``request_id`` now, or queue the request.
+        """Allocate a slot holding ``profile`` for ``request_id`` now, or queue the request.
 
-        Preference order: the first listed TaskManager with a free slot, then the
-        TaskManager with most free slots on the first listed host that has any,
-        then the TaskManager with most free slots overall. Preferences are soft:
-        a request is never held back waiting for a preferred slot, as in Flink.
+        Preference order: the first listed TaskManager with room, then the TaskManager
+        with most free slots on the first listed host that has room, then the
+        TaskManager with most free slots overall. Preferences are soft: a request is
+        never held back waiting for a preferred slot, as in Flink.
 
         Returns the allocated slot, or None if the request was queued; a queued
         request is later reported by ``release_slot`` / ``add_task_manager``,
-        or dropped by ``cancel_request`` / ``expire_requests``.
+        or dropped by ``cancel_request`` / ``expire_requests`` /
+        ``take_unfulfillable``. Raises ``UnfulfillableSlotRequest`` (with the numbers)
+        when ``fail_unfulfillable`` and no registered TaskManager could ever hold it.
         """
         if request_id in self._pending or request_id in self._allocations:
             raise ValueError(f"slot request {request_id!r} is already pending or allocated")
-        request = _PendingRequest(request_id, now, tuple(preferred_task_managers), tuple(preferred_hosts))
-        # Queued requests are served whenever slots free up, so if a slot is
-        # free nobody is waiting and taking it does not jump the queue.
-        if self._free_slots > 0:
-            return self._allocate(request)
+        if self.fail_unfulfillable:
+            reason = self.unfulfillable_reason(profile)
+            if reason is not None:
+                raise UnfulfillableSlotRequest(reason)
+        request = _PendingRequest(request_id, now, tuple(preferred_task_managers), tuple(preferred_hosts), profile)
+        # Queued requests are served whenever resources free up, FIFO: a request only
+        # takes a slot now when nobody waits, so a large request is not starved by
+        # smaller ones overtaking it.
+        if not self._pending:
+            choice = self._choose(request)
+            if choice is not None:
+                return self._allocate(request, *choice)
         self._pending[request_id] = request
         self._queue.append(request)
         return None
@@ -334,11 +388,36 @@ class SlotPool:
             expired.append(head.request_id)
         return expired
 
+    def take_unfulfillable(self) -> list[tuple[str, str]]:
+        """Drop and return ``(request_id, reason)`` for queued requests that no
+        TaskManager still registered could ever hold (the one that could has left).
+
+        Scans the queue only after a TaskManager left; call it periodically, then
+        ``serve_pending`` (a dropped head may have blocked requests that fit now)."""
+        if not self._recheck_fit:
+            return []
+        self._recheck_fit = False
+        if not self.fail_unfulfillable or not self._task_managers:
+            return []
+        dropped: list[tuple[str, str]] = []
+        for request_id, request in list(self._pending.items()):
+            reason = self.unfulfillable_reason(request.profile)
+            if reason is not None:
+                del self._pending[request_id]
+                self._stale += 1
+                dropped.append((request_id, reason))
+        self._compact_queue()
+        return dropped
+
+    def serve_pending(self) -> list[Fulfilment]:
+        """Give queued requests what fits now (the methods that free resources do this
+        themselves)."""
+        return self._serve_pending()
+
     def release_slot(self, allocation_id: str) -> list[Fulfilment]:
         """Free the slot held by ``allocation_id`` and serve queued requests.
 
-        Returns the ``(request_id, slot)`` pairs fulfilled as a result (at most
-        one here, but the type matches ``add_task_manager``). Releasing an
+        Returns the ``(request_id, slot)`` pairs fulfilled as a result. Releasing an
         unknown allocation (e.g. one lost with its TaskManager) does nothing.
         """
         location = self._allocations.pop(allocation_id, None)
@@ -346,10 +425,9 @@ class SlotPool:
             return []
         tm_id, index = location
         tm = self._task_managers[tm_id]
-        tm.slots[index] = replace(tm.slots[index], allocation_id=None)
-        heapq.heappush(tm.free, index)
-        self._free_slots += 1
-        self._move_free_count(tm_id, len(tm.free) - 1, len(tm.free))
+        old_free = tm.free_count
+        tm.release(index)
+        self._update_free_count(tm_id, old_free)
         return self._serve_pending()
 
     # ---------------------------------------------------------------- internals
@@ -357,47 +435,74 @@ class SlotPool:
     def _serve_pending(self) -> list[Fulfilment]:
         fulfilled: list[Fulfilment] = []
         queue = self._queue
-        while self._free_slots > 0 and queue:
-            request = queue.popleft()
+        while queue:
+            request = queue[0]
             if self._pending.get(request.request_id) is not request:
+                queue.popleft()
                 self._stale -= 1
                 continue
+            # The common case (nothing specified, no default slot free) stops in O(1).
+            if request.profile.is_unknown and self._free_slots == 0:
+                break
+            choice = self._choose(request)
+            if choice is None:
+                break  # FIFO: the head waits for room, and so does everyone behind it
+            queue.popleft()
             del self._pending[request.request_id]
-            fulfilled.append((request.request_id, self._allocate(request)))
+            fulfilled.append((request.request_id, self._allocate(request, *choice)))
         return fulfilled
 
-    def _allocate(self, request: _PendingRequest) -> PhysicalSlot:
-        tm_id = self._choose_task_manager(request)
+    def _allocate(self, request: _PendingRequest, tm_id: str, index: int) -> PhysicalSlot:
         tm = self._task_managers[tm_id]
-        index = heapq.heappop(tm.free)
-        slot = replace(tm.slots[index], allocation_id=request.request_id)
-        tm.slots[index] = slot
-        self._allocations[request.request_id] = (tm_id, index)
-        self._free_slots -= 1
-        self._move_free_count(tm_id, len(tm.free) + 1, len(tm.free))
+        old_free = tm.free_count
+        slot = tm.allocate(tm_id, index, request.request_id, request.profile)
+        self._allocations[request.request_id] = (tm_id, slot.slot_index)
+        self._update_free_count(tm_id, old_free)
         return slot
 
-    def _choose_task_manager(self, request: _PendingRequest) -> str:
-        """The TaskManager to allocate from; requires a free slot somewhere."""
+    def _choose(self, request: _PendingRequest) -> tuple[str, int] | None:
+        """The TaskManager and slot index (-1: a new dynamic slot) to allocate from, or
+        None when nothing has room for the request now."""
+        profile = request.profile
         for tm_id in request.preferred_task_managers:
             tm = self._task_managers.get(tm_id)
-            if tm is not None and tm.free:
-                return tm_id
+            index = tm.slot_for(profile) if tm is not None else None
+            if index is not None:
+                return tm_id, index
         for host in request.preferred_hosts:
-            best: str | None = None
-            best_free = 0
+            best: tuple[str, int] | None = None
+            best_free = -1
             # A host runs few TaskManagers, so a scan here is cheap.
             for tm_id in self._task_managers_by_host.get(host, ()):
-                free = len(self._task_managers[tm_id].free)
-                if free > best_free:
-                    best, best_free = tm_id, free
+                tm = self._task_managers[tm_id]
+                index = tm.slot_for(profile)
+                if index is not None and tm.free_count > best_free:
+                    best, best_free = (tm_id, index), tm.free_count
             if best is not None:
                 return best
-        # Insertion order within a bucket makes equally loaded TaskManagers
-        # take turns, which spreads consecutive requests round-robin.
-        return next(iter(self._by_free_count[self._max_free]))
+        if profile.is_unknown:
+            if self._max_free == 0:
+                return None
+            # Insertion order within a bucket makes equally loaded TaskManagers
+            # take turns, which spreads consecutive requests round-robin.
+            tm_id = next(iter(self._by_free_count[self._max_free]))
+            return tm_id, self._task_managers[tm_id].free[0]
+        # A specified profile: scan for room (the most free slots first, then the
+        # earliest registered), O(TaskManagers).
+        best = None
+        best_free = -1
+        for tm_id, tm in self._task_managers.items():
+            index = tm.slot_for(profile)
+            if index is not None and tm.free_count > best_free:
+                best, best_free = (tm_id, index), tm.free_count
+        return best
 
-    def _move_free_count(self, tm_id: str, old: int, new: int) -> None:
+    def _update_free_count(self, tm_id: str, old: int, new: int | None = None) -> None:
+        """Move a TaskManager between free-count buckets after its free count changed
+        from ``old`` (to its current count, or ``new``)."""
+        if new is None:
+            new = self._task_managers[tm_id].free_count
+        self._free_slots += new - old
         if old == new:
             return
         if old > 0:

@@ -1,0 +1,151 @@
+"""Fine-grained resources in the SlotPool: profile matching, dynamic slots carved from a
+TaskManager's free resources, no over-commit, and requests that can never fit."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from flink_runtime.scheduler.resource_profile import ResourceProfile
+from flink_runtime.scheduler.slotpool import SlotPool, UnfulfillableSlotRequest
+
+P = ResourceProfile.of
+UNKNOWN = ResourceProfile.UNKNOWN
+
+
+def test_profile_arithmetic_and_matching() -> None:
+    assert P(0, 0) is UNKNOWN
+    assert P(1, 256) + P(0.5, 256) == P(1.5, 512)
+    assert P(2, 1024) - P(0.5, 256) == P(1.5, 768)
+    assert (P(1, 100) + UNKNOWN).is_unknown  # one unspecified vertex: the group is unspecified
+    assert P(2, 1024).fits(P(2, 1024).divide(3).multiply(3))  # three default slots fill, not overflow
+    assert P(2, 1024).fits(P(2, 1024))
+    assert not P(2, 1024).fits(P(2.5, 10))
+    assert not P(2, 1024).fits(P(1, 2048))
+    assert P(1, 1).fits(UNKNOWN)
+    assert ResourceProfile.ANY.fits(P(1000, 10**9))
+    assert P(2, 0).count_fitting(P(0.5, 0)) == 4
+    with pytest.raises(ValueError, match="cannot subtract"):
+        P(1, 10) - P(2, 0)
+    with pytest.raises(ValueError, match="cpu_cores must be >= 0"):
+        ResourceProfile(-1.0)
+
+
+def test_unknown_requests_take_default_slots_exactly_as_by_count() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("tm1", "h", 3, total_resource=P(2, 1024))
+    slots = [pool.request_slot(f"r{i}", 0.0) for i in range(4)]
+    assert [s.slot_index for s in slots[:3] if s] == [0, 1, 2]
+    assert slots[3] is None and pool.pending_profiles() == [UNKNOWN]
+    assert slots[0] is not None and slots[0].resource_profile == P(2, 1024).divide(3)
+    assert pool.free_resource_of("tm1").cpu_cores == pytest.approx(0)
+    assert pool.release_slot("r1") == [("r3", pool.slot_of("r3"))]
+
+
+def test_specified_profiles_are_carved_and_never_over_commit() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("tm1", "h", 2, total_resource=P(2, 2048))
+    a = pool.request_slot("a", 0.0, profile=P(1.5, 512))
+    assert a is not None and a.slot_index == 2 and a.resource_profile == P(1.5, 512)  # dynamic index from N
+    assert pool.free_resource_of("tm1") == P(0.5, 1536)
+    # A default slot (1 core) no longer fits: 0.5 core left.
+    assert pool.free_slots_of("tm1") == 0
+    assert pool.request_slot("b", 0.0, profile=P(1, 100)) is None
+    assert pool.request_slot("c", 0.0, profile=P(0.5, 100)) is None  # FIFO: behind "b"
+    assert pool.pending_profiles() == [P(1, 100), P(0.5, 100)]
+    fulfilled = pool.release_slot("a")
+    assert [(rid, slot.slot_index, slot.resource_profile) for rid, slot in fulfilled] == [
+        ("b", 2, P(1, 100)),
+        ("c", 3, P(0.5, 100)),
+    ]
+    assert pool.free_resource_of("tm1") == P(0.5, 1848)
+    # Two cores, requests of one core each: two at a time, never three.
+    pool2 = SlotPool()
+    pool2.add_task_manager("tm", "h", 4, total_resource=P(2, 4096))
+    got = [pool2.request_slot(f"x{i}", 0.0, profile=P(1, 0)) for i in range(4)]
+    assert sum(slot is not None for slot in got) == 2
+
+
+def test_fixed_slots_match_by_profile() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("tm1", "h", 0, slot_profiles=[P(0.5, 256), P(2, 1024)])
+    assert pool.total_resource_of("tm1") == P(2.5, 1280)
+    big = pool.request_slot("big", 0.0, profile=P(1, 512))
+    assert big is not None and big.slot_index == 1 and big.resource_profile == P(2, 1024)
+    small = pool.request_slot("small", 0.0, profile=P(0.25, 100))
+    assert small is not None and small.slot_index == 0
+    with pytest.raises(UnfulfillableSlotRequest, match="needs 3 cores"):
+        pool.request_slot("huge", 0.0, profile=P(3, 0))
+
+
+def test_a_request_no_taskmanager_could_ever_hold_fails_at_once_with_the_numbers() -> None:
+    pool = SlotPool()
+    # No TaskManager yet: one may still come, so the request waits.
+    assert pool.request_slot("early", 0.0, profile=P(4, 0)) is None
+    pool.cancel_request("early")
+    pool.add_task_manager("small", "h", 2, total_resource=P(1, 1024))
+    pool.add_task_manager("large", "h", 2, total_resource=P(2, 2048))
+    with pytest.raises(UnfulfillableSlotRequest) as raised:
+        pool.request_slot("r", 0.0, profile=P(4, 512))
+    message = str(raised.value)
+    assert "NoResourceAvailableException" in message
+    assert "needs 4 cores, 512 MB task heap" in message
+    assert "the largest, large, offers 2 cores, 2048 MB task heap" in message
+    assert not pool.is_pending("r")
+    # Heap too, not only cores.
+    with pytest.raises(UnfulfillableSlotRequest, match="4096 MB task heap"):
+        pool.request_slot("r2", 0.0, profile=P(1, 4096))
+    # An active resource manager would start a TaskManager for it instead.
+    lenient = SlotPool(fail_unfulfillable=False)
+    lenient.add_task_manager("small", "h", 2, total_resource=P(1, 1024))
+    assert lenient.request_slot("r", 0.0, profile=P(4, 512)) is None
+    assert lenient.pending_profiles() == [P(4, 512)]
+
+
+def test_queued_request_fails_when_the_only_taskmanager_that_could_hold_it_leaves() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("small", "h", 1, total_resource=P(1, 1024))
+    pool.add_task_manager("large", "h", 1, total_resource=P(4, 1024))
+    assert pool.request_slot("hold", 0.0, profile=P(4, 0)) is not None
+    assert pool.request_slot("wait", 0.0, profile=P(3, 0)) is None
+    assert pool.request_slot("small-one", 0.0) is None  # FIFO behind "wait"
+    assert pool.take_unfulfillable() == []
+    assert pool.remove_task_manager("large") == ["hold"]
+    dropped = pool.take_unfulfillable()
+    assert [rid for rid, _ in dropped] == ["wait"] and "needs 3 cores" in dropped[0][1]
+    assert [rid for rid, _ in pool.serve_pending()] == ["small-one"]
+
+
+def test_taskmanager_without_reported_resources_counts_slots_only() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("old", "h", 2)  # an older TaskManager: ANY
+    assert pool.request_slot("a", 0.0, profile=P(64, 10**6)) is not None
+    assert pool.request_slot("b", 0.0, profile=P(64, 10**6)) is not None
+    assert pool.request_slot("c", 0.0) is None
+
+
+def test_random_mixed_requests_never_over_commit() -> None:
+    rng = random.Random(7)
+    pool = SlotPool()
+    totals = {"tm1": P(2, 2048), "tm2": P(4, 1024), "tm3": P(1, 4096)}
+    for tm_id, total in totals.items():
+        pool.add_task_manager(tm_id, "h", rng.randint(1, 4), total_resource=total)
+    held: dict[str, ResourceProfile] = {}
+    profiles = [UNKNOWN, P(0.5, 128), P(1, 512), P(0.25, 1024), P(1.5, 0)]
+    for step in range(2000):
+        if held and rng.random() < 0.45:
+            rid = rng.choice(sorted(held))
+            del held[rid]
+            fulfilled = pool.release_slot(rid)
+        else:
+            rid = f"r{step}"
+            slot = pool.request_slot(rid, 0.0, profile=rng.choice(profiles))
+            fulfilled = [(rid, slot)] if slot is not None else []
+        for request_id, slot in fulfilled:
+            held[request_id] = slot.resource_profile
+        for tm_id, total in totals.items():
+            used = [s.resource_profile for s in pool.slots_of(tm_id) if s.allocation_id is not None]
+            cpu = sum(p.cpu_cores for p in used)
+            heap = sum(p.task_heap_memory_mb for p in used)
+            assert cpu <= total.cpu_cores + 1e-6 and heap <= total.task_heap_memory_mb + 1e-6, (step, tm_id)
