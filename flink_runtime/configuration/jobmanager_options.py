@@ -33,6 +33,16 @@ class JobManagerOptions:
         "300 s",
         "A job fails when a slot it asked for does not arrive in this time.",
     )
+    FINE_GRAINED_RESOURCE_MANAGEMENT = ConfigOption(
+        "cluster.fine-grained-resource-management.enabled",
+        BOOLEAN,
+        True,
+        "true: a slot request with a resource profile gets a slot of exactly that profile carved from a "
+        "TaskManager's free resources (dynamic slots; Flink's default since 1.18). false: every "
+        "TaskManager has taskmanager.numberOfTaskSlots fixed slots of total / slots, and a request takes "
+        "one that holds its profile (Flink's coarse-grained mode). Requests without resources take a slot "
+        "of total / slots either way.",
+    )
     RECOVERY_MAX_ATTEMPTS = ConfigOption(
         "jobmanager.recovery.max-attempts",
         integer(minimum=1),

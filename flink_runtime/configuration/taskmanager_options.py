@@ -3,7 +3,7 @@ TaskManagerOptions.TASK_CANCELLATION_*, NettyShuffleEnvironmentOptions)."""
 
 from __future__ import annotations
 
-from flink_runtime.configuration.option import DURATION, INTEGER, STRING, ConfigOption, choice
+from flink_runtime.configuration.option import DURATION, FLOAT, INTEGER, MEMORY_SIZE, STRING, ConfigOption, choice
 
 
 class TaskManagerOptions:
@@ -19,6 +19,29 @@ class TaskManagerOptions:
     RESOURCE_ID = ConfigOption("taskmanager.resource-id", STRING, "", "TaskManager id; generated when empty.")
     NUM_TASK_SLOTS = ConfigOption(
         "taskmanager.numberOfTaskSlots", INTEGER, 0, "Slots a TaskManager offers (0: its CPU count)."
+    )
+    CPU_CORES = ConfigOption(
+        "taskmanager.cpu.cores",
+        FLOAT,
+        0.0,
+        "CPU cores the TaskManager offers its slots in total (fractions allowed). 0: "
+        "taskmanager.numberOfTaskSlots, as in Flink. Slot requests of vertices with resources are "
+        "carved from it (fine-grained resource management).",
+    )
+    TASK_HEAP_MEMORY = ConfigOption(
+        "taskmanager.memory.task.heap.size",
+        MEMORY_SIZE,
+        "0",
+        "Task heap the TaskManager offers its slots in total: the heap of the Spark JVM its tasks share. "
+        "0: spark.driver.memory (Spark's 1g when unset).",
+    )
+    MANAGED_MEMORY = ConfigOption(
+        "taskmanager.memory.managed.size",
+        MEMORY_SIZE,
+        "0",
+        "Managed memory the TaskManager offers its slots in total (state backends and Spark's off-heap "
+        "use it; vertices ask for it with managed_memory_mb). 0: none (Flink derives a default from "
+        "taskmanager.memory.managed.fraction; here nothing is managed unless configured).",
     )
     TASK_CANCELLATION_INTERVAL = ConfigOption(
         "task.cancellation.interval",

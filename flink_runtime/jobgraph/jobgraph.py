@@ -65,10 +65,13 @@ class ResultPartitionType(enum.StrEnum):
 
 
 class ResourceProfile(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, frozen=True):
-    """What a subtask needs from its slot. Zero means "unspecified"."""
+    """What a subtask (or, on a slot sharing group, the slot it shares) needs: Flink's
+    ResourceSpec. All zero means "unspecified" (Flink's UNKNOWN): a slot of the
+    TaskManager's default size (its total / taskmanager.numberOfTaskSlots)."""
 
     cpu_cores: Annotated[float, msgspec.Meta(ge=0)] = 0.0
     task_heap_memory_mb: Annotated[int, msgspec.Meta(ge=0)] = 0
+    managed_memory_mb: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
 class JobVertex(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -121,6 +124,9 @@ class JobGraph(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     libraries: list[str] = []
     # Per-job configuration, Flink keys (e.g. "restart-strategy.type").
     config: dict[str, Any] = {}
+    # Resources of named slot sharing groups (Flink's SlotSharingGroup with resources):
+    # a slot of the group gets this profile instead of the sum of its vertices'.
+    slot_sharing_groups: dict[Identifier, ResourceProfile] = {}
 
     # -- building ---------------------------------------------------------------
 

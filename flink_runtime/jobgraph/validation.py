@@ -192,6 +192,7 @@ def _check_graph(
     errors += _check_vertices(graph, invokable_exists, builtin_invokables, limits)
     errors += _check_datasets_and_edges(graph)
     errors += _check_co_location_groups(graph)
+    errors += _check_slot_sharing_groups(graph)
     errors += _check_acyclic(graph)
     if errors:
         if len(errors) > limits.max_errors:
@@ -473,6 +474,16 @@ def _check_co_location_groups(graph: JobGraph) -> list[str]:
                 "co-located subtasks share a slot, so put all its vertices in one slot sharing group."
             )
     return errors
+
+
+def _check_slot_sharing_groups(graph: JobGraph) -> list[str]:
+    used = {vertex.slot_sharing_group for vertex in graph.vertices if vertex.slot_sharing_group is not None}
+    return [
+        f"$.slot_sharing_groups['{name}']: no vertex is in slot sharing group '{name}' (groups: "
+        f"{quoted(sorted(used)) or 'none'}); set slot_sharing_group on its vertices or remove the entry."
+        for name in graph.slot_sharing_groups
+        if name not in used
+    ]
 
 
 def _check_acyclic(graph: JobGraph) -> list[str]:

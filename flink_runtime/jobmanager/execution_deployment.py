@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.jobmanager.task_reports import PartitionRegistry
     from flink_runtime.rpc.messages import Message
+    from flink_runtime.scheduler.resource_profile import ResourceProfile
+    from flink_runtime.scheduler.slot_sharing import SlotProfiles
     from flink_runtime.scheduler.slotpool import PhysicalSlot
 
 log = logging.getLogger(__name__)
@@ -70,19 +72,22 @@ class ExecutionDeployer:
         self,
         job_id: str,
         gateway: DeploymentGateway,
-        request_slot: Callable[[str], PhysicalSlot | None],
+        request_slot: Callable[[str, ResourceProfile], PhysicalSlot | None],
         descriptor: DescriptorFactory,
         set_state: SetState,
         execution: Callable[[str], Execution | None],
+        profiles: SlotProfiles | None = None,
     ) -> None:
-        """request_slot(request_id) asks the slot pool: a slot now, or None and the pool
+        """request_slot(request_id, profile) asks the slot pool: a slot now, or None and the pool
         calls back later (`slot_allocated`); execution(attempt_id): the job's attempt of
         that id, None if it has none."""
         self._gateway = gateway
         self._descriptor = descriptor
         self._set_state = set_state
         self._execution = execution
-        self.slots = ExecutionSlotAllocator(job_id, request_slot, gateway.release_slot, gateway.cancel_slot_request)
+        self.slots = ExecutionSlotAllocator(
+            job_id, request_slot, gateway.release_slot, gateway.cancel_slot_request, profiles
+        )
 
     def declare_usage(self, vertices: Iterable[ExecutionVertex]) -> None:
         self.slots.declare_usage(vertices)
@@ -122,6 +127,10 @@ class ExecutionDeployer:
         """No slot came for this request in time: the attempts waiting on it fail."""
         self._fail(self.slots.request_timed_out(request_id), no_slot_reason(timeout))
 
+    def request_failed(self, request_id: str, reason: str) -> None:
+        """No TaskManager could ever hold this request: the attempts waiting on it fail."""
+        self._fail(self.slots.request_timed_out(request_id), reason)
+
     def allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: what ran in it fails."""
         self._fail(self.slots.allocation_lost(allocation_id), reason)
@@ -160,6 +169,9 @@ class ExecutionDeployer:
         execution.task_manager_id = slot.task_manager_id
         self._set_state(execution, _E.DEPLOYING, None)
         descriptor = self._descriptor(execution, allocation_id, slot.slot_index)
+        profile = slot.resource_profile
+        if not (profile.is_unknown or profile.is_any):
+            descriptor.slot_resource = profile.to_dict()
         self._gateway.ask_task_manager(
             address,
             SubmitTask(descriptor=descriptor),

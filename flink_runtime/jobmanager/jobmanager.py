@@ -75,6 +75,7 @@ from flink_runtime.rpc.messages import (
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.rpc.transport import RpcTransport
+from flink_runtime.scheduler.resource_profile import ResourceProfile
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 
@@ -217,8 +218,14 @@ class JobManager(RpcEndpoint):
 
     # -- the JobMasterGateway: slots and TaskManagers are the ResourceManager's ----------------------
 
-    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
-        return self.resource_manager.request_slot(job, request_id, preferred_hosts)
+    def request_slot(
+        self,
+        job: JobMaster,
+        request_id: str,
+        preferred_hosts: list[str],
+        profile: ResourceProfile = ResourceProfile.UNKNOWN,
+    ) -> PhysicalSlot | None:
+        return self.resource_manager.request_slot(job, request_id, preferred_hosts, profile)
 
     def release_slot(self, allocation_id: str) -> None:
         self.resource_manager.release_slot(allocation_id)

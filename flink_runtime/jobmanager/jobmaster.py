@@ -56,6 +56,7 @@ from flink_runtime.scheduler.exception_history import (
     user_code_entry,
 )
 from flink_runtime.scheduler.failover import ExecutionFailureHandler
+from flink_runtime.scheduler.slot_sharing import slot_profiles
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.strategy import sources_to_restart, vertices_to_start
@@ -102,10 +103,11 @@ class JobMaster:
         self.deployer = ExecutionDeployer(
             self.job_id,
             self.gateway,
-            lambda request_id: gateway.request_slot(self, request_id, []),
+            lambda request_id, profile: gateway.request_slot(self, request_id, [], profile),
             self._deployment_descriptor,
             self._set_execution_state,
             lambda attempt_id: self.graph.execution(attempt_id) if self.graph is not None else None,
+            slot_profiles(job_graph),
         )
         self.checkpointing = JobCheckpointing(
             self,
@@ -310,6 +312,11 @@ class JobMaster:
     @supervised
     def on_slot_request_timeout(self, request_id: str, timeout: float) -> None:
         self.deployer.request_timed_out(request_id, timeout)
+
+    @supervised
+    def on_slot_request_failed(self, request_id: str, reason: str) -> None:
+        """No TaskManager could ever hold the request (NoResourceAvailableException)."""
+        self.deployer.request_failed(request_id, reason)
 
     @supervised
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:

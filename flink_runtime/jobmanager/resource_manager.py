@@ -59,7 +59,8 @@ from flink_runtime.rpc.messages import (
     TaskOperationResult,
 )
 from flink_runtime.rpc.service import RpcException, RpcService
-from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
+from flink_runtime.scheduler.resource_profile import ResourceProfile
+from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool, UnfulfillableSlotRequest
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -98,6 +99,7 @@ class ResourceManagerHost(Protocol):
     jobs: dict[str, JobMaster]
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
+    def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
 
 
 class ResourceManager:
@@ -112,6 +114,9 @@ class ResourceManager:
         self.slot_request_timeout = config.get_seconds(cfg.SLOT_REQUEST_TIMEOUT)
         self.task_managers: dict[str, RegisteredTaskManager] = {}
         self.slot_pool = SlotPool()
+        # Slots carved from a TaskManager's free resources per request (true), or its
+        # numberOfTaskSlots fixed slots of total / slots (false).
+        self.dynamic_slots = config.get(cfg.FINE_GRAINED_RESOURCE_MANAGEMENT)
         self.heartbeats: HeartbeatManagerSender[ExecutionDeploymentReport] = HeartbeatManagerSender(
             self.heartbeat_timeout, self, self._request_heartbeat
         )
@@ -161,7 +166,12 @@ class ResourceManager:
         # Slots its earlier registration's tasks still hold stay unavailable until its
         # heartbeats stop listing them (reconciliation cancels those tasks meanwhile).
         for request_id, slot in self.slot_pool.add_task_manager(
-            message.task_manager_id, message.host, message.slots, occupied=message.occupied_slots
+            message.task_manager_id,
+            message.host,
+            message.slots,
+            occupied=message.occupied_slots,
+            total_resource=ResourceProfile.from_dict(message.total_resource),
+            dynamic=self.dynamic_slots,
         ):
             self._slot_allocated(request_id, slot)
         # Connect now: the connection is how a killed TaskManager is noticed at once.
@@ -207,6 +217,13 @@ class ResourceManager:
             job = self._job_of_request.pop(request_id, None)
             if job is not None:
                 job.on_slot_request_timeout(request_id, self.slot_request_timeout)
+        # Requests whose only big enough TaskManager left fail as an impossible one does.
+        for request_id, reason in self.slot_pool.take_unfulfillable():
+            job = self._job_of_request.pop(request_id, None)
+            if job is not None:
+                job.on_slot_request_failed(request_id, reason)
+        for request_id, slot in self.slot_pool.serve_pending():
+            self._slot_allocated(request_id, slot)
 
     def _request_heartbeat(self, task_manager_id: str, requested_at: float) -> None:
         registration = self.task_managers.get(task_manager_id)
@@ -317,13 +334,33 @@ class ResourceManager:
 
     # -- slots and TaskManagers, as the JobMasters use them (JobMasterGateway) ---------------------
 
-    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
-        slot = self.slot_pool.request_slot(request_id, time.monotonic(), preferred_hosts=preferred_hosts)
+    def request_slot(
+        self,
+        job: JobMaster,
+        request_id: str,
+        preferred_hosts: list[str],
+        profile: ResourceProfile = ResourceProfile.UNKNOWN,
+    ) -> PhysicalSlot | None:
+        try:
+            slot = self.slot_pool.request_slot(
+                request_id, time.monotonic(), preferred_hosts=preferred_hosts, profile=profile
+            )
+        except UnfulfillableSlotRequest as refused:
+            # No registered TaskManager could ever hold it: fail its executions now, but
+            # from the mailbox, not inside the scheduling pass that is asking.
+            self._job_of_request[request_id] = job
+            self.host.schedule_once(0.0, self._fail_request, request_id, str(refused))
+            return None
         if slot is None:
             self._job_of_request[request_id] = job
         else:
             self._job_of_allocation[request_id] = job
         return slot
+
+    def _fail_request(self, request_id: str, reason: str) -> None:
+        job = self._job_of_request.pop(request_id, None)
+        if job is not None:
+            job.on_slot_request_failed(request_id, reason)
 
     def _slot_allocated(self, request_id: str, slot: PhysicalSlot) -> None:
         job = self._job_of_request.pop(request_id, None)

@@ -75,6 +75,10 @@ class RegisterTaskManager(Message):
     # this JobManager's before it took the TaskManager for lost): not free until a
     # HeartbeatResponse no longer lists them. Additive with a default, so no version bump.
     occupied_slots: list[int] = []
+    # What its slots share in total (Flink's TaskExecutorResourceSpec): cpu_cores,
+    # task_heap_memory_mb, managed_memory_mb. Empty from an older TaskManager: its slots
+    # are then counted only, as before. Additive with a default, so no version bump.
+    total_resource: dict[str, float] = {}
 
 
 class AcknowledgeRegistration(Message):
@@ -228,6 +232,10 @@ class TaskDeploymentDescriptor(Message):
     # The JobManager's security.allowed-directories (normalized): the TaskManager confines
     # the task's reads and commits to them (and to its own list, if it has one).
     allowed_directories: list[str] = []
+    # What the slot holds (cpu_cores, task_heap_memory_mb, managed_memory_mb): its share of
+    # the TaskManager, which the task's Spark work is sized by. Empty when the TaskManager's
+    # resources are not known. Additive with a default, so no version bump.
+    slot_resource: dict[str, float] = {}
 
 
 class SubmitTask(Message):

@@ -2,7 +2,8 @@
 
 Executions share slots by key (slot sharing group, co-location group, subtask; see
 slot_sharing.py). The first execution of a key without a slot makes one request to
-the JobManager's slot pool; the others wait on it. The allocator tells its caller which
+the JobManager's slot pool, carrying the key's resource profile (``SlotProfiles``);
+the others wait on it. The allocator tells its caller which
 executions a slot (or its loss, or a timeout) concerns; deploying or failing them is
 the caller's business.
 """
@@ -13,7 +14,8 @@ import itertools
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, shared_slot_key
+from flink_runtime.scheduler.resource_profile import ResourceProfile
+from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, SlotProfiles, shared_slot_key
 
 if TYPE_CHECKING:
     from flink_runtime.executiongraph import ExecutionVertex
@@ -31,14 +33,17 @@ class ExecutionSlotAllocator:
     def __init__(
         self,
         job_id: str,
-        request_slot: Callable[[str], PhysicalSlot | None],
+        request_slot: Callable[[str, ResourceProfile], PhysicalSlot | None],
         release_slot: Callable[[str], None],
         cancel_slot_request: Callable[[str], None],
+        profiles: SlotProfiles | None = None,
     ) -> None:
-        """request_slot(request_id) asks the pool; it returns a slot at once when one is
-        free, else None and the pool calls back (JobMaster.on_slot_allocated) later."""
+        """request_slot(request_id, profile) asks the pool; it returns a slot at once when
+        one is free, else None and the pool calls back (JobMaster.on_slot_allocated) later.
+        profiles: what each shared slot needs (None: every request is UNKNOWN)."""
         self._job_id = job_id
         self._request_slot = request_slot
+        self._profiles = profiles
         self._release_slot = release_slot
         self._cancel_slot_request = cancel_slot_request
         self._shared = SharedSlotManager()
@@ -76,7 +81,8 @@ class ExecutionSlotAllocator:
         request_id = f"{self._job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
         self._request_of_key[key] = request_id
         self._key_of_request[request_id] = key
-        slot = self._request_slot(request_id)
+        profile = self._profiles.profile(key) if self._profiles is not None else ResourceProfile.UNKNOWN
+        slot = self._request_slot(request_id, profile)
         if slot is None:
             return None
         waiting = self.slot_allocated(request_id, slot)

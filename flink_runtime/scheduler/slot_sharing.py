@@ -55,11 +55,16 @@ Pure bookkeeping on plain strings: no I/O, no ExecutionGraph types.
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-__all__ = ["SlotKey", "shared_slot_key", "Acquired", "SharedSlotManager"]
+from flink_runtime.scheduler.resource_profile import ResourceProfile
+
+if TYPE_CHECKING:
+    from flink_runtime.jobgraph import JobGraph
+
+__all__ = ["SlotKey", "shared_slot_key", "Acquired", "SharedSlotManager", "SlotProfiles", "slot_profiles"]
 
 # (group, subtask index); the group part is namespaced ("group:", "colocation:",
 # "vertex:") so a vertex id can never collide with a group name.
@@ -240,3 +245,68 @@ class SharedSlotManager:
         if allocation_id is not None:
             del self._key_of_allocation[allocation_id]
         return allocation_id
+
+
+class SlotProfiles:
+    """The resource profile a shared slot's request carries (Flink's
+    ``SlotSharingGroup`` resources, or the sum of its vertices' ``ResourceSpec``).
+
+    * ``("group:<g>", i)``: the group's own profile when the JobGraph gives one
+      (``slot_sharing_groups``), else the sum of the profiles of the group's vertices
+      that have an i-th subtask; UNKNOWN as soon as one of them is unspecified, as in
+      Flink (the slot then takes the TaskManager's default size).
+    * ``("colocation:<c>", i)``: the sum over the co-location group's vertices.
+    * ``("vertex:<v>", i)``: the vertex's own profile.
+
+    The sum is what the slot holds when all the group's subtasks run in it at once; with
+    blocking exchanges a consumer runs after its producer, so this over-reserves for a
+    chain, and a chain whose vertices need different amounts is better split into groups.
+    """
+
+    def __init__(
+        self,
+        vertices: Iterable[tuple[str, str | None, str | None, int, ResourceProfile]],
+        group_profiles: Mapping[str, ResourceProfile],
+    ) -> None:
+        """vertices: (vertex id, slot sharing group, co-location group, parallelism, profile)."""
+        self._group_profiles = dict(group_profiles)
+        self._members: dict[str, list[tuple[int, ResourceProfile]]] = {}
+        for vertex_id, sharing_group, co_location_group, parallelism, profile in vertices:
+            group = shared_slot_key(sharing_group, co_location_group, vertex_id, 0)[0]
+            self._members.setdefault(group, []).append((parallelism, profile))
+        self._cache: dict[SlotKey, ResourceProfile] = {}
+
+    def profile(self, key: SlotKey) -> ResourceProfile:
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        group, index = key
+        own = self._group_profiles.get(group.removeprefix("group:")) if group.startswith("group:") else None
+        if own is not None and not own.is_unknown:
+            result = own
+        else:
+            present = [profile for parallelism, profile in self._members.get(group, ()) if parallelism > index]
+            result = ResourceProfile.UNKNOWN
+            if present:
+                result = present[0]
+                for profile in present[1:]:
+                    result = result.merge(profile)
+        self._cache[key] = result
+        return result
+
+
+def slot_profiles(job_graph: JobGraph) -> SlotProfiles:
+    """The SlotProfiles of a JobGraph's vertices and named slot sharing groups."""
+    return SlotProfiles(
+        (
+            (
+                vertex.id,
+                vertex.slot_sharing_group,
+                vertex.co_location_group,
+                vertex.parallelism,
+                ResourceProfile.from_spec(vertex.resources),
+            )
+            for vertex in job_graph.vertices
+        ),
+        {name: ResourceProfile.from_spec(spec) for name, spec in job_graph.slot_sharing_groups.items()},
+    )

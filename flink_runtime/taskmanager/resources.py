@@ -1,5 +1,6 @@
 """What a TaskManager tells the JobManager about itself when it registers: the
-resources GET /taskmanagers shows (Flink's TaskManagerInfo)."""
+resources GET /taskmanagers shows (Flink's TaskManagerInfo), and the total its slots
+are carved from (Flink's TaskExecutorResourceSpec)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,29 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 
 
+def _spark_heap_bytes(config: Configuration) -> int:
+    try:
+        return cfg.parse_size_bytes(config.to_dict().get("spark.driver.memory", "1g"), "spark.driver.memory")
+    except ValueError:  # Spark refuses it itself when the session starts, with its own message
+        return 0
+
+
+def task_manager_total_resource(config: Configuration, slots: int) -> dict[str, float]:
+    """The total its slots share (``RegisterTaskManager.total_resource``): Flink's keys,
+    with Flink's default for cores (the slot count) and, for the task heap, the heap of
+    the Spark JVM the tasks do their work in."""
+    heap = config.get(cfg.TASKMANAGER_TASK_HEAP) or _spark_heap_bytes(config)
+    return {
+        "cpu_cores": config.get(cfg.TASKMANAGER_CPU_CORES) or float(slots),
+        "task_heap_memory_mb": heap / 2**20,
+        "managed_memory_mb": config.get(cfg.TASKMANAGER_MANAGED_MEMORY) / 2**20,
+    }
+
+
 def task_manager_resources(config: Configuration, slots: int) -> dict[str, float]:
     """Cores as slots, the machine's memory, this process's memory and its Spark JVM's
     heap (the SparkSession's spark.driver.memory; Spark's default 1g when unset)."""
-    try:
-        spark_heap = cfg.parse_size_bytes(config.to_dict().get("spark.driver.memory", "1g"), "spark.driver.memory")
-    except ValueError:  # Spark refuses it itself when the session starts, with its own message
-        spark_heap = 0
+    spark_heap = _spark_heap_bytes(config)
     return {
         "cpu_cores": float(slots),
         "memory_mb": psutil.virtual_memory().total / 2**20,

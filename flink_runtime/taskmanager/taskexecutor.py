@@ -67,7 +67,7 @@ from flink_runtime.security.paths import allowed_directories
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection
 from flink_runtime.taskmanager.log_service import LogService
 from flink_runtime.taskmanager.partition_service import PartitionService
-from flink_runtime.taskmanager.resources import task_manager_resources
+from flink_runtime.taskmanager.resources import task_manager_resources, task_manager_total_resource
 from flink_runtime.taskmanager.spark_session import TaskManagerSpark
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
 from flink_runtime.taskmanager.task import Task
@@ -213,6 +213,7 @@ class TaskExecutor(RpcEndpoint):
             host=self.host,
             slots=self.slots,
             resources=task_manager_resources(self.config, self.slots),
+            total_resource=task_manager_total_resource(self.config, self.slots),
             secret=self.cluster_secret,
             # Tasks of an earlier registration may still wind down: the JobManager must not
             # deploy into their slots (this TaskManager would refuse, see _slot_refusal).
@@ -263,7 +264,11 @@ class TaskExecutor(RpcEndpoint):
         """Why the slot a task is deployed into cannot take it. A SubmitTask can arrive after
         the JobManager gave up on it (its ask timed out), freed the slot and deployed another
         task there: running both would oversubscribe this TaskManager."""
-        if not 0 <= descriptor.slot_index < self.slots:
+        # Indices from numberOfTaskSlots up are dynamic slots, carved by the JobManager from
+        # this TaskManager's resources for requests with a resource profile, which it sends
+        # along (Flink's TaskSlotTable likewise accepts dynamic slots beyond its static ones).
+        dynamic = descriptor.slot_index >= self.slots and bool(descriptor.slot_resource)
+        if not (0 <= descriptor.slot_index < self.slots or dynamic):
             return f"slot {descriptor.slot_index} does not exist on TaskManager {self.resource_id} ({self.slots} slots)"
         occupant = self.task_table.slot_occupant(descriptor.slot_index, descriptor.allocation_id)
         if occupant is None:

@@ -144,7 +144,9 @@ class FakeGateway:
 
     # -- slots ------------------------------------------------------------------------------
 
-    def request_slot(self, job: JobMaster, request_id: str, preferred_hosts: list[str]) -> PhysicalSlot | None:
+    def request_slot(
+        self, job: JobMaster, request_id: str, preferred_hosts: list[str], profile: object = None
+    ) -> PhysicalSlot | None:
         if not self.free_slots:
             self.pending_requests.append(request_id)
             return None

@@ -54,7 +54,7 @@ def deployer(slots: int, graph: ExecutionGraph | None = None) -> tuple[Execution
     deploy = ExecutionDeployer(
         "job",
         gateway,
-        lambda request_id: gateway.request_slot(None, request_id, []),  # type: ignore[arg-type]
+        lambda request_id, profile: gateway.request_slot(None, request_id, [], profile),  # type: ignore[arg-type]
         lambda execution, allocation_id, slot_index: SimpleNamespace(execution_id=execution.attempt_id),  # type: ignore[arg-type,return-value]
         states,
         lambda attempt_id: graph.execution(attempt_id) if graph is not None else None,

@@ -149,3 +149,73 @@ def test_random_mixed_requests_never_over_commit() -> None:
             cpu = sum(p.cpu_cores for p in used)
             heap = sum(p.task_heap_memory_mb for p in used)
             assert cpu <= total.cpu_cores + 1e-6 and heap <= total.task_heap_memory_mb + 1e-6, (step, tm_id)
+
+
+def test_slot_requests_carry_the_sum_of_their_groups_vertices_or_the_groups_own_spec() -> None:
+    from flink_runtime.jobgraph import JobGraph, JobVertex
+    from flink_runtime.jobgraph import ResourceProfile as Spec
+    from flink_runtime.scheduler.slot_sharing import slot_profiles
+
+    graph = JobGraph(
+        name="g",
+        vertices=[
+            JobVertex(
+                id="a", name="a", invokable="noop", parallelism=2, resources=Spec(cpu_cores=1, task_heap_memory_mb=100)
+            ),
+            JobVertex(id="b", name="b", invokable="noop", parallelism=1, resources=Spec(cpu_cores=0.5)),
+            JobVertex(id="c", name="c", invokable="noop", slot_sharing_group="mixed", resources=Spec(cpu_cores=1)),
+            JobVertex(id="d", name="d", invokable="noop", slot_sharing_group="mixed"),
+            JobVertex(id="e", name="e", invokable="noop", slot_sharing_group="sized"),
+            JobVertex(id="f", name="f", invokable="noop", slot_sharing_group=None, resources=Spec(cpu_cores=3)),
+        ],
+        slot_sharing_groups={"sized": Spec(cpu_cores=2, task_heap_memory_mb=512)},
+    )
+    profiles = slot_profiles(graph)
+    # Subtask 0 of "default" holds a[0] and b[0]; subtask 1 only a[1].
+    assert profiles.profile(("group:default", 0)) == P(1.5, 100)
+    assert profiles.profile(("group:default", 1)) == P(1, 100)
+    # One unspecified vertex makes the group unspecified, as in Flink.
+    assert profiles.profile(("group:mixed", 0)) is UNKNOWN
+    # A group's own spec wins over its vertices'.
+    assert profiles.profile(("group:sized", 0)) == P(2, 512)
+    assert profiles.profile(("vertex:f", 0)) == P(3, 0)
+
+
+def test_the_allocator_asks_the_pool_with_the_profile_of_the_shared_slot() -> None:
+    from types import SimpleNamespace
+
+    from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
+    from flink_runtime.scheduler.slot_sharing import SlotProfiles
+
+    pool = SlotPool()
+    pool.add_task_manager("tm", "h", 4, total_resource=P(2, 1024))
+    profiles = SlotProfiles([("v", "default", None, 4, P(1, 0))], {})
+    asked: list[ResourceProfile] = []
+
+    def request(request_id: str, profile: ResourceProfile):  # type: ignore[no-untyped-def]
+        asked.append(profile)
+        return pool.request_slot(request_id, 0.0, profile=profile)
+
+    allocator = ExecutionSlotAllocator("job", request, pool.release_slot, pool.cancel_request, profiles)
+    job_vertex = SimpleNamespace(slot_sharing_group="default", co_location_group=None, id="v")
+    got = [
+        allocator.allocate(SimpleNamespace(job_vertex=SimpleNamespace(job_vertex=job_vertex), subtask_index=i), f"e{i}")  # type: ignore[arg-type]
+        for i in range(4)
+    ]
+    assert asked == [P(1, 0)] * 4
+    # Two cores, one core each: two run, two wait.
+    assert sum(a is not None for a in got) == 2 and pool.pending_requests == 2
+
+
+def test_resources_of_a_slot_sharing_group_no_vertex_is_in_are_refused_naming_it() -> None:
+    from flink_runtime.jobgraph import InvalidJobGraph, JobGraph
+
+    with pytest.raises(InvalidJobGraph) as raised:
+        JobGraph.from_dict(
+            {
+                "name": "g",
+                "vertices": [{"id": "a", "name": "a", "invokable": "noop"}],
+                "slot_sharing_groups": {"heavy": {"cpu_cores": 2}},
+            }
+        )
+    assert "no vertex is in slot sharing group 'heavy' (groups: 'default')" in str(raised.value)
