@@ -5,5 +5,6 @@ become chained vertices and exchanges.
 """
 
 from flink_runtime.pipeline.pipeline import DataSet, KeyedDataSet, Pipeline, Sink
+from flink_runtime.pipeline.resources import SlotSharingGroup
 
-__all__ = ["DataSet", "KeyedDataSet", "Pipeline", "Sink"]
+__all__ = ["DataSet", "KeyedDataSet", "Pipeline", "Sink", "SlotSharingGroup"]

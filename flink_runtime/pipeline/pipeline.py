@@ -23,6 +23,7 @@ from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.jobgraph.jobgraph import MAX_PARALLELISM_UPPER_BOUND, JobGraph
 from flink_runtime.operators.spark.io import DEFAULT_SPLIT_SIZE
 from flink_runtime.pipeline.plan import Kind, Node
+from flink_runtime.pipeline.resources import SlotSharingGroup, resource_spec
 
 SINK_MODES = ("overwrite", "append", "error")
 JOIN_TYPES = ("inner", "left", "full")
@@ -49,6 +50,7 @@ class Pipeline:
         self.config = _job_config(config)
         self.libraries = _libraries(libraries)
         self._nodes: list[Node] = []
+        self._groups: dict[str, SlotSharingGroup] = {}
 
     def __repr__(self) -> str:
         return f"Pipeline({self.name!r}, parallelism={self.parallelism})"
@@ -57,6 +59,18 @@ class Pipeline:
     def nodes(self) -> list[Node]:
         """The operators recorded so far, in the order they were called."""
         return list(self._nodes)
+
+    def slot_sharing_group(self, name: str) -> SlotSharingGroup:
+        """The pipeline's slot sharing group of this name (made on first use); give it
+        resources with ``.resources(cpu=..., heap=...)`` and operators with
+        ``.slot_sharing_group(group)``."""
+        group = SlotSharingGroup(name)
+        return self._groups.setdefault(group.name, group)
+
+    @property
+    def slot_sharing_group_resources(self) -> dict[str, Any]:
+        """Named groups given resources: name -> JobGraph ResourceProfile."""
+        return {name: group.spec for name, group in self._groups.items() if group.spec is not None}
 
     # -- sources ----------------------------------------------------------------------
 
@@ -179,6 +193,29 @@ class _Operator:
     def disable_chaining(self) -> Self:
         """Start a new task at this operator instead of chaining it to the one before."""
         self._node.chaining = False
+        return self
+
+    def resources(
+        self, cpu: float | None = None, heap: int | str | None = None, managed: int | str | None = None
+    ) -> Self:
+        """What one subtask of this operator needs: ``cpu`` cores (fractions allowed),
+        ``heap`` task heap and ``managed`` memory (sizes such as "512m" or "1g"). Its
+        slot is carved to fit; operators chained into one task add up."""
+        self._node.resources = resource_spec(cpu, heap, managed, "resources")
+        return self
+
+    def slot_sharing_group(self, group: str | SlotSharingGroup) -> Self:
+        """Run this operator in slots of ``group`` (a name or ``Pipeline.slot_sharing_group``);
+        operators after it inherit the group, and it does not chain across groups."""
+        if isinstance(group, SlotSharingGroup):
+            if self._pipeline._groups.get(group.name) is not group:
+                raise ValueError(
+                    f"slot_sharing_group(): {group!r} belongs to another pipeline; make it with this "
+                    f"pipeline's slot_sharing_group({group.name!r})."
+                )
+        else:
+            group = self._pipeline.slot_sharing_group(group)
+        self._node.slot_sharing_group = group.name
         return self
 
     def __repr__(self) -> str:

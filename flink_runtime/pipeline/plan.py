@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from flink_runtime.jobgraph.jobgraph import ResourceProfile
 
 
 class Kind(enum.Enum):
@@ -44,6 +47,10 @@ class Node:
     parallelism: int | None = None
     name: str | None = None
     chaining: bool = True
+    # What one subtask of the operator needs (None: unspecified), and the name of the slot
+    # sharing group it was put in (None: its input's, or "default").
+    resources: ResourceProfile | None = None
+    slot_sharing_group: str | None = None
 
     @property
     def display_name(self) -> str:
@@ -61,3 +68,6 @@ class LogicalPlan(Protocol):
 
     @property
     def nodes(self) -> list[Node]: ...
+
+    @property
+    def slot_sharing_group_resources(self) -> dict[str, ResourceProfile]: ...

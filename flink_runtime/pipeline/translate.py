@@ -26,10 +26,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner, new_job_id
+from flink_runtime.jobgraph.jobgraph import (
+    DistributionPattern,
+    JobGraph,
+    JobVertex,
+    Partitioner,
+    ResourceProfile,
+    new_job_id,
+)
 from flink_runtime.jobgraph.validation import validate_job_graph
 from flink_runtime.operators.aggregates import can_combine
 from flink_runtime.pipeline.plan import Kind, LogicalPlan, Node
+from flink_runtime.pipeline.resources import add_specs
 
 INVOKABLE = "spark"
 MAX_VERTEX_NAME = 256
@@ -73,6 +81,9 @@ class _Vertex:
 
     id: str
     parallelism: int
+    slot_sharing_group: str = "default"
+    # What the operators chained into it asked for (summed into the vertex's resources).
+    resources: list[ResourceProfile] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     source: dict[str, Any] | None = None
     operators: list[dict[str, Any]] = field(default_factory=list)
@@ -117,7 +128,9 @@ class _Builder:
             Kind.UNION: self._union,
             Kind.REBALANCE: self._rebalance,
         }
-        self._vertex_of[node] = handlers[node.kind](node)
+        vertex = self._vertex_of[node] = handlers[node.kind](node)
+        if node.resources is not None:
+            vertex.resources.append(node.resources)
 
     # -- one method per kind of operator ---------------------------------------------------
 
@@ -204,13 +217,23 @@ class _Builder:
             and node.chaining
             and self._consumers[producer] == 1
             and upstream.parallelism == self._parallelism(node)
+            and node.slot_sharing_group in (None, upstream.slot_sharing_group)
         )
 
     def _parallelism(self, node: Node) -> int:
         return node.parallelism if node.parallelism is not None else self._pipeline.parallelism
 
     def _new_vertex(self, node: Node) -> _Vertex:
-        vertex = _Vertex(id=f"{node.id_prefix}-{len(self._vertices) + 1}", parallelism=self._parallelism(node))
+        group = node.slot_sharing_group
+        if group is None:
+            # As in Flink: an operator without a group takes its inputs' when they agree.
+            inherited = {self._vertex_of[producer].slot_sharing_group for producer in node.inputs}
+            group = inherited.pop() if len(inherited) == 1 else "default"
+        vertex = _Vertex(
+            id=f"{node.id_prefix}-{len(self._vertices) + 1}",
+            parallelism=self._parallelism(node),
+            slot_sharing_group=group,
+        )
         self._vertices.append(vertex)
         return vertex
 
@@ -236,8 +259,16 @@ class _Builder:
                     invokable=INVOKABLE,
                     parallelism=vertex.parallelism,
                     config=vertex.config(),
+                    slot_sharing_group=vertex.slot_sharing_group,
+                    # Only when given: the JSON of a job without resources stays as it was.
+                    **({"resources": add_specs(vertex.resources)} if vertex.resources else {}),
                 )
             )
+        used = {vertex.slot_sharing_group for vertex in self._vertices}
+        # Groups given resources but no operator are left out, as Flink ignores them.
+        self._graph.slot_sharing_groups = {
+            name: spec for name, spec in self._pipeline.slot_sharing_group_resources.items() if name in used
+        }
         self._graph.job_id = job_id
         return self._graph
 

@@ -219,3 +219,47 @@ def test_resources_of_a_slot_sharing_group_no_vertex_is_in_are_refused_naming_it
             }
         )
     assert "no vertex is in slot sharing group 'heavy' (groups: 'default')" in str(raised.value)
+
+
+def test_pipeline_resources_on_operators_and_named_slot_sharing_groups() -> None:
+    from flink_runtime.jobgraph import ResourceProfile as Spec
+    from flink_runtime.pipeline import Pipeline
+
+    p = Pipeline("etl", parallelism=2)
+    heavy = p.slot_sharing_group("heavy").resources(cpu=2, heap="1g")
+    p.slot_sharing_group("unused").resources(cpu=8)
+    rows = p.read_parquet("in/").select("a", "k").resources(cpu=0.5, heap="256m").filter("a > 0").resources(cpu=0.25)
+    counts = rows.key_by("k").agg("count(*) AS n").slot_sharing_group(heavy)
+    counts.write_parquet("out/")
+    graph = p.job_graph()
+    by_id = {vertex.id: vertex for vertex in graph.vertices}
+    source = next(v for v in graph.vertices if v.id.startswith("read"))
+    aggregate = next(v for v in graph.vertices if v.id.startswith("aggregate"))
+    # Chained select and filter add up; the sink chained after the aggregate inherits its group.
+    assert source.resources == Spec(cpu_cores=0.75, task_heap_memory_mb=256)
+    assert source.slot_sharing_group == "default"
+    assert aggregate.slot_sharing_group == "heavy" and aggregate.resources == Spec()
+    assert graph.slot_sharing_groups == {"heavy": Spec(cpu_cores=2, task_heap_memory_mb=1024)}
+    assert len(by_id) == 2  # the sink chains into the aggregate's vertex (same group)
+    # Without resources nothing changes in the JobGraph's JSON.
+    plain = Pipeline("plain")
+    plain.read_text("x").write_json("y")
+    assert b"resources" not in plain.job_graph().to_json()
+    assert b"slot_sharing_groups" not in plain.job_graph().to_json()
+
+
+def test_pipeline_resource_arguments_are_checked_where_given() -> None:
+    from flink_runtime.pipeline import Pipeline
+
+    p = Pipeline("bad")
+    source = p.read_text("x")
+    with pytest.raises(ValueError, match="cpu must be a positive number of cores"):
+        source.resources(cpu=-1)
+    with pytest.raises(ValueError, match="needs at least one of cpu=, heap=, managed="):
+        source.resources()
+    with pytest.raises(ValueError, match="heap must be a number of bytes or a size"):
+        source.resources(heap="lots")
+    with pytest.raises(ValueError, match="must be 1-128 letters"):
+        p.slot_sharing_group("no spaces allowed")
+    with pytest.raises(ValueError, match="belongs to another pipeline"):
+        source.slot_sharing_group(Pipeline("other").slot_sharing_group("g"))
