@@ -3,10 +3,20 @@
 On a Spark cluster the executors must see io.tmp.dirs (shared_data_folder.py): that is
 checked once, when the check comes to a verdict (a cluster without free cores gives
 none), and every task fails with the reason rather than lose its partitions.
+
+The TaskManager's resources size its Spark application where Spark can
+(``session_settings``): ``taskmanager.cpu.cores`` is the number of cores it runs tasks
+on (``local[N]``, or ``spark.cores.max`` on a standalone cluster) and
+``taskmanager.memory.task.heap.size`` the heap they share (the driver's in local mode,
+the executors' ``spark.executor.memory`` on a cluster), unless the spark.* key is set.
+Within the application each slot has its own FAIR scheduler pool; Spark fixes a pool's
+weight when the session starts, so a slot's cores decide how many tasks run at once
+(the JobManager never carves more than the TaskManager has), not a weighted share.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -14,6 +24,20 @@ from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.spark.session import acquire_session, release_session
 from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
+
+
+def session_settings(config: Configuration, slots: int) -> tuple[dict[str, Any], int]:
+    """The flat configuration the session starts from, with the TaskManager's resources
+    filled in where the spark.* keys leave them open, and the cores it runs tasks on."""
+    settings = config.to_dict()
+    cores = config.get(cfg.TASKMANAGER_CPU_CORES)
+    default_cores = max(1, math.ceil(cores)) if cores else slots
+    heap = config.get(cfg.TASKMANAGER_TASK_HEAP)
+    if heap and not settings.get("spark.remote"):  # a Spark Connect server owns its memory
+        on_cluster = str(settings.get("spark.master", "")).startswith("spark://")
+        key = "spark.executor.memory" if on_cluster else "spark.driver.memory"
+        settings.setdefault(key, f"{max(1, heap // 2**20)}m")
+    return settings, default_cores
 
 
 class TaskManagerSpark:
@@ -37,9 +61,10 @@ class TaskManagerSpark:
     def get(self) -> Any:
         with self._lock:
             if self._session is None:
+                settings, cores = session_settings(self._config, self._slots)
                 self._session = acquire_session(
-                    self._config.to_dict(),
-                    default_cores=self._slots,
+                    settings,
+                    default_cores=cores,
                     resource_wait_timeout=self._config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
                 )
             if not self._data_folder_checked:

@@ -263,3 +263,30 @@ def test_pipeline_resource_arguments_are_checked_where_given() -> None:
         p.slot_sharing_group("no spaces allowed")
     with pytest.raises(ValueError, match="belongs to another pipeline"):
         source.slot_sharing_group(Pipeline("other").slot_sharing_group("g"))
+
+
+def test_the_taskmanagers_resources_size_its_spark_application_where_spark_can() -> None:
+    from flink_runtime.configuration import Configuration
+    from flink_runtime.taskmanager.resources import task_manager_total_resource
+    from flink_runtime.taskmanager.spark_session import session_settings
+
+    sized = Configuration({"taskmanager.cpu.cores": "1.5", "taskmanager.memory.task.heap.size": "768m"})
+    settings, cores = session_settings(sized, slots=4)
+    assert cores == 2 and settings["spark.driver.memory"] == "768m"  # local[2], a 768 MB driver heap
+    standalone = Configuration(
+        {"spark.master": "spark://h:7077", "taskmanager.cpu.cores": "3", "taskmanager.memory.task.heap.size": "2g"}
+    )
+    settings, cores = session_settings(standalone, slots=1)
+    assert cores == 3 and settings["spark.executor.memory"] == "2048m" and "spark.driver.memory" not in settings
+    # An explicit spark.* key wins; nothing configured changes nothing.
+    explicit = Configuration({"taskmanager.memory.task.heap.size": "2g", "spark.driver.memory": "1g"})
+    assert session_settings(explicit, slots=2)[0]["spark.driver.memory"] == "1g"
+    settings, cores = session_settings(Configuration({}), slots=2)
+    assert cores == 2 and "spark.driver.memory" not in settings and "spark.executor.memory" not in settings
+    # What the TaskManager registers: Flink's defaults (cores = slots, heap = the Spark heap).
+    assert task_manager_total_resource(Configuration({}), 3) == {
+        "cpu_cores": 3.0,
+        "task_heap_memory_mb": 1024.0,
+        "managed_memory_mb": 0.0,
+    }
+    assert task_manager_total_resource(sized, 4)["cpu_cores"] == 1.5
