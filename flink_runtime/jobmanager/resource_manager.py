@@ -382,6 +382,18 @@ class ResourceManager:
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
         return self.slot_pool.slot_of(allocation_id)
 
+    def allocated_slots_of(self, task_manager_id: str) -> list[tuple[PhysicalSlot, str | None]]:
+        """A TaskManager's slots in use, each with the id of the job holding it (None for a
+        slot an earlier registration's task still holds): REST's ``allocatedSlots``."""
+        if not self.slot_pool.has_task_manager(task_manager_id):
+            return []
+        allocated: list[tuple[PhysicalSlot, str | None]] = []
+        for slot in self.slot_pool.slots_of(task_manager_id):
+            if slot.allocation_id is not None:
+                job = self._job_of_allocation.get(slot.allocation_id)
+                allocated.append((slot, job.job_id if job is not None else None))
+        return allocated
+
     def task_manager_address(self, task_manager_id: str) -> str | None:
         registration = self.task_managers.get(task_manager_id)
         return registration.address if registration is not None else None

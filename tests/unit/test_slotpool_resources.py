@@ -290,3 +290,46 @@ def test_the_taskmanagers_resources_size_its_spark_application_where_spark_can()
         "managed_memory_mb": 0.0,
     }
     assert task_manager_total_resource(sized, 4)["cpu_cores"] == 1.5
+
+
+def test_the_resource_manager_registers_total_resources_and_reports_slots_per_job() -> None:
+    from types import SimpleNamespace
+
+    from flink_runtime.configuration import Configuration
+    from flink_runtime.jobmanager.resource_manager import ResourceManager
+    from flink_runtime.rpc.messages import RegisterTaskManager
+
+    host = SimpleNamespace(
+        rpc=SimpleNamespace(disconnect=lambda address: None),
+        jobmanager_id="jm",
+        rest_url="",
+        jobs={},
+        run_async=lambda awaitable, on_done=None: awaitable.close(),
+        schedule_once=lambda delay, function, *args: function(*args),
+    )
+    rm = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
+    rm.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]
+    answer = rm.register_task_manager(
+        RegisterTaskManager(
+            task_manager_id="tm",
+            address="tcp://127.0.0.1:1",
+            host="h",
+            slots=2,
+            secret="secret",
+            total_resource={"cpu_cores": 2, "task_heap_memory_mb": 1024},
+        )
+    )
+    assert type(answer).__name__ == "AcknowledgeRegistration"
+    assert rm.slot_pool.total_resource_of("tm") == P(2, 1024)
+    failed: list[tuple[str, str]] = []
+    job = SimpleNamespace(
+        job_id="job-1",
+        on_slot_request_failed=lambda request_id, reason: failed.append((request_id, reason)),
+    )
+    slot = rm.request_slot(job, "r1", [], P(1.5, 256))  # type: ignore[arg-type]
+    assert slot is not None and slot.resource_profile == P(1.5, 256)
+    assert rm.allocated_slots_of("tm") == [(slot, "job-1")]
+    assert rm.slot_pool.free_resource_of("tm") == P(0.5, 768)
+    # A request no TaskManager could hold fails the job's request (from the mailbox), with the numbers.
+    assert rm.request_slot(job, "r2", [], P(3, 0)) is None  # type: ignore[arg-type]
+    assert failed and failed[0][0] == "r2" and "needs 3 cores" in failed[0][1]
