@@ -122,12 +122,27 @@ function tasksTable(rows) {
   );
 }
 
+// Flink's ResourceProfileInfo in words: "1.5 cores, 512 MB heap, 0 B managed".
+function resourceText(resource) {
+  if (!resource) return "–";
+  const mib = (value) => fmt.bytes((value || 0) * 2 ** 20);
+  return `${resource.cpuCores} cores, ${mib(resource.taskHeapMemory)} task heap, ${mib(resource.managedMemory)} managed`;
+}
+
+// One line per slot in use: its resources and its job (GET /taskmanagers/:id allocatedSlots).
+function slotsText(allocated) {
+  if (!allocated || !allocated.length) return "none";
+  return h("ul", { class: "slot-resources" }, ...allocated.map((slot) => h("li", {}, `${resourceText(slot.resource)} (job ${slot.jobId || "–"})`)));
+}
+
 function detailsView({ tm, values }) {
   const resource = tm.totalResource || {};
   const rows = [
     ["ID", tm.id],
     ["Address", tm.path || "–"],
     ["Slots", `${tm.slotsNumber - tm.freeSlots} used of ${tm.slotsNumber} (${tm.freeSlots} free)`],
+    ["Resources", `${resourceText(tm.totalResource)} in total; free: ${resourceText(tm.freeResource)}`],
+    ["Slots in use", slotsText(tm.allocatedSlots)],
     ["CPU cores", String(tm.hardware ? tm.hardware.cpuCores : "–")],
     ["Physical memory", tm.hardware ? fmt.bytes(tm.hardware.physicalMemory) : "–"],
     ["Spark JVM heap (configured)", resource.taskHeapMemory ? fmt.bytes(resource.taskHeapMemory * 2 ** 20) : "–"],
