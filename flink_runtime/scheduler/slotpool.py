@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from flink_runtime.scheduler.resource_profile import ResourceProfile
-from flink_runtime.scheduler.taskmanager_slots import PhysicalSlot, TaskManagerSlots
+from flink_runtime.scheduler.taskmanager_slots import PhysicalSlot, TaskManagerSlots, unfulfillable_reason
 
 __all__ = ["PhysicalSlot", "SlotOffer", "SlotPool", "Fulfilment", "UnfulfillableSlotRequest"]
 
@@ -204,21 +204,7 @@ class SlotPool:
     def unfulfillable_reason(self, profile: ResourceProfile) -> str | None:
         """Why no registered TaskManager could ever hold ``profile`` (with the numbers),
         or None when one could, or none is registered (one may still come)."""
-        if profile.is_unknown or not self._task_managers:
-            return None
-        if any(tm.could_ever_fit(profile) for tm in self._task_managers.values()):
-            return None
-        largest_id, largest = max(
-            self._task_managers.items(),
-            key=lambda item: (item[1].largest_slot().cpu_cores, item[1].largest_slot().task_heap_memory_mb),
-        )
-        return (
-            f"NoResourceAvailableException: a slot request needs {profile.short_description()}, more than "
-            f"any of the {len(self._task_managers)} registered TaskManagers could ever offer in one slot; "
-            f"the largest, {largest_id}, offers {largest.largest_slot().short_description()}. Lower the "
-            f"resources of the vertex or slot sharing group, or start a TaskManager with more "
-            f"(taskmanager.cpu.cores, taskmanager.memory.task.heap.size, taskmanager.memory.managed.size)."
-        )
+        return unfulfillable_reason(self._task_managers, profile)
 
     # ----------------------------------------------------------- task managers
 

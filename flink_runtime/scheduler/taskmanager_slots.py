@@ -23,12 +23,12 @@ Either way nothing is handed out beyond the TaskManager's total: that is the
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from flink_runtime.scheduler.resource_profile import ResourceProfile
 
-__all__ = ["PhysicalSlot", "TaskManagerSlots"]
+__all__ = ["PhysicalSlot", "TaskManagerSlots", "unfulfillable_reason"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,3 +203,24 @@ class TaskManagerSlots:
         while index in self.slots or index in self.occupied:
             index += 1
         return index
+
+
+def unfulfillable_reason(task_managers: Mapping[str, TaskManagerSlots], profile: ResourceProfile) -> str | None:
+    """Why none of ``task_managers`` could ever hold ``profile`` in one slot, naming what
+    was asked and the largest TaskManager (Flink's NoResourceAvailableException); None
+    when one could, or when none is registered (one may still come)."""
+    if profile.is_unknown or not task_managers:
+        return None
+    if any(tm.could_ever_fit(profile) for tm in task_managers.values()):
+        return None
+    largest_id, largest = max(
+        task_managers.items(),
+        key=lambda item: (item[1].largest_slot().cpu_cores, item[1].largest_slot().task_heap_memory_mb),
+    )
+    return (
+        f"NoResourceAvailableException: a slot request needs {profile.short_description()}, more than "
+        f"any of the {len(task_managers)} registered TaskManagers could ever offer in one slot; "
+        f"the largest, {largest_id}, offers {largest.largest_slot().short_description()}. Lower the "
+        f"resources of the vertex or slot sharing group, or start a TaskManager with more "
+        f"(taskmanager.cpu.cores, taskmanager.memory.task.heap.size, taskmanager.memory.managed.size)."
+    )
