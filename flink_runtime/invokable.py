@@ -136,6 +136,9 @@ class MasterContext:
     # The job published output before (an earlier round, or a stop that ended in a failed
     # savepoint and let the job go on): its sinks add to or replace that, never refuse it.
     continuation: bool = False
+    # on_job_terminal(FINISHED) of a round after which the job goes on (a continuous job):
+    # a run recovered after a JobManager restart must know its sinks hold its own output.
+    more_rounds: bool = False
 
 
 @dataclass

@@ -52,8 +52,6 @@ class CheckpointingHost(Protocol):
     def split_progress(self) -> dict[str, SplitProgress]: ...
     @property
     def prepared(self) -> dict[str, Prepared]: ...
-    @property
-    def published_rounds(self) -> int: ...
 
     def processed_files(self, vertex_id: str) -> set[str]: ...
     def task_manager_address(self, task_manager_id: str) -> str | None: ...
@@ -119,10 +117,6 @@ class JobCheckpointing:
         return self._host.split_progress
 
     @property
-    def published_rounds(self) -> int:
-        return self._host.published_rounds
-
-    @property
     def stopping(self) -> bool:
         return self.stop_request is not None
 
@@ -131,13 +125,6 @@ class JobCheckpointing:
         (Flink's `latest.restored`); what it says of each vertex, for their preparation."""
         self.coordinator.restored = self.tracker.load_restore(vertex_ids)
         return self.tracker.restore.vertices if self.tracker.restore is not None else {}
-
-    def restored_published_rounds(self) -> int:
-        """How many rounds of this job had published output when the checkpoint it is
-        recovered from was taken (0 for a new job resumed from another's savepoint: its
-        sinks are its own)."""
-        restore = self.tracker.restore
-        return restore.published_rounds if restore is not None and restore.job_id == self.job_id else 0
 
     # -- requests --------------------------------------------------------------------------------
 

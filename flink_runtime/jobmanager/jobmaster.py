@@ -175,10 +175,6 @@ class JobMaster:
         return self.splits.progress
 
     @property
-    def published_rounds(self) -> int:
-        return self.rounds.published
-
-    @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
 
@@ -215,8 +211,7 @@ class JobMaster:
         imported and its plan resolved in the planner process, never here."""
         assert self.graph is not None
         restored = self.checkpointing.load_restore(set(self.graph.vertices))
-        continuation = self.checkpointing.restored_published_rounds() > 0
-        return self.planning.prepare_job(restored, self.data_namespace, continuation)
+        return self.planning.prepare_job(restored, self.data_namespace)
 
     def _on_prepared(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.INITIALIZING:
@@ -227,7 +222,6 @@ class JobMaster:
         assert self.graph is not None
         self.planning.prepared = prepared
         self.is_continuous = self.planning.is_continuous
-        self.rounds.published = self.checkpointing.restored_published_rounds()
         graph = self.graph
         self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._execute([self.scheduling.to(JobStatus.CREATED)])
@@ -411,7 +405,7 @@ class JobMaster:
                     self.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
-                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
+                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED, next_round)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
                     self.rounds.take_idle()  # a continuous job's stop: no round starts meanwhile
@@ -461,10 +455,11 @@ class JobMaster:
         assert self.graph is not None
         self.deployer.schedule_all(sources_to_restart(self.graph))
 
-    def run_terminal_hooks(self, status: JobStatus) -> None:
+    def run_terminal_hooks(self, status: JobStatus, more_rounds: bool = False) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
-        process. Runs in a worker thread (also from the JobManager's job-end cleanup)."""
-        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0)
+        process; `more_rounds`: a round's, after which the job goes on. Runs in a worker
+        thread (also from the JobManager's job-end cleanup)."""
+        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0, more_rounds)
 
     def _on_published(self, result: None, error: BaseException | None) -> None:
         if error is not None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from flink_runtime.checkpoint.metadata import read_metadata
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
 from flink_runtime.invokable import Prepared
@@ -252,7 +251,6 @@ class CheckpointHost:
         self.cancelled = 0
         self.stops: list[bool] = []
         self.idle = True
-        self.published_rounds = 0
 
     def processed_files(self, vertex_id: str) -> set[str]:
         return {"old.csv"}
@@ -303,22 +301,6 @@ def test_checkpointing_owns_the_stop_request_and_refuses_checkpoints_once_stoppi
     gateway.settle()
     assert outcomes == [False] and not part.stopping
     assert "location" in gateway.savepoint_status[request]["operation"]
-
-
-def test_a_savepoint_records_the_rounds_published_and_only_the_same_job_continues_them(tmp_path: Path) -> None:
-    # A continuous job recovered from it adds to its sinks' output (a new job resumed
-    # from it, with a job id of its own, starts its sinks afresh).
-    host = CheckpointHost(graph_of(("source", 1)))
-    host.published_rounds = 2
-    part, gateway, _ = checkpointing(tmp_path, host)
-    part.trigger_savepoint(str(tmp_path / "sp"), cancel_job=False)
-    gateway.settle()
-    (location,) = (tmp_path / "sp").iterdir()
-    assert read_metadata(str(location)).published_rounds == 2
-    for job_id, continued in ((part.job_id, 2), ("0" * 32, 0)):
-        again, _, _ = checkpointing(tmp_path, CheckpointHost(None), job_id, restore_from=str(location))
-        again.load_restore({"source"})
-        assert again.restored_published_rounds() == continued
 
 
 def test_checkpointing_reads_files_from_the_preparation_and_earlier_rounds(tmp_path: Path) -> None:
