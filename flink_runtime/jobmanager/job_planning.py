@@ -67,7 +67,7 @@ class JobPlanning:
     ) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output; `continuation`:
         the job published to its sinks before (an earlier round); `more_rounds`: the job
-        goes on after this round's output."""
+        runs in rounds (a continuous job)."""
         self._gateway.planner.run(
             planner_tasks.run_terminal_hooks,
             self._job_graph.to_json(),
@@ -77,5 +77,16 @@ class JobPlanning:
             status,
             continuation,
             more_rounds,
+            timeout=self._gateway.planner_timeout,
+        )
+
+    def forget_job(self, data_namespace: str) -> None:
+        """The job's end is stored: its vertices forget what only a recovery needed."""
+        self._gateway.planner.run(
+            planner_tasks.forget_job,
+            self._job_graph.to_json(),
+            self._config,
+            self.prepared,
+            data_namespace,
             timeout=self._gateway.planner_timeout,
         )

@@ -405,7 +405,7 @@ class JobMaster:
                     self.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
-                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED, next_round)
+                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED, self.is_continuous)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
                     self.rounds.take_idle()  # a continuous job's stop: no round starts meanwhile
@@ -457,9 +457,13 @@ class JobMaster:
 
     def run_terminal_hooks(self, status: JobStatus, more_rounds: bool = False) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
-        process; `more_rounds`: a round's, after which the job goes on. Runs in a worker
-        thread (also from the JobManager's job-end cleanup)."""
+        process; `more_rounds`: the job runs in rounds. Runs in a worker thread (also from
+        the JobManager's job-end cleanup, with forget)."""
         self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0, more_rounds)
+
+    def forget(self) -> None:
+        """Worker thread, once the job's end is stored: what only a recovery needed goes."""
+        self.planning.forget_job(self.data_namespace)
 
     def _on_published(self, result: None, error: BaseException | None) -> None:
         if error is not None:

@@ -197,8 +197,8 @@ def run_terminal_hooks(
     more_rounds: bool = False,
     spark: Spark | None = None,
 ) -> None:
-    """Each vertex publishes (FINISHED) or discards its staged output; `more_rounds`: a
-    round's output, after which the job goes on."""
+    """Each vertex publishes (FINISHED) or discards its staged output; `more_rounds`: the
+    job runs in rounds (a continuous job)."""
     job_graph = JobGraph.from_json(job_graph_json)
     vertices = {vertex.id: vertex for vertex in job_graph.vertices}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
@@ -216,3 +216,22 @@ def run_terminal_hooks(
             errors.append(f"vertex {vertex_id!r}: {describe(exc)}")
     if errors:
         raise HookError("publishing the job's output failed: " + "; ".join(errors))
+
+
+def forget_job(
+    job_graph_json: bytes,
+    config: Configuration,
+    prepared: dict[str, Prepared],
+    data_namespace: str,
+    spark: Spark | None = None,
+) -> None:
+    """The job's end is stored: each vertex forgets what only a recovery of it needed
+    (on_job_gone); a failure is logged, never raised (the job is over)."""
+    job_graph = JobGraph.from_json(job_graph_json)
+    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
+    context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
+    for vertex_id, vertex_prepared in prepared.items():
+        try:
+            resolve_invokable(vertices[vertex_id].invokable).on_job_gone(vertices[vertex_id], vertex_prepared, context)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+            log.warning("cleanup of vertex %s after the job ended failed: %s", vertex_id, exc)

@@ -23,7 +23,7 @@ def published(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if not p.name.startswith("_"))
 
 
-def test_a_round_leaves_a_marker_that_the_last_publish_removes(tmp_path: Path) -> None:
+def test_rounds_leave_a_marker_until_the_jobs_end_is_stored(tmp_path: Path) -> None:
     sink = {"path": str(tmp_path / "out"), "format": "json", "mode": "error"}
     assert not io.published_before(sink, JOB)
     stage(sink, JOB, "split-0", "a.json")
@@ -33,9 +33,12 @@ def test_a_round_leaves_a_marker_that_the_last_publish_removes(tmp_path: Path) -
     with pytest.raises(ValueError, match="already exists"):
         io.check_sink_target(sink)
     stage(sink, f"{JOB}/run-0badcafe/round-1", "split-0", "b.json")
-    assert io.publish_sink(sink, f"{JOB}/run-0badcafe/round-1", continuation=True) == 1
+    assert io.publish_sink(sink, f"{JOB}/run-0badcafe/round-1", continuation=True, more_rounds=True) == 1
     assert published(tmp_path / "out") == ["split-0-a.json", "split-0-b.json"]
-    # The last publish (the job ends) leaves nothing staged, marker included.
+    # Stopped: a JobManager dying before the job's FINISHED is stored leaves a run that
+    # must still know; once it is stored, nothing staged is left, marker included.
+    assert io.published_before(sink, JOB)
+    io.forget_published_rounds(sink, f"{JOB}/run-0badcafe/round-1")
     assert not io.published_before(sink, JOB)
     assert not (tmp_path / "out" / "_flink_staging").exists()
 

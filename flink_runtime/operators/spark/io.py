@@ -254,6 +254,12 @@ def published_before(sink: dict[str, Any], data_namespace: str) -> bool:
     return filesystem.filesystem_for(marker).exists(marker)
 
 
+def forget_published_rounds(sink: dict[str, Any], data_namespace: str, allowed: AllowedDirectories = _NOWHERE) -> None:
+    """The job's end is stored: no run of it is recovered any more, so its marker goes
+    (with the staging directory, once empty)."""
+    discard_sink_staging(sink, data_namespace, allowed)
+
+
 def check_sink_target(sink: dict[str, Any]) -> None:
     """At submit: mode 'error' refuses a path that already has data."""
     if sink.get("mode", "error") not in SINK_MODES:
@@ -277,9 +283,9 @@ def publish_sink(
 
     A continuation (the job published to this path before, in an earlier round) adds to
     what it published, or with mode 'overwrite' and `replace` (its output covers all its
-    input so far) replaces it. Returns the number of files published. `more_rounds`: a
-    round of a job that goes on; a marker (published_before) says so until its last
-    publish, written before the first file moves.
+    input so far) replaces it. Returns the number of files published. `more_rounds`: the
+    job runs in rounds; a marker (published_before), written before the first file moves,
+    says so until the job's end is stored (forget_published_rounds).
 
     With security.allowed-directories, the sink's path and staging directory and every
     file moved are checked (links resolved) before anything changes, so a link the job

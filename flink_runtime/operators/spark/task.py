@@ -135,6 +135,12 @@ class SparkTask(AbstractInvokable):
         else:
             io.discard_sink_staging(sink, context.data_namespace, allowed)
 
+    @classmethod
+    def on_job_gone(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext) -> None:
+        sink = vertex.config.get("sink")
+        if sink is not None:
+            io.forget_published_rounds(sink, context.data_namespace, AllowedDirectories.of(context.config))
+
     # -- in the TaskManager -------------------------------------------------------------------
 
     def invoke(self) -> None:
