@@ -27,7 +27,7 @@ run 2 a warm repeat.
                 avg(amount) -> Parquet (overwrite)
 
 The outputs of both sides are compared (word counts exactly, aggregates within 1e-9
-relative), and the target of the issue is checked at 1 GB: runtime / plain <= 1.15 on
+relative), and the target is checked at 1 GB: runtime / plain <= 1.15 on
 the warm run of each job.
 
 The machine has 2 cores, so anything else running skews the times. A monitor samples
