@@ -9,7 +9,7 @@ sources are deployed first, a consumer once every partition it reads is finished
 As Flink's DefaultScheduler, the JobMaster is composed, by its constructor, of parts
 that own their state and each have a test of their own:
 
-  scheduler/job_scheduling.py  JobScheduling: the decisions, pure (the job's status,
+  scheduler/job_scheduling.py  JobScheduling: the decisions, no I/O (the job's status,
                                what a failure restarts, when the job ends, what a
                                stop needs); it returns actions this shell executes
   execution_deployment.py      ExecutionDeployer: slots and their events, SubmitTask, CancelTask

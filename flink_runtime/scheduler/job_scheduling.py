@@ -1,4 +1,4 @@
-"""The JobMaster's decisions, pure: a state machine fed stimuli that returns actions.
+"""The JobMaster's decisions, without I/O: a state machine fed stimuli that returns actions.
 
 Flink's DefaultScheduler decides and acts in one class; here the deciding half is this
 module and the acting half is the JobMaster (jobmanager/jobmaster.py), which executes

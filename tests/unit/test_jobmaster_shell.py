@@ -51,8 +51,8 @@ def test_a_failed_publish_fails_the_job_with_the_cause() -> None:
 def test_a_consumer_is_deployed_only_from_the_partition_of_its_producers_current_attempt() -> None:
     # Simulation seed 1307: the producer reported its partition, then its TaskManager was lost
     # before its FINISHED; the consumer deployed from it fails too, and its region restart
-    # comes first. It used to be deployed again at once, from the failed attempt's partition,
-    # its descriptor naming the producer's new attempt (which had not run).
+    # comes first. It waits for the producer's new attempt: deployed again at once, it would
+    # read the failed attempt's partition with a descriptor naming the new attempt (not run yet).
     config = {**FIXED_DELAY, "restart-strategy.fixed-delay.attempts": "3"}
     job, gateway = start_job(job_graph(("source", 1), ("sink", 1), edges=(("source", "sink"),)), config)
     producer = current(job, "source")
@@ -194,8 +194,8 @@ def test_stop_with_savepoint_publishes_then_writes_the_savepoint_then_finishes(t
 
 
 def test_a_stop_that_arrives_while_a_round_is_published_finishes_the_job(tmp_path: Path) -> None:
-    # A continuous job publishing its round is neither running tasks nor between rounds: the
-    # stop used to wait for a savepoint nothing would trigger (Airflow's stop task hung).
+    # A continuous job publishing its round is neither running tasks nor between rounds: a
+    # stop waiting for a savepoint would wait for ever (nothing triggers one), hanging Airflow's stop task.
     planner = FakePlanner(splits=1, monitor_interval=5.0)
     job, gateway = start_job(job_graph(("source", 1)), {"state.checkpoints.dir": str(tmp_path / "cp")}, planner=planner)
     finish_deployed(job)  # the round is done: its output is being published (a worker's job)

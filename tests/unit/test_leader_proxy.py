@@ -201,8 +201,9 @@ async def test_a_standby_passes_the_path_on_byte_for_byte(leader: LeaderLease) -
 
 
 async def test_a_standby_strips_an_empty_bearer_token_instead_of_failing(leader: LeaderLease) -> None:
-    # Without a token configured the leader ignores the header; the standby used to fail
-    # to send "Bearer " on (503, the leader "does not answer").
+    # Without a token configured the leader ignores the header; the standby's HTTP client
+    # refuses to send "Bearer " with its space, so the standby strips it (rest/leader_proxy.py)
+    # rather than answer 503 (the leader "does not answer").
     async with served_standby(leader) as port:
         headers = {"Host": f"127.0.0.1:{port}", "Authorization": "Bearer "}
         status, _, body = await asyncio.to_thread(raw_get, port, "/taskmanagers/x", headers)
