@@ -12,9 +12,13 @@ schedules/s over 2 workers, <= ~11 ms CPU per schedule.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from tests.simulation.runner import _run_range, run_many
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the simulator lives in tests/
+
+from tests.simulation.runner import _run_range, run_many  # noqa: E402
 
 TARGET_MS = 11.0
 

@@ -59,7 +59,9 @@ class SimPlanner:
         if function is planner_tasks.prepare_sources:
             graph = JobGraph.from_json(args[0])
             completed_files: dict[str, list[str]] = args[2]
-            return {vertex_id: self._continuous(graph, vertex_id, set(files)) for vertex_id, files in completed_files.items()}
+            return {
+                vertex_id: self._continuous(graph, vertex_id, set(done)) for vertex_id, done in completed_files.items()
+            }
         if function is planner_tasks.run_terminal_hooks:
             job_graph_json, _config, _prepared, data_namespace, status, continuation, more_rounds = args[:7]
             graph = JobGraph.from_json(job_graph_json)
@@ -67,6 +69,9 @@ class SimPlanner:
                 self.world.publish(graph, data_namespace)
             if graph.vertices[0].config.get("continuous"):
                 self.world.publish_files(graph, data_namespace, status, continuation, more_rounds)
+            return None
+        if function is planner_tasks.forget_job:
+            self.world.sink_markers.discard(JobGraph.from_json(args[0]).job_id or "")
             return None
         raise AssertionError(f"the simulated planner does not run {function.__name__}")
 
