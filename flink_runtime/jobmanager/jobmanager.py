@@ -23,6 +23,7 @@ see the JobManager only through a small Protocol of their module:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
@@ -40,6 +41,7 @@ from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
 from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
+from flink_runtime.jobmanager.errors import JobAlreadyEnded, TaskReportRefused
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -311,22 +313,24 @@ class JobManager(RpcEndpoint):
         job = self.jobs.get(message.job_id)
         if job is None:
             return CancellationFailure(job_id=message.job_id, reason=f"job {message.job_id} not found")
-        reason = job.cancel()
-        if reason is not None:
-            return CancellationFailure(job_id=message.job_id, reason=reason)
+        try:
+            job.cancel()
+        except JobAlreadyEnded as refused:
+            return CancellationFailure(job_id=message.job_id, reason=refused.message)
         return CancellationSuccess(job_id=message.job_id)
 
     # -- messages from tasks: fenced by the JobManager that deployed them ------------------------
 
-    def _addressed_job(self, message: JobTaskMessage) -> JobMaster | str:
-        """The live job a task's message is about, or why the message is refused (a str)."""
+    def _addressed_job(self, message: JobTaskMessage) -> JobMaster:
+        """The live job a task's message is about; TaskReportRefused says why not."""
         return self.task_fencing.addressed_job(message, self.jobmanager_id, self.jobs)
 
     @handles(UpdateTaskExecutionState)
     def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return Acknowledge(ok=False, reason=job)
+        try:
+            job = self._addressed_job(message)
+        except TaskReportRefused as refused:
+            return Acknowledge(ok=False, reason=refused.reason)
         try:
             state = ExecutionState(message.state)
         except ValueError:
@@ -345,38 +349,38 @@ class JobManager(RpcEndpoint):
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit | RpcError:
         # An error, not "no split left": a task told it is done would commit partial output.
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return RpcError(error=job)
         try:
+            job = self._addressed_job(message)
             return NextInputSplit(
                 split=job.request_next_input_split(message.execution_id, message.host, message.completed_split)
             )
+        except TaskReportRefused as refused:
+            return RpcError(error=refused.reason)
         except UnknownExecution as exc:
             return RpcError(error=str(exc))
 
     @handles(ScheduleOrUpdateConsumers)
     def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return Acknowledge(ok=False, reason=job)
-        problem = job.schedule_or_update_consumers(
-            message.partition_id, message.location, message.execution_id, message.data_address
-        )
-        return Acknowledge(ok=problem is None, reason=problem or "")
+        try:
+            self._addressed_job(message).schedule_or_update_consumers(
+                message.partition_id, message.location, message.execution_id, message.data_address
+            )
+        except TaskReportRefused as refused:
+            return Acknowledge(ok=False, reason=refused.reason)
+        return Acknowledge()
 
     # -- checkpoints: the tasks' answers (the REST entry points are in operations.py) ------------
 
     @handles(AcknowledgeCheckpoint)
     def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:
-        job = self._addressed_job(message)
-        if not isinstance(job, str):
+        with contextlib.suppress(TaskReportRefused):  # a stale or unknown sender's answer is dropped
+            job = self._addressed_job(message)
             job.coordinator.acknowledge(message.execution_id, message.checkpoint_id, message.state_handle)
 
     @handles(DeclineCheckpoint)
     def on_decline_checkpoint(self, message: DeclineCheckpoint) -> None:
-        job = self._addressed_job(message)
-        if not isinstance(job, str):
+        with contextlib.suppress(TaskReportRefused):
+            job = self._addressed_job(message)
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
