@@ -32,7 +32,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration, ConfigurationError
@@ -49,6 +48,7 @@ from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
 from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
+from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 from flink_runtime.jobmanager.spark_session import JobManagerSpark
 from flink_runtime.jobmanager.submission import validate_submission
 from flink_runtime.jobmanager.task_fencing import JobTaskMessage, TaskFencing
@@ -142,6 +142,8 @@ class JobManager(RpcEndpoint):
         self.persistence = JobPersistence(config, job_store, self, fencing_cluster=self.leadership.fencing_cluster)
         # What the REST API calls for savepoints, stops, checkpoints and their statistics.
         self.operations = JobOperations(self.jobs, self.persistence, self)
+        # The REST API's one door into the JobManager (Flink's RestfulGateway).
+        self.gateway = RestfulGateway(self, self.operations)
         # Plan checks and Hadoop paths; a MiniCluster's is the one its TaskManagers share.
         self.spark_session = JobManagerSpark(config, planning_only=not embedded)
         # The job's own code runs in the planner process (planner/); a MiniCluster's
@@ -431,7 +433,7 @@ class JobManager(RpcEndpoint):
     def owns(self, job: JobMaster) -> bool:
         return self.jobs.get(job.job_id) is job
 
-    # -- read by REST, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) -----------
+    # -- read by the RestfulGateway, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) --
 
     @property
     def is_leader(self) -> bool:
@@ -455,22 +457,3 @@ class JobManager(RpcEndpoint):
     def archived(self) -> dict[str, JobRecord]:
         """Finished jobs of earlier JobManager runs, as the job store archived them."""
         return self.persistence.archived
-
-    # -- views for the REST API (read on the same event loop, never mutated there) -----------------
-
-    def cluster_overview(self) -> dict[str, Any]:
-        counts = {"RUNNING": 0, "FINISHED": 0, "CANCELED": 0, "FAILED": 0}
-        for job in self.jobs.values():
-            key = job.status.value if job.status.is_globally_terminal else "RUNNING"
-            counts[key] += 1
-        return {
-            "taskmanagers": len(self.task_managers),
-            "slots-total": self.slot_pool.total_slots,
-            "slots-available": self.slot_pool.free_slots,
-            "jobs-running": counts["RUNNING"],
-            "jobs-finished": counts["FINISHED"],
-            "jobs-cancelled": counts["CANCELED"],
-            "jobs-failed": counts["FAILED"],
-            "flink-version": __version__,
-            "flink-commit": "",
-        }

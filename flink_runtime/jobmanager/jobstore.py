@@ -2,7 +2,7 @@
 
 Submitted jobs (with their job graph), their status, the JobManager's recoverable view
 of a running job ("progress": completed splits, partition locations, ...), completed
-checkpoints and savepoints, and the final REST views of finished jobs live in a
+checkpoints and savepoints, and the records of finished jobs (job_snapshots.py) live in a
 relational database reached through SQLAlchemy. SQLite is the default
 (``jobstore.url``, by default ``sqlite:///<tempdir>/flink-runtime/jobstore.db``); any
 SQLAlchemy URL (``postgresql+psycopg://user:pw@host/db``, ...) works if its driver is
@@ -24,7 +24,7 @@ SQLAlchemy's pool, one per call. SQLite runs in WAL mode with a busy timeout, an
 transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue instead of
 failing on a lock upgrade.
 
-JSON columns (job graph, progress, checkpoint metadata, archived REST views) are stored
+JSON columns (job graph, progress, checkpoint metadata, archived job records) are stored
 as TEXT so every database can hold them; note that JSON turns tuples into lists and
 non-string dict keys into strings.
 """

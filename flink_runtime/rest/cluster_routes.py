@@ -8,24 +8,36 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from flink_runtime import __version__
-from flink_runtime.jobmanager import taskmanager_snapshots
-from flink_runtime.rest.errors import RestError
-from flink_runtime.security import masked_config
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.restful_gateway import ClusterOverview, RestfulGateway
 
 
-def cluster_routes(jobmanager: JobManager) -> APIRouter:
+def overview_json(overview: ClusterOverview) -> dict[str, Any]:
+    """Flink's ClusterOverviewWithVersion."""
+    return {
+        "taskmanagers": overview.task_managers,
+        "slots-total": overview.slots_total,
+        "slots-available": overview.slots_available,
+        "jobs-running": overview.jobs_running,
+        "jobs-finished": overview.jobs_finished,
+        "jobs-cancelled": overview.jobs_cancelled,
+        "jobs-failed": overview.jobs_failed,
+        "flink-version": __version__,
+        "flink-commit": "",
+    }
+
+
+def cluster_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
     @router.get("/overview", summary="Cluster overview")
     async def overview() -> dict[str, Any]:
-        return jobmanager.cluster_overview()
+        return overview_json(gateway.cluster_overview())
 
     @router.get("/leader", summary="Who leads the cluster (high availability), and whether this JobManager does")
     async def leader() -> dict[str, Any]:
-        return jobmanager.leader_view()
+        return gateway.leader()
 
     @router.get("/config", summary="Web UI configuration")
     async def web_config() -> dict[str, Any]:
@@ -41,23 +53,14 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
 
     @router.get("/jobmanager/config", summary="The JobManager's configuration")
     async def jobmanager_config() -> list[dict[str, str]]:
-        masked = masked_config(jobmanager.config.to_dict())
-        return [{"key": key, "value": value} for key, value in sorted(masked.items())]
+        return [{"key": key, "value": value} for key, value in sorted(gateway.configuration().items())]
 
     @router.get("/taskmanagers", summary="Registered TaskManagers")
     async def taskmanagers() -> dict[str, Any]:
-        return {
-            "taskmanagers": [
-                taskmanager_snapshots.taskmanager_info(jobmanager, registration)
-                for registration in jobmanager.task_managers.values()
-            ]
-        }
+        return {"taskmanagers": [gateway.taskmanager_info(tm) for tm in gateway.task_manager_list()]}
 
     @router.get("/taskmanagers/{taskmanager_id}", summary="One TaskManager")
     async def taskmanager(taskmanager_id: str) -> dict[str, Any]:
-        registration = jobmanager.task_managers.get(taskmanager_id)
-        if registration is None:
-            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return taskmanager_snapshots.taskmanager_details(jobmanager, registration)
+        return gateway.taskmanager_details(gateway.task_manager(taskmanager_id))
 
     return router

@@ -31,8 +31,8 @@ from flink_runtime.rest.errors import RestError
 
 if TYPE_CHECKING:
     from flink_runtime.executiongraph import ExecutionJobVertex
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 AGGREGATIONS = ("min", "max", "avg", "sum")
 _GET = Query(None, description="Comma-separated metric names; without it, the names available.")
@@ -69,20 +69,14 @@ def _text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def metric_routes(jobmanager: JobManager) -> APIRouter:
+def metric_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
     def job_or_404(job_id: str) -> JobMaster:
-        job = jobmanager.jobs.get(job_id)
-        if job is None:
-            raise RestError(404, f"Job {job_id} not found (metrics are kept for jobs of this JobManager run).")
-        return job
+        return gateway.live_job(job_id, kept="metrics are kept for jobs of this JobManager run")
 
     def vertex_or_404(job: JobMaster, vertex_id: str) -> ExecutionJobVertex:
-        ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
-        if ejv is None:
-            raise RestError(404, f"Job {job.job_id} has no vertex {vertex_id!r}.")
-        return ejv
+        return gateway.vertex(job, vertex_id)
 
     def subtasks(job: JobMaster, ejv: ExecutionJobVertex) -> list[dict[str, float]]:
         done = metrics.split_counts(job, ejv.id)
@@ -90,14 +84,11 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
 
     @router.get("/jobmanager/metrics", summary="The JobManager's metrics (Flink's names)")
     async def jobmanager_metrics(get: str | None = _GET) -> list[dict[str, str]]:
-        return metric_list(metrics.jobmanager_metrics(jobmanager), get)
+        return metric_list(gateway.jobmanager_metrics(), get)
 
     @router.get("/taskmanagers/{taskmanager_id}/metrics", summary="A TaskManager's CPU and memory and its Spark JVM's")
     async def taskmanager_metrics(taskmanager_id: str, get: str | None = _GET) -> list[dict[str, str]]:
-        registration = jobmanager.task_managers.get(taskmanager_id)
-        if registration is None:
-            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return metric_list(registration.metrics, get)
+        return metric_list(gateway.task_manager(taskmanager_id).metrics, get)
 
     @router.get("/jobs/{job_id}/metrics", summary="A job's metrics: uptime, restarts, checkpoints")
     async def job_metrics(job_id: str, get: str | None = _GET) -> list[dict[str, str]]:
@@ -124,7 +115,7 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
         return aggregated_list(subtasks(job, vertex_or_404(job, vertex_id)), get, agg)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_ClusterCollector(jobmanager))
+    registry.register(_ClusterCollector(gateway))
 
     @router.get("/metrics", summary="Every metric as Prometheus text", response_class=Response)
     async def prometheus() -> Response:
@@ -136,11 +127,11 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
 class _ClusterCollector:
     """Reads the metrics on each scrape, so a scrape sees the JobManager as it is."""
 
-    def __init__(self, jobmanager: JobManager) -> None:
-        self.jobmanager = jobmanager
+    def __init__(self, gateway: RestfulGateway) -> None:
+        self.gateway = gateway
 
     def collect(self) -> Iterator[Metric]:
-        for name, value in metrics.jobmanager_metrics(self.jobmanager).items():
+        for name, value in self.gateway.jobmanager_metrics().items():
             yield GaugeMetricFamily(f"flink_jobmanager_{name}", f"Flink's jobmanager {name}", value=value)
         families: dict[str, GaugeMetricFamily] = {}
 
@@ -152,11 +143,11 @@ class _ClusterCollector:
                 )
             family.add_metric(list(labels.values()), value)
 
-        for registration in self.jobmanager.task_managers.values():
+        for registration in self.gateway.task_manager_list():
             tm_labels = {"host": registration.host, "tm_id": registration.task_manager_id}
             for name, value in registration.metrics.items():
                 add("flink_taskmanager", name.replace(".", "_"), tm_labels, value)
-        for job in self.jobmanager.jobs.values():
+        for job in self.gateway.live_jobs():
             job_labels = {"job_id": job.job_id, "job_name": job.name}
             for name, value in metrics.job_metrics(job).items():
                 add("flink_jobmanager_job", name, job_labels, value)

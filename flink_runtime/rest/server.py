@@ -90,7 +90,7 @@ class RestServer:
             ) from None
         self.port = sock.getsockname()[1]
         self._leader_proxy = LeaderProxy(
-            create_app(self.jobmanager, self.config, rest_url=self.url),
+            create_app(self.jobmanager.gateway, self.config, rest_url=self.url),
             self.jobmanager,
             verify=client_verify(self.config),
         )

@@ -1,5 +1,7 @@
-"""Snapshots of JobManager state as JSON, with Flink REST API v1 field names: REST serves
-them, and the JobManager archives a job's last ones in the job store when it ends.
+"""Flink's REST API v1 JSON of a job: from the JobManager's records of it
+(jobmanager/job_snapshots.py: live jobs and jobs archived in the job store alike) and,
+for views only a running JobManager has (subtasks, configuration, accumulators), from
+the live JobMaster the gateway hands out.
 
 Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answers.
 """
@@ -7,8 +9,8 @@ Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answe
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from flink_runtime.executiongraph import (
     TASK_COUNT_KEYS,
@@ -17,10 +19,16 @@ from flink_runtime.executiongraph import (
     ExecutionState,
     JobStatus,
     VertexIOMetrics,
-    aggregate_vertex_state,
     subtask_io_metrics,
     vertex_io_metrics,
-    vertex_task_counts,
+)
+from flink_runtime.jobmanager.job_snapshots import (
+    ExceptionHistory,
+    JobSnapshot,
+    JobSummary,
+    PlanNode,
+    VertexSnapshot,
+    ms,
 )
 from flink_runtime.scheduler.restart import restart_strategy
 from flink_runtime.security import masked_config
@@ -29,95 +37,35 @@ if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
 
-
-class TaskManagerRegistry(Protocol):
-    """Where a subtask runs (the JobManager's registered TaskManagers)."""
-
-    @property
-    def task_managers(self) -> Mapping[str, RegisteredTaskManager]: ...
-
-
-def _ms(seconds: float | None) -> int:
-    return -1 if seconds is None else int(seconds * 1000)
-
-
-def _times(start: float | None, end: float | None) -> dict[str, int]:
-    now = time.time()
-    duration = -1 if start is None else int(((end or now) - start) * 1000)
-    return {"start-time": _ms(start), "end-time": _ms(end), "duration": duration}
-
-
-def _job_end(job: JobMaster) -> float | None:
-    return job.status_timestamps.get(job.status) if job.status.is_terminal else None
-
-
-def job_task_counts(job: JobMaster) -> dict[str, int]:
-    counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
-    if job.graph is not None:
-        for ejv in job.graph.vertices.values():
-            for key, value in vertex_task_counts(ejv).items():
-                counts[key] += value
-    counts["total"] = job.graph.total_subtasks if job.graph is not None else 0
-    return counts
-
-
-def job_type(job: JobMaster) -> str:
-    """Flink's JobType: a job whose sources keep watching for input runs as STREAMING."""
-    return "STREAMING" if job.is_continuous else "BATCH"
-
+# Where a subtask runs: the registered TaskManager of an id (None: not registered).
+TaskManagerLookup = Callable[[str], "RegisteredTaskManager | None"]
 
 # Flink's names for what plans and runs a job here: one scheduler, which schedules
 # lazily from the sources (Flink's default), and no operators waiting to be added.
 SCHEDULER_TYPE = "Default"
 
 
-def job_overview(job: JobMaster) -> dict[str, Any]:
-    last_modification = max(job.status_timestamps.values())
+def _times(start: float | None, end: float | None) -> dict[str, int]:
+    now = time.time()
+    duration = -1 if start is None else int(((end or now) - start) * 1000)
+    return {"start-time": ms(start), "end-time": ms(end), "duration": duration}
+
+
+def job_overview(job: JobSummary) -> dict[str, Any]:
+    """One job of GET /jobs/overview (Flink's JobDetails)."""
     return {
         "jid": job.job_id,
         "name": job.name,
-        "jobType": job_type(job),
+        "jobType": job.job_type,
         "schedulerType": SCHEDULER_TYPE,
-        **_times(job.status_timestamps[JobStatus.INITIALIZING], _job_end(job)),
-        "state": job.status.value,
-        "last-modification": _ms(last_modification),
-        "tasks": job_task_counts(job),
+        "start-time": job.start_time,
+        "end-time": job.end_time,
+        "duration": job.duration,
+        "state": job.state,
+        "last-modification": job.last_modification,
+        "tasks": job.task_counts,
         "pending-operators": 0,
     }
-
-
-def overview_from_details(details: dict[str, Any]) -> dict[str, Any]:
-    """A job overview rebuilt from its archived details (a job of an earlier JobManager
-    run, served from the job store): task counts are the sums of its vertices'."""
-    counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
-    for vertex in details.get("vertices", []):
-        for key, value in vertex.get("tasks", {}).items():
-            if key.lower() in counts:
-                counts[key.lower()] += int(value)
-    counts["total"] = sum(int(vertex.get("parallelism", 0)) for vertex in details.get("vertices", []))
-    return {
-        "jid": details.get("jid"),
-        "name": details.get("name"),
-        "jobType": details.get("job-type", "BATCH"),
-        "schedulerType": details.get("schedulerType", SCHEDULER_TYPE),
-        "start-time": details.get("start-time", -1),
-        "end-time": details.get("end-time", -1),
-        "duration": details.get("duration", -1),
-        "state": details.get("state"),
-        "last-modification": details.get("end-time", -1),
-        "tasks": counts,
-        "pending-operators": 0,
-    }
-
-
-def _vertex_times(ejv: ExecutionJobVertex) -> tuple[float | None, float | None]:
-    starts = [v.current_execution.state_timestamps.get(ExecutionState.DEPLOYING) for v in ejv.task_vertices]
-    started = [s for s in starts if s is not None]
-    start = min(started) if started else None
-    if not all(v.current_execution.is_terminal for v in ejv.task_vertices):
-        return start, None
-    ends = [v.current_execution.state_timestamps[v.current_execution.state] for v in ejv.task_vertices]
-    return start, max(ends) if ends else None
 
 
 def io_metrics_json(measured: VertexIOMetrics) -> dict[str, Any]:
@@ -169,28 +117,29 @@ def aggregated_statistics(per_subtask: list[dict[str, Any]]) -> dict[str, Any]:
 SLOT_SHARING_GROUP_ID = b"default".hex().ljust(32, "0")
 
 
-def vertex_details(ejv: ExecutionJobVertex) -> dict[str, Any]:
-    start, end = _vertex_times(ejv)
+def vertex_details(vertex: VertexSnapshot) -> dict[str, Any]:
     return {
-        "id": ejv.id,
+        "id": vertex.id,
         "slotSharingGroupId": SLOT_SHARING_GROUP_ID,
-        "name": ejv.name,
-        "maxParallelism": ejv.max_parallelism,
-        "parallelism": ejv.parallelism,
-        "status": aggregate_vertex_state(ejv).value,
-        **_times(start, end),
+        "name": vertex.name,
+        "maxParallelism": vertex.max_parallelism,
+        "parallelism": vertex.parallelism,
+        "status": vertex.status,
+        "start-time": vertex.start_time,
+        "end-time": vertex.end_time,
+        "duration": vertex.duration,
         # Job details key vertex task counts by state name, unlike the lower-case job overview.
-        "tasks": {key.upper(): count for key, count in vertex_task_counts(ejv).items()},
-        "metrics": io_metrics_json(vertex_io_metrics(ejv)),
+        "tasks": {key.upper(): count for key, count in vertex.task_counts.items()},
+        "metrics": io_metrics_json(VertexIOMetrics(vertex.io, vertex.io_complete)),
     }
 
 
-def vertex_subtasks(jobmanager: TaskManagerRegistry, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
+def vertex_subtasks(task_manager: TaskManagerLookup, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
     """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
     subtasks = []
     for vertex in ejv.task_vertices:
         execution = vertex.current_execution
-        registration = jobmanager.task_managers.get(execution.task_manager_id or "")
+        registration = task_manager(execution.task_manager_id or "")
         start = execution.state_timestamps.get(ExecutionState.DEPLOYING)
         end = execution.state_timestamps[execution.state] if execution.is_terminal else None
         subtasks.append(
@@ -203,7 +152,7 @@ def vertex_subtasks(jobmanager: TaskManagerRegistry, job: JobMaster, ejv: Execut
                 "endpoint": registration.address if registration is not None else None,
                 "host": registration.host if registration is not None else None,
                 **_times(start, end),
-                "start_time": _ms(start),
+                "start_time": ms(start),
                 "metrics": io_metrics_json(subtask_io_metrics(vertex)),
                 "status-duration": _status_durations(execution),
                 "failure-cause": execution.failure_cause,
@@ -214,7 +163,7 @@ def vertex_subtasks(jobmanager: TaskManagerRegistry, job: JobMaster, ejv: Execut
         "name": ejv.name,
         "parallelism": ejv.parallelism,
         "maxParallelism": ejv.max_parallelism,
-        "now": _ms(time.time()),
+        "now": ms(time.time()),
         "subtasks": subtasks,
         "aggregated": {
             "metrics": aggregated_statistics([subtask["metrics"] for subtask in subtasks]),
@@ -263,56 +212,59 @@ def job_config(job: JobMaster) -> dict[str, Any]:
     }
 
 
-def job_plan(job: JobMaster) -> dict[str, Any]:
-    graph = job.job_graph
-    producer_of = {dataset.id: dataset.producer for dataset in graph.intermediate_datasets}
-    nodes = []
-    for vertex in graph.vertices:
-        inputs = [
+def job_plan(job_id: str, name: str, job_type: str, nodes: list[PlanNode]) -> dict[str, Any]:
+    return {
+        "jid": job_id,
+        "name": name,
+        "type": job_type,
+        "nodes": [
             {
-                "num": number,
-                "id": producer_of.get(edge.source, edge.source),
-                "ship_strategy": edge.partitioner.value.upper(),
-                "exchange": "blocking",
-                "distribution_pattern": edge.distribution_pattern.value,
-            }
-            for number, edge in enumerate(e for e in graph.edges if e.target == vertex.id)
-        ]
-        nodes.append(
-            {
-                "id": vertex.id,
-                "parallelism": vertex.parallelism,
-                "operator": vertex.invokable,
+                "id": node.id,
+                "parallelism": node.parallelism,
+                "operator": node.operator,
                 "operator_strategy": "",
-                "description": vertex.name,
+                "description": node.description,
                 "optimizer_properties": {},
-                "inputs": inputs,
+                "inputs": [
+                    {
+                        "num": edge.num,
+                        "id": edge.id,
+                        "ship_strategy": edge.ship_strategy,
+                        "exchange": "blocking",
+                        "distribution_pattern": edge.distribution_pattern,
+                    }
+                    for edge in node.inputs
+                ],
             }
-        )
-    return {"jid": job.job_id, "name": job.name, "type": job_type(job), "nodes": nodes}
+            for node in nodes
+        ],
+    }
 
 
-def job_details(job: JobMaster) -> dict[str, Any]:
-    vertices = [vertex_details(ejv) for ejv in job.graph.vertices.values()] if job.graph is not None else []
+def job_details(job: JobSnapshot) -> dict[str, Any]:
+    """GET /jobs/:id (Flink's JobDetailsInfo)."""
+    vertices = [vertex_details(vertex) for vertex in job.vertices]
     status_counts = {key.upper(): 0 for key in TASK_COUNT_KEYS if key != "total"}
     for vertex in vertices:
         status_counts[vertex["status"]] += 1
     # Flink lists every JobStatus, 0 for one never reached; RECONCILING is Flink's and
     # never reached here.
-    timestamps = {status.value: _ms(job.status_timestamps.get(status)) for status in JobStatus}
-    timestamps = {status: max(0, at) for status, at in timestamps.items()} | {"RECONCILING": 0}
-    plan = job_plan(job)
+    timestamps = {status.value: max(0, job.status_timestamps.get(status.value, 0)) for status in JobStatus}
+    timestamps |= {"RECONCILING": 0}
+    plan = job_plan(job.job_id, job.name, job.job_type, job.plan)
     return {
         "jid": job.job_id,
         "application-id": job.job_id,
         "name": job.name,
         "isStoppable": False,
-        "state": job.status.value,
-        "job-type": job_type(job),
+        "state": job.state,
+        "job-type": job.job_type,
         "schedulerType": SCHEDULER_TYPE,
-        **_times(job.status_timestamps[JobStatus.INITIALIZING], _job_end(job)),
+        "start-time": job.start_time,
+        "end-time": job.end_time,
+        "duration": job.duration,
         "maxParallelism": -1,
-        "now": _ms(time.time()),
+        "now": job.taken_at,
         "timestamps": timestamps,
         "vertices": vertices,
         "status-counts": status_counts,
@@ -327,14 +279,15 @@ def _stream_graph(plan: dict[str, Any]) -> dict[str, Any]:
     return {"nodes": [node | {"job_vertex_id": node["id"]} for node in plan["nodes"]]}
 
 
-def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
+def job_exceptions(history: ExceptionHistory, max_exceptions: int = 20) -> dict[str, Any]:
     """Flink 2's `exceptionHistory` (each failure that restarted or ended the job, newest
     first), plus Flink 1's `root-exception` and `all-exceptions`, which older clients read."""
-    entries = [entry.to_json() for entry in job.exceptions]
-    root = job.root_exception
+    entries = [entry.to_json() for entry in history.entries]
+    truncated = len(entries) > max_exceptions or history.truncated
+    root = history.root
     return {
         "root-exception": root.stacktrace if root is not None else None,
-        "timestamp": _ms(root.timestamp) if root is not None else None,
+        "timestamp": ms(root.timestamp) if root is not None else None,
         "all-exceptions": [
             {
                 "exception": entry["stacktrace"],
@@ -345,8 +298,8 @@ def job_exceptions(job: JobMaster, max_exceptions: int = 20) -> dict[str, Any]:
             }
             for entry in entries[:max_exceptions]
         ],
-        "truncated": len(entries) > max_exceptions,
-        "exceptionHistory": {"entries": entries[:max_exceptions], "truncated": len(entries) > max_exceptions},
+        "truncated": truncated,
+        "exceptionHistory": {"entries": entries[:max_exceptions], "truncated": truncated},
     }
 
 
@@ -377,24 +330,22 @@ def job_accumulators(job: JobMaster) -> dict[str, Any]:
 APPLICATION_STATUS = {JobStatus.FINISHED: "SUCCEEDED", JobStatus.FAILED: "FAILED", JobStatus.CANCELED: "CANCELED"}
 
 
-def execution_result(details: dict[str, Any], root_exception: dict[str, Any] | None) -> dict[str, Any]:
-    """GET /jobs/:id/execution-result from a job's details (live or archived): IN_PROGRESS
-    until the job is globally terminal, then its JobExecutionResult. A failed job's
-    `root_exception` (an exception-history entry) is returned beside it for the REST
-    layer to turn into Flink's failure-cause."""
-    state = details.get("state", "")
-    if state not in {status.value for status in APPLICATION_STATUS}:
+def execution_result(job: JobSnapshot, failure_cause: dict[str, Any] | None) -> dict[str, Any]:
+    """GET /jobs/:id/execution-result (live or archived): IN_PROGRESS until the job is
+    globally terminal, then its JobExecutionResult; a failed job's `failure_cause`
+    (Flink's SerializedThrowable JSON) beside it."""
+    if job.state not in {status.value for status in APPLICATION_STATUS}:
         return {"status": {"id": "IN_PROGRESS"}}
     result = {
-        "id": details["jid"],
-        "name": details.get("name", ""),
-        "application-status": APPLICATION_STATUS[JobStatus(state)],
+        "id": job.job_id,
+        "name": job.name,
+        "application-status": APPLICATION_STATUS[JobStatus(job.state)],
         "accumulator-results": {},
-        "net-runtime": max(0, int(details.get("duration", 0))),
-        "application-id": details["jid"],
-        "start-time": details.get("start-time", -1),
-        "end-time": details.get("end-time", -1),
+        "net-runtime": max(0, job.duration),
+        "application-id": job.job_id,
+        "start-time": job.start_time,
+        "end-time": job.end_time,
     }
-    if state == JobStatus.FAILED.value and root_exception is not None:
-        result["failure-cause"] = root_exception
+    if job.state == JobStatus.FAILED.value and failure_cause is not None:
+        result["failure-cause"] = failure_cause
     return {"status": {"id": "COMPLETED"}, "job-execution-result": result}
