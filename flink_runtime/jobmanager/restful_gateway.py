@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from flink_runtime.blob import BlobStore
     from flink_runtime.configuration import Configuration
     from flink_runtime.executiongraph import ExecutionJobVertex
+    from flink_runtime.highavailability.lease_store import LeaderLease
     from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.jobmanager.events import SequencedEvent
     from flink_runtime.jobmanager.jobmaster import JobMaster
@@ -71,6 +72,15 @@ class GatewayHost(Mailbox, Protocol):
     def events(self) -> Any: ...  # events.JobEventLog
     @property
     def rpc(self) -> Any: ...  # rpc.transport.RpcTransport
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def known_leader(self) -> LeaderLease | None: ...
+    @property
+    def cluster_id(self) -> str: ...
+
+    rest_url: str
 
     def leader_view(self) -> dict[str, Any]: ...
     def decode(self, body: bytes) -> JobGraph: ...
@@ -275,8 +285,26 @@ class RestfulGateway:
             jobs_failed=counts["FAILED"],
         )
 
-    def leader(self) -> dict[str, Any]:
+    def leader_view(self) -> dict[str, Any]:
+        """Who leads the cluster (GET /leader), and whether this JobManager does."""
         return self._host.leader_view()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._host.is_leader
+
+    @property
+    def known_leader(self) -> LeaderLease | None:
+        return self._host.known_leader
+
+    @property
+    def cluster_id(self) -> str:
+        return self._host.cluster_id
+
+    @property
+    def rest_url(self) -> str:
+        """This JobManager's REST URL (set once its REST server serves)."""
+        return self._host.rest_url
 
     def configuration(self) -> dict[str, str]:
         """The JobManager's configuration, secrets masked."""

@@ -37,7 +37,7 @@ def cluster_routes(gateway: RestfulGateway) -> APIRouter:
 
     @router.get("/leader", summary="Who leads the cluster (high availability), and whether this JobManager does")
     async def leader() -> dict[str, Any]:
-        return gateway.leader()
+        return gateway.leader_view()
 
     @router.get("/config", summary="Web UI configuration")
     async def web_config() -> dict[str, Any]:

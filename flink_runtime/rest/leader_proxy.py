@@ -23,13 +23,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.highavailability.lease_store import LeaderLease
+
+
+class Leadership(Protocol):
+    """Who leads, as the JobManager's RestfulGateway tells it."""
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def known_leader(self) -> LeaderLease | None: ...
+    @property
+    def rest_url(self) -> str: ...
+    @property
+    def cluster_id(self) -> str: ...
+    def leader_view(self) -> dict[str, Any]: ...
+
 
 # Answered by every JobManager about itself: who leads, and this process's own metrics.
 SERVED_BY_STANDBY = frozenset({"/leader", "/metrics"})
@@ -45,7 +60,7 @@ _TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=None, pool=5.0)
 
 
 class LeaderProxy:
-    def __init__(self, app: ASGIApp, jobmanager: JobManager, verify: Any = True) -> None:
+    def __init__(self, app: ASGIApp, jobmanager: Leadership, verify: Any = True) -> None:
         """verify: how to trust the leader's TLS certificate (httpx's `verify`)."""
         self.app = app
         self.jobmanager = jobmanager
@@ -129,7 +144,7 @@ async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-async def _unavailable(send: Send, message: str, jobmanager: JobManager) -> None:
+async def _unavailable(send: Send, message: str, jobmanager: Leadership) -> None:
     body = {"errors": [message], "leader": jobmanager.leader_view()["leader"]}
     await _send_json(send, 503, body, [(b"retry-after", b"1")])
 

@@ -91,7 +91,7 @@ class RestServer:
         self.port = sock.getsockname()[1]
         self._leader_proxy = LeaderProxy(
             create_app(self.jobmanager.gateway, self.config, rest_url=self.url),
-            self.jobmanager,
+            self.jobmanager.gateway,
             verify=client_verify(self.config),
         )
         app = RestGuard(self._leader_proxy, self._token, self.scheme, self._hosts)
