@@ -45,7 +45,7 @@ from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
-from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
+from flink_runtime.jobmanager.leadership import LeaderInfo, Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
 from flink_runtime.jobmanager.restful_gateway import RestfulGateway
@@ -447,8 +447,8 @@ class JobManager(RpcEndpoint):
     def cluster_id(self) -> str:
         return self.leadership.cluster_id
 
-    def leader_view(self) -> dict[str, Any]:
-        return self.leadership.view()
+    def leader_info(self) -> LeaderInfo:
+        return self.leadership.info()
 
     def start_leader_election(self) -> None:
         self.leadership.start()

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from flink_runtime.jobmanager.events import SequencedEvent
     from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.jobmanager.jobstore import JobRecord
+    from flink_runtime.jobmanager.leadership import LeaderInfo
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
     from flink_runtime.rpc.messages import Message
     from flink_runtime.scheduler.slotpool import SlotPool
@@ -82,7 +83,7 @@ class GatewayHost(Mailbox, Protocol):
 
     rest_url: str
 
-    def leader_view(self) -> dict[str, Any]: ...
+    def leader_info(self) -> LeaderInfo: ...
     def decode(self, body: bytes) -> JobGraph: ...
     async def ask_self(self, message: Any, timeout: float | None = None) -> Any: ...
 
@@ -285,9 +286,9 @@ class RestfulGateway:
             jobs_failed=counts["FAILED"],
         )
 
-    def leader_view(self) -> dict[str, Any]:
+    def leader_info(self) -> LeaderInfo:
         """Who leads the cluster (GET /leader), and whether this JobManager does."""
-        return self._host.leader_view()
+        return self._host.leader_info()
 
     @property
     def is_leader(self) -> bool:

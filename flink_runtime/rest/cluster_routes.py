@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from flink_runtime import __version__
 
 if TYPE_CHECKING:
+    from flink_runtime.jobmanager.leadership import LeaderInfo
     from flink_runtime.jobmanager.restful_gateway import ClusterOverview, RestfulGateway
 
 
@@ -28,6 +29,19 @@ def overview_json(overview: ClusterOverview) -> dict[str, Any]:
     }
 
 
+def leader_json(info: LeaderInfo) -> dict[str, Any]:
+    """GET /leader: who leads the cluster, and whether this JobManager does."""
+    leader = info.leader
+    return {
+        "cluster-id": info.cluster_id,
+        "high-availability": "database" if info.high_availability else "NONE",
+        "is-leader": info.is_leader,
+        "leader": None
+        if leader is None
+        else {"id": leader.leader_id, "fencing-token": leader.token, "rest-url": leader.rest_url},
+    }
+
+
 def cluster_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
@@ -37,7 +51,7 @@ def cluster_routes(gateway: RestfulGateway) -> APIRouter:
 
     @router.get("/leader", summary="Who leads the cluster (high availability), and whether this JobManager does")
     async def leader() -> dict[str, Any]:
-        return gateway.leader_view()
+        return leader_json(gateway.leader_info())
 
     @router.get("/config", summary="Web UI configuration")
     async def web_config() -> dict[str, Any]:

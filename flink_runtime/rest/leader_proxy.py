@@ -28,8 +28,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from flink_runtime.rest.cluster_routes import leader_json
+
 if TYPE_CHECKING:
     from flink_runtime.highavailability.lease_store import LeaderLease
+    from flink_runtime.jobmanager.leadership import LeaderInfo
 
 
 class Leadership(Protocol):
@@ -43,7 +46,7 @@ class Leadership(Protocol):
     def rest_url(self) -> str: ...
     @property
     def cluster_id(self) -> str: ...
-    def leader_view(self) -> dict[str, Any]: ...
+    def leader_info(self) -> LeaderInfo: ...
 
 
 # Answered by every JobManager about itself: who leads, and this process's own metrics.
@@ -145,7 +148,7 @@ async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
 
 
 async def _unavailable(send: Send, message: str, jobmanager: Leadership) -> None:
-    body = {"errors": [message], "leader": jobmanager.leader_view()["leader"]}
+    body = {"errors": [message], "leader": leader_json(jobmanager.leader_info())["leader"]}
     await _send_json(send, 503, body, [(b"retry-after", b"1")])
 
 
