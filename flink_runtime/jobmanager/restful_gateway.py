@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from flink_runtime.executiongraph import JobStatus
-from flink_runtime.jobmanager import job_snapshots, metrics, taskmanager_snapshots
+from flink_runtime.jobmanager import job_snapshots, metrics
 from flink_runtime.jobmanager.archived_jobs import from_archive
 from flink_runtime.jobmanager.errors import (
     DuplicateJob,
@@ -107,6 +107,15 @@ class JobEvents:
     events: list[SequencedEvent]
     next: int
     state: str
+
+
+@dataclass(frozen=True)
+class TaskManagerSnapshot:
+    """A registered TaskManager, its free slots and the tasks it runs now."""
+
+    registration: RegisteredTaskManager
+    free_slots: int
+    task_jobs: list[str]  # the job of each task it runs
 
 
 def _not_found(job_id: str) -> JobNotFound:
@@ -327,11 +336,14 @@ class RestfulGateway:
     def task_manager_list(self) -> list[RegisteredTaskManager]:
         return list(self._host.task_managers.values())
 
-    def taskmanager_info(self, registration: RegisteredTaskManager) -> dict[str, Any]:
-        return taskmanager_snapshots.taskmanager_info(self._host, registration)
-
-    def taskmanager_details(self, registration: RegisteredTaskManager) -> dict[str, Any]:
-        return taskmanager_snapshots.taskmanager_details(self._host, registration)
+    def task_manager_snapshot(self, registration: RegisteredTaskManager) -> TaskManagerSnapshot:
+        tm_id = registration.task_manager_id
+        pool = self._host.slot_pool
+        return TaskManagerSnapshot(
+            registration=registration,
+            free_slots=pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0,
+            task_jobs=[job.job_id for job in self._host.jobs.values() for _ in job.executions_on(tm_id)],
+        )
 
     def find_task_manager(self, taskmanager_id: str) -> RegisteredTaskManager | None:
         return self._host.task_managers.get(taskmanager_id)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from flink_runtime import __version__
+from flink_runtime.rest import taskmanager_views
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.leadership import LeaderInfo
@@ -71,10 +72,12 @@ def cluster_routes(gateway: RestfulGateway) -> APIRouter:
 
     @router.get("/taskmanagers", summary="Registered TaskManagers")
     async def taskmanagers() -> dict[str, Any]:
-        return {"taskmanagers": [gateway.taskmanager_info(tm) for tm in gateway.task_manager_list()]}
+        snapshots = [gateway.task_manager_snapshot(tm) for tm in gateway.task_manager_list()]
+        return {"taskmanagers": [taskmanager_views.taskmanager_info(snapshot) for snapshot in snapshots]}
 
     @router.get("/taskmanagers/{taskmanager_id}", summary="One TaskManager")
     async def taskmanager(taskmanager_id: str) -> dict[str, Any]:
-        return gateway.taskmanager_details(gateway.task_manager(taskmanager_id))
+        snapshot = gateway.task_manager_snapshot(gateway.task_manager(taskmanager_id))
+        return taskmanager_views.taskmanager_details(snapshot)
 
     return router

@@ -25,7 +25,6 @@ COMPONENTS = [
     "job_snapshots",
     "archived_jobs",
     "restful_gateway",
-    "taskmanager_snapshots",
     "metrics",
     "task_fencing",
     "spark_session",
