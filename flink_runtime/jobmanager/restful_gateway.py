@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from flink_runtime.executiongraph import JobStatus
-from flink_runtime.jobmanager import job_snapshots, metrics
+from flink_runtime.jobmanager import job_snapshots, live_snapshots, metrics
 from flink_runtime.jobmanager.archived_jobs import from_archive
 from flink_runtime.jobmanager.errors import (
     DuplicateJob,
@@ -33,6 +33,13 @@ from flink_runtime.jobmanager.errors import (
     VertexNotFound,
 )
 from flink_runtime.jobmanager.job_snapshots import ExceptionHistory, JobPlan, JobSnapshot, JobSummary
+from flink_runtime.jobmanager.live_snapshots import (
+    JobConfiguration,
+    JobMetrics,
+    VertexAccumulators,
+    VertexMetrics,
+    VertexSubtasks,
+)
 from flink_runtime.jobmanager.operations import JobOperations, Mailbox
 from flink_runtime.rpc.messages import JobSubmissionFailure, SubmitJob
 from flink_runtime.scheduler.exception_history import ExceptionEntry
@@ -118,6 +125,9 @@ class TaskManagerSnapshot:
     task_jobs: list[str]  # the job of each task it runs
 
 
+_METRICS_KEPT = "metrics are kept for jobs of this JobManager run"
+
+
 def _not_found(job_id: str) -> JobNotFound:
     return JobNotFound(f"Job {job_id} not found (unknown, or expired from the job store).")
 
@@ -184,7 +194,7 @@ class RestfulGateway:
             raise _not_found(job_id)
         return archived
 
-    def live_job(self, job_id: str, kept: str = "unknown, or expired from the job store") -> JobMaster:
+    def _live_job(self, job_id: str, kept: str = "unknown, or expired from the job store") -> JobMaster:
         """A job of this JobManager run, for the views only it has (subtasks, metrics,
         configuration). `kept` says in JobNotFound which jobs have them."""
         job = self._host.jobs.get(job_id)
@@ -192,20 +202,44 @@ class RestfulGateway:
             raise JobNotFound(f"Job {job_id} not found ({kept}).")
         return job
 
-    def job_plan(self, job_id: str) -> JobPlan:
-        job = self.live_job(job_id)
-        return JobPlan(
-            job_id=job.job_id, name=job.name, job_type=job_snapshots.job_type(job), nodes=job_snapshots.plan_nodes(job)
-        )
-
-    def live_jobs(self) -> list[JobMaster]:
-        return list(self._host.jobs.values())
-
-    def vertex(self, job: JobMaster, vertex_id: str) -> ExecutionJobVertex:
+    def _vertex(self, job: JobMaster, vertex_id: str) -> ExecutionJobVertex:
         ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
         if ejv is None:
             raise VertexNotFound(f"Job {job.job_id} has no vertex {vertex_id!r}.")
         return ejv
+
+    def job_plan(self, job_id: str) -> JobPlan:
+        job = self._live_job(job_id)
+        return JobPlan(
+            job_id=job.job_id, name=job.name, job_type=job_snapshots.job_type(job), nodes=job_snapshots.plan_nodes(job)
+        )
+
+    def vertex_subtasks(self, job_id: str, vertex_id: str) -> VertexSubtasks:
+        job = self._live_job(job_id)
+        return live_snapshots.vertex_subtasks(job, self._vertex(job, vertex_id), self._host.task_managers.get)
+
+    def job_configuration(self, job_id: str) -> JobConfiguration:
+        return live_snapshots.job_configuration(self._live_job(job_id))
+
+    def job_accumulators(self, job_id: str) -> list[VertexAccumulators]:
+        return live_snapshots.accumulators(self._live_job(job_id))
+
+    # -- metrics (metrics.py names them as Flink does) ---------------------------------------------
+
+    def job_metrics(self, job_id: str) -> dict[str, float]:
+        return metrics.job_metrics(self._live_job(job_id, _METRICS_KEPT))
+
+    def vertex_metrics(self, job_id: str, vertex_id: str) -> VertexMetrics:
+        job = self._live_job(job_id, _METRICS_KEPT)
+        return live_snapshots.vertex_metrics(job, self._vertex(job, vertex_id))
+
+    def all_job_metrics(self) -> list[JobMetrics]:
+        """Every job of this run's metrics and its subtasks' (a Prometheus scrape)."""
+        return [live_snapshots.job_metrics(job) for job in self._host.jobs.values()]
+
+    def jobmanager_metrics(self) -> dict[str, float]:
+        """The JobManager's own metrics."""
+        return metrics.jobmanager_metrics(self._host)
 
     async def submit_job(self, body: bytes, wait: float) -> str:
         """Decode, validate and submit a JobGraph; its id once accepted (its sources may
@@ -241,7 +275,7 @@ class RestfulGateway:
 
     async def job_events(self, job_id: str, since: int, timeout: float) -> JobEvents:
         """The job's events from `since` on, waiting up to `timeout` seconds for one."""
-        job = self.live_job(job_id)
+        job = self._live_job(job_id)
         event_log = self._host.events
         events = await event_log.wait(since, job_id, timeout)
         next_id = events[-1].sequence + 1 if events else max(since, 0)
@@ -320,10 +354,6 @@ class RestfulGateway:
         """The JobManager's configuration, secrets masked."""
         return masked_config(self._host.config.to_dict())
 
-    def jobmanager_metrics(self) -> dict[str, float]:
-        """The JobManager's own metrics, by Flink's names (metrics.py)."""
-        return metrics.jobmanager_metrics(self._host)
-
     @property
     def blob_store(self) -> BlobStore:
         """Where job libraries are uploaded to and downloaded from."""
@@ -344,9 +374,6 @@ class RestfulGateway:
             free_slots=pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0,
             task_jobs=[job.job_id for job in self._host.jobs.values() for _ in job.executions_on(tm_id)],
         )
-
-    def find_task_manager(self, taskmanager_id: str) -> RegisteredTaskManager | None:
-        return self._host.task_managers.get(taskmanager_id)
 
     def task_manager(self, taskmanager_id: str) -> RegisteredTaskManager:
         registration = self._host.task_managers.get(taskmanager_id)

@@ -79,12 +79,11 @@ def job_routes(gateway: RestfulGateway, submit_wait: float, rest_url: str) -> AP
 
     @router.get("/jobs/{job_id}/vertices/{vertex_id}", summary="A vertex's subtasks and where they run")
     async def vertex_details(job_id: str, vertex_id: str) -> dict[str, Any]:
-        job = gateway.live_job(job_id)
-        return job_views.vertex_subtasks(gateway.find_task_manager, job, gateway.vertex(job, vertex_id))
+        return job_views.vertex_subtasks(gateway.vertex_subtasks(job_id, vertex_id))
 
     @router.get("/jobs/{job_id}/config", summary="The job's execution configuration")
     async def job_config(job_id: str) -> dict[str, Any]:
-        return job_views.job_config(gateway.live_job(job_id))
+        return job_views.job_config(gateway.job_configuration(job_id))
 
     @router.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:
@@ -97,7 +96,7 @@ def job_routes(gateway: RestfulGateway, submit_wait: float, rest_url: str) -> AP
 
     @router.get("/jobs/{job_id}/accumulators", summary="Records and bytes per vertex, and input splits")
     async def job_accumulators(job_id: str) -> dict[str, Any]:
-        return job_views.job_accumulators(gateway.live_job(job_id))
+        return job_views.job_accumulators(gateway.job_accumulators(job_id))
 
     @router.patch("/jobs/{job_id}", status_code=202, summary="Cancel a job (mode=cancel)")
     async def cancel_job(job_id: str, mode: str = Query("cancel")) -> dict[str, Any]:

@@ -1,7 +1,7 @@
-"""Flink's REST API v1 JSON of a job: from the JobManager's records of it
-(jobmanager/job_snapshots.py: live jobs and jobs archived in the job store alike) and,
-for views only a running JobManager has (subtasks, configuration, accumulators), from
-the live JobMaster the gateway hands out.
+"""Flink's REST API v1 JSON of a job, from the records the JobManager's RestfulGateway
+answers: jobmanager/job_snapshots.py's (live jobs and jobs archived in the job store
+alike) and, for the views only a running JobManager has (subtasks, configuration,
+accumulators), jobmanager/live_snapshots.py's.
 
 Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answers.
 """
@@ -9,19 +9,9 @@ Times are epoch milliseconds, -1 where a time is not reached yet, as Flink answe
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flink_runtime.executiongraph import (
-    TASK_COUNT_KEYS,
-    Execution,
-    ExecutionJobVertex,
-    ExecutionState,
-    JobStatus,
-    VertexIOMetrics,
-    subtask_io_metrics,
-    vertex_io_metrics,
-)
+from flink_runtime.executiongraph import TASK_COUNT_KEYS, JobStatus, VertexIOMetrics
 from flink_runtime.jobmanager.job_snapshots import (
     ExceptionHistory,
     JobSnapshot,
@@ -30,15 +20,13 @@ from flink_runtime.jobmanager.job_snapshots import (
     VertexSnapshot,
     ms,
 )
-from flink_runtime.scheduler.restart import restart_strategy
+from flink_runtime.jobmanager.live_snapshots import (
+    JobConfiguration,
+    SplitCounts,
+    VertexAccumulators,
+    VertexSubtasks,
+)
 from flink_runtime.security import masked_config
-
-if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmaster import JobMaster
-    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
-
-# Where a subtask runs: the registered TaskManager of an id (None: not registered).
-TaskManagerLookup = Callable[[str], "RegisteredTaskManager | None"]
 
 # Flink's names for what plans and runs a job here: one scheduler, which schedules
 # lazily from the sources (Flink's default), and no operators waiting to be added.
@@ -134,80 +122,67 @@ def vertex_details(vertex: VertexSnapshot) -> dict[str, Any]:
     }
 
 
-def vertex_subtasks(task_manager: TaskManagerLookup, job: JobMaster, ejv: ExecutionJobVertex) -> dict[str, Any]:
+def vertex_subtasks(vertex: VertexSubtasks) -> dict[str, Any]:
     """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
-    subtasks = []
-    for vertex in ejv.task_vertices:
-        execution = vertex.current_execution
-        registration = task_manager(execution.task_manager_id or "")
-        start = execution.state_timestamps.get(ExecutionState.DEPLOYING)
-        end = execution.state_timestamps[execution.state] if execution.is_terminal else None
-        subtasks.append(
-            {
-                "subtask": vertex.subtask_index,
-                "status": execution.state.value,
-                "attempt": execution.attempt_number,
-                "attempt-id": execution.attempt_id,
-                "taskmanager-id": execution.task_manager_id,
-                "endpoint": registration.address if registration is not None else None,
-                "host": registration.host if registration is not None else None,
-                **_times(start, end),
-                "start_time": ms(start),
-                "metrics": io_metrics_json(subtask_io_metrics(vertex)),
-                "status-duration": _status_durations(execution),
-                "failure-cause": execution.failure_cause,
-            }
-        )
+    subtasks = [
+        {
+            "subtask": subtask.subtask,
+            "status": subtask.status,
+            "attempt": subtask.attempt,
+            "attempt-id": subtask.attempt_id,
+            "taskmanager-id": subtask.task_manager_id,
+            "endpoint": subtask.endpoint,
+            "host": subtask.host,
+            **_times(subtask.start, subtask.end),
+            "start_time": ms(subtask.start),
+            "metrics": io_metrics_json(VertexIOMetrics(subtask.io, subtask.io_complete)),
+            "status-duration": _status_durations(subtask.state_timestamps),
+            "failure-cause": subtask.failure_cause,
+        }
+        for subtask in vertex.subtasks
+    ]
     return {
-        "id": ejv.id,
-        "name": ejv.name,
-        "parallelism": ejv.parallelism,
-        "maxParallelism": ejv.max_parallelism,
+        "id": vertex.id,
+        "name": vertex.name,
+        "parallelism": vertex.parallelism,
+        "maxParallelism": vertex.max_parallelism,
         "now": ms(time.time()),
         "subtasks": subtasks,
         "aggregated": {
             "metrics": aggregated_statistics([subtask["metrics"] for subtask in subtasks]),
             "status-duration": aggregated_statistics([subtask["status-duration"] for subtask in subtasks]),
         },
-        **_split_progress(job, ejv.id),
+        **_split_progress(vertex.splits),
     }
 
 
-def _status_durations(execution: Execution) -> dict[str, int]:
+def _status_durations(state_timestamps: dict[str, float]) -> dict[str, int]:
     """Milliseconds the attempt spent in each state it passed (the current one until now)."""
-    entered = sorted((at, state.value) for state, at in execution.state_timestamps.items())
+    entered = sorted((at, state) for state, at in state_timestamps.items())
     ends = [at for at, _ in entered[1:]] + [time.time()]
     return {state: int((end - at) * 1000) for (at, state), end in zip(entered, ends, strict=True)}
 
 
-def _split_progress(job: JobMaster, vertex_id: str) -> dict[str, Any]:
+def _split_progress(splits: SplitCounts | None) -> dict[str, Any]:
     """For source vertices: how many splits exist, are completed, and were handed out
     (more hand-outs than splits means splits were redone after failures)."""
-    if vertex_id not in job.prepared_splits:
+    if splits is None:
         return {}
-    progress = job.split_progress.get(vertex_id)
-    return {
-        "input-splits": {
-            "total": job.prepared_splits[vertex_id],
-            "completed": len(progress.completed) if progress else 0,
-            "assignments": progress.assignments if progress else 0,
-        }
-    }
+    return {"input-splits": {"total": splits.total, "completed": splits.completed, "assignments": splits.assignments}}
 
 
-def job_config(job: JobMaster) -> dict[str, Any]:
+def job_config(job: JobConfiguration) -> dict[str, Any]:
     """GET /jobs/:id/config: Flink's JobConfigInfo. The user config is the job's own
     configuration (its JobGraph's keys), secrets masked."""
-    parallelism = max((vertex.parallelism for vertex in job.job_graph.vertices), default=1)
     return {
         "jid": job.job_id,
         "name": job.name,
         "execution-config": {
             "execution-mode": "PIPELINED",
-            "restart-strategy": restart_strategy(job.config).describe(),
-            "job-parallelism": parallelism,
+            "restart-strategy": job.restart_strategy,
+            "job-parallelism": job.parallelism,
             "object-reuse-mode": False,
-            "user-config": masked_config({key: str(value) for key, value in job.job_graph.config.items()}),
+            "user-config": masked_config(job.user_config),
         },
     }
 
@@ -312,17 +287,17 @@ _ACCUMULATED = {
 }
 
 
-def job_accumulators(job: JobMaster) -> dict[str, Any]:
+def job_accumulators(vertices: list[VertexAccumulators]) -> dict[str, Any]:
     """GET /jobs/:id/accumulators: per vertex its records and bytes in and out and, for
     a source, its input splits (total, completed, handed out), as Flink's user-task
     accumulators (name, type, value as text)."""
     accumulators = []
-    for ejv in job.graph.vertices.values() if job.graph is not None else []:
-        metrics = io_metrics_json(vertex_io_metrics(ejv))
+    for vertex in vertices:
+        metrics = io_metrics_json(VertexIOMetrics(vertex.io, vertex.io_complete))
         for name, key in _ACCUMULATED.items():
-            accumulators.append({"name": f"{ejv.name}.{name}", "type": "LongCounter", "value": str(metrics[key])})
-        for name, value in _split_progress(job, ejv.id).get("input-splits", {}).items():
-            accumulators.append({"name": f"{ejv.name}.splits.{name}", "type": "IntCounter", "value": str(value)})
+            accumulators.append({"name": f"{vertex.name}.{name}", "type": "LongCounter", "value": str(metrics[key])})
+        for name, value in _split_progress(vertex.splits).get("input-splits", {}).items():
+            accumulators.append({"name": f"{vertex.name}.splits.{name}", "type": "IntCounter", "value": str(value)})
     return {"job-accumulators": [], "user-task-accumulators": accumulators, "serialized-user-task-accumulators": {}}
 
 

@@ -48,7 +48,9 @@ class Host:
     def __init__(self, archived: dict[str, JobRecord] | None = None) -> None:
         self.jobs: dict[str, JobMaster] = {}
         self.archived = archived or {}
-        self.task_managers: dict[str, Any] = {"tm-1": SimpleNamespace(task_manager_id="tm-1", address="tcp://tm-1")}
+        self.task_managers: dict[str, Any] = {
+            "tm-1": SimpleNamespace(task_manager_id="tm-1", address="tcp://tm-1", host="host-1")
+        }
         self.asked: list[Any] = []
         self.answer: Any = None
         self.ask_timeout = 1.0
@@ -159,13 +161,20 @@ def test_views_only_a_running_jobmanager_has_refuse_other_jobs(store: JobStore) 
     host = Host({OLD_JOB: archive_old_row(store)})
     gateway = RestfulGateway(host, None)  # type: ignore[arg-type]
     with pytest.raises(JobNotFound, match="metrics are kept for jobs of this JobManager run"):
-        gateway.live_job(OLD_JOB, kept="metrics are kept for jobs of this JobManager run")
+        gateway.job_metrics(OLD_JOB)
+    with pytest.raises(JobNotFound, match="unknown, or expired from the job store"):
+        gateway.vertex_subtasks(OLD_JOB, "source")
     job = ended_job()
+    host.jobs[job.job_id] = job
     with pytest.raises(VertexNotFound, match=f"Job {job.job_id} has no vertex 'nope'"):
-        gateway.vertex(job, "nope")
+        gateway.vertex_subtasks(job.job_id, "nope")
     with pytest.raises(TaskManagerNotFound, match="TaskManager tm-9 not found"):
         gateway.task_manager("tm-9")
     assert gateway.task_manager("tm-1").address == "tcp://tm-1"
+    sink = gateway.vertex_subtasks(job.job_id, "sink")
+    assert [(s.status, s.endpoint, s.host) for s in sink.subtasks] == [("FAILED", "tcp://tm-1", "host-1")]
+    assert [(v.name, v.io.records_out) for v in gateway.job_accumulators(job.job_id)] == [("Source", 14), ("Sink", 0)]
+    assert gateway.job_configuration(job.job_id).parallelism == 2
 
 
 # -- what changes a job: cancel and submit -------------------------------------------------------------
