@@ -136,20 +136,27 @@ class RestfulGateway:
     def __init__(self, host: GatewayHost, operations: JobOperations) -> None:
         self._host = host
         self._operations = operations
+        self._read_archive: dict[str, tuple[JobRecord, tuple[JobSnapshot, ExceptionHistory]]] = {}
 
     # -- jobs, live and archived ---------------------------------------------------------------
 
     def _archived(self, job_id: str) -> tuple[JobSnapshot, ExceptionHistory] | None:
-        """A job of an earlier JobManager run the job store keeps (None: not one)."""
+        """A job of an earlier JobManager run the job store keeps (None: not one). Read
+        once per record: the dashboard lists every job every few seconds."""
         record = self._host.archived.get(job_id)
         if record is None or record.details is None or job_id in self._host.jobs:
             return None
-        return from_archive(record.details, record.exceptions)
+        cached = self._read_archive.get(job_id)
+        if cached is None or cached[0] is not record:
+            cached = self._read_archive[job_id] = (record, from_archive(record.details, record.exceptions))
+        return cached[1]
 
     def list_jobs(self) -> list[JobSummary]:
         """Every job: this run's, then those the job store archived in earlier runs."""
         live = [job_snapshots.job_summary(job) for job in self._host.jobs.values()]
         archived = [self._archived(job_id) for job_id in self._host.archived]
+        for gone in self._read_archive.keys() - self._host.archived.keys():  # expired from the store
+            del self._read_archive[gone]
         return live + [snapshot.summary() for snapshot, _ in filter(None, archived)]
 
     def job_details(self, job_id: str) -> JobSnapshot:
