@@ -11,8 +11,10 @@ see the JobManager only through a small Protocol of their module:
                        running jobs, retention of finished ones (`archived`)
   leadership.py        Leadership: several JobManagers on one job store: leader
                        election, lease, store lock; tells the JobManager on grant/revoke
+  restful_gateway.py   RestfulGateway: the REST API's one door into the JobManager
+                       (typed methods answering records, typed errors)
   operations.py        JobOperations: savepoints, stops and checkpoints on request,
-                       checkpoint statistics: the gateway the REST API calls
+                       checkpoint statistics (behind the RestfulGateway)
   checkpoint_retention.py  JobEndCleanup: the end of a job: checkpoints kept or
                        discarded, keyed state, staged output and partitions removed
   task_fencing.py      TaskFencing: whether a task's message is this run's, and its job
@@ -140,7 +142,7 @@ class JobManager(RpcEndpoint):
         # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
         self.leadership = Leadership(config, job_store, self)
         self.persistence = JobPersistence(config, job_store, self, fencing_cluster=self.leadership.fencing_cluster)
-        # What the REST API calls for savepoints, stops, checkpoints and their statistics.
+        # Savepoints, stops, checkpoints and their statistics (behind the gateway).
         self.operations = JobOperations(self.jobs, self.persistence, self)
         # The REST API's one door into the JobManager (Flink's RestfulGateway).
         self.gateway = RestfulGateway(self, self.operations)
