@@ -126,7 +126,7 @@ class JobManager(RpcEndpoint):
         # remove_job, a revoke) and never rebound: JobOperations reads this very dict.
         self.jobs: dict[str, JobMaster] = {}
         # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
-        # the REST views here too (never mutated there).
+        # the RestfulGateway too (never mutated there).
         self.resource_manager = ResourceManager(self, config, self.cluster_secret)
         self.task_managers: dict[str, RegisteredTaskManager] = self.resource_manager.task_managers
         self.slot_pool = self.resource_manager.slot_pool
