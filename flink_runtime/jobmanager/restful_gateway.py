@@ -1,9 +1,10 @@
 """The one door from the REST API into the JobManager (Flink's RestfulGateway).
 
-Every route asks this gateway; none reads the JobManager's fields. It answers with the
-JobManager's records (job_snapshots.py, ClusterOverview) or, for the views only a
-running JobManager has, a live JobMaster to read; it refuses with the typed errors of
-errors.py, which rest/errors.py alone turns into HTTP statuses. Live jobs and the jobs
+Every route asks this gateway; none reads the JobManager's fields. It answers with
+records (job_snapshots.py: jobs live and archived; live_snapshots.py: what only a
+running JobManager has, as subtasks and metrics; ClusterOverview, TaskManagerSnapshot,
+LeaderInfo), never a JobMaster, and refuses with the typed errors of errors.py, which
+rest/errors.py alone turns into HTTP statuses. Live jobs and the jobs
 the job store archived in earlier runs are merged here, once: a job id is looked up
 among the live jobs first.
 
