@@ -52,12 +52,13 @@ if TYPE_CHECKING:
     from flink_runtime.executiongraph import ExecutionJobVertex
     from flink_runtime.highavailability.lease_store import LeaderLease
     from flink_runtime.jobgraph.jobgraph import JobGraph
-    from flink_runtime.jobmanager.events import SequencedEvent
+    from flink_runtime.jobmanager.events import JobEventLog, SequencedEvent
     from flink_runtime.jobmanager.jobmaster import JobMaster
     from flink_runtime.jobmanager.jobstore import JobRecord
     from flink_runtime.jobmanager.leadership import LeaderInfo
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
     from flink_runtime.rpc.messages import Message
+    from flink_runtime.rpc.transport import RpcTransport
     from flink_runtime.scheduler.slotpool import SlotPool
 
 
@@ -78,9 +79,9 @@ class GatewayHost(Mailbox, Protocol):
     @property
     def slot_pool(self) -> SlotPool: ...
     @property
-    def events(self) -> Any: ...  # events.JobEventLog
+    def events(self) -> JobEventLog: ...
     @property
-    def rpc(self) -> Any: ...  # rpc.transport.RpcTransport
+    def rpc(self) -> RpcTransport: ...
 
     @property
     def is_leader(self) -> bool: ...
@@ -134,6 +135,8 @@ def _not_found(job_id: str) -> JobNotFound:
 
 
 class RestfulGateway:
+    """What the REST API may ask of the JobManager, as typed methods (see the module)."""
+
     def __init__(self, host: GatewayHost, operations: JobOperations) -> None:
         self._host = host
         self._operations = operations
