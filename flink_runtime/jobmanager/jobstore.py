@@ -52,7 +52,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
 from flink_runtime.configuration import JobStoreOptions
-from flink_runtime.highavailability.lease_store import fencing_problem
+from flink_runtime.highavailability.lease_store import LeaseNotHeld, check_fencing
 from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine, sqlite_file
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
@@ -452,9 +452,11 @@ class JobStore:
                 if write:
                     conn.execution_options(jobstore_write=True)
                 with conn.begin():
-                    problem = fencing_problem(conn, *self._fencing) if write and self._fencing else None
-                    if problem is not None:
-                        raise FencingTokenMismatch(f"job store {self._display_url}: write refused: {problem}")
+                    try:
+                        if write and self._fencing:
+                            check_fencing(conn, *self._fencing)
+                    except LeaseNotHeld as refused:
+                        raise FencingTokenMismatch(f"job store {self._display_url}: write refused: {refused}") from None
                     yield conn
         except IntegrityError:
             raise
