@@ -216,7 +216,7 @@ class TaskExecutor(RpcEndpoint):
             resources=task_manager_resources(self.config, self.slots),
             secret=self.cluster_secret,
             # Tasks of an earlier registration may still wind down: the JobManager must not
-            # deploy into their slots (this TaskManager would refuse, see _slot_refusal).
+            # deploy into their slots (this TaskManager would refuse, see _check_slot).
             occupied_slots=self.task_table.occupied_slots(),
         )
 
