@@ -11,6 +11,7 @@ back to the host (`stop_while_idle`), a savepoint with cancel to `cancel`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, ProgressTracker
 from flink_runtime.executiongraph import ExecutionState, JobStatus
+from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.operation_requests import OperationRequests
 
 if TYPE_CHECKING:
@@ -55,7 +57,7 @@ class CheckpointingHost(Protocol):
 
     def processed_files(self, vertex_id: str) -> set[str]: ...
     def task_manager_address(self, task_manager_id: str) -> str | None: ...
-    def cancel(self) -> str | None: ...
+    def cancel(self) -> None: ...
     def stop_while_idle(self) -> bool:
         """Stop now if nothing runs (a continuous job between rounds); False otherwise."""
         ...
@@ -137,7 +139,8 @@ class JobCheckpointing:
         def done(location: str | None, failure: BaseException | None) -> None:
             self.savepoint_requests.complete(request_id, {"location": location}, failure)
             if failure is None and cancel_job:
-                self._host.cancel()
+                with contextlib.suppress(JobAlreadyEnded):  # ended meanwhile: nothing to cancel
+                    self._host.cancel()
 
         self.coordinator.trigger(True, target_directory, on_complete=done)
         return request_id

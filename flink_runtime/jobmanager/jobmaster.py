@@ -35,6 +35,7 @@ from flink_runtime.configuration import Configuration, CoreOptions
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, ExecutionVertex, JobStatus
 from flink_runtime.invokable import Prepared
 from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.execution_deployment import (
     ExecutionDeployer,
     deployment_descriptor,
@@ -249,11 +250,12 @@ class JobMaster:
             self.exceptions.append(exception_entry(error))
         self._execute(self.scheduling.global_failure((), time.monotonic()))
 
-    def cancel(self) -> str | None:
-        """Start cancelling; returns a reason when the job cannot be cancelled."""
-        reason, actions = self.scheduling.cancel()
-        self._execute(actions)
-        return f"job {self.job_id} {reason}" if reason is not None else None
+    def cancel(self) -> None:
+        """Start cancelling (nothing to do while it cancels or fails already);
+        JobAlreadyEnded once the job is terminal."""
+        if self.status.is_terminal:
+            raise JobAlreadyEnded(f"job {self.job_id} is already {self.status.value}")
+        self._execute(self.scheduling.cancel())
 
     def suspend(self, reason: str) -> None:
         """This JobManager lost its leadership: stop working on the job without ending it
@@ -281,9 +283,10 @@ class JobMaster:
 
     def schedule_or_update_consumers(
         self, partition_id: str, location: str, execution_id: str, data_address: str = ""
-    ) -> str | None:
-        """A producer committed a partition; deploy consumers whose inputs are now complete."""
-        return self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address)
+    ) -> None:
+        """A producer committed a partition; deploy consumers whose inputs are now complete.
+        TaskReportRefused if the report is not of the partition's running producer."""
+        self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address)
 
     def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
         """This job's current attempts on a TaskManager that have not ended, by attempt id."""

@@ -21,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from flink_runtime.highavailability.lease_store import LeaderLease
+from flink_runtime.jobmanager.leadership import LeaderInfo
+from flink_runtime.rest.cluster_routes import leader_json
 from flink_runtime.rest.guard import RestGuard
 from flink_runtime.rest.leader_proxy import LeaderProxy
 
@@ -33,9 +35,8 @@ class FakeJobManager:
         self.is_leader = is_leader
         self.known_leader = known_leader
 
-    def leader_view(self) -> dict[str, Any]:
-        leader = self.known_leader
-        return {"is-leader": self.is_leader, "leader": None if leader is None else {"rest-url": leader.rest_url}}
+    def leader_info(self) -> LeaderInfo:
+        return LeaderInfo(self.cluster_id, True, self.is_leader, self.known_leader)
 
 
 def leader_app() -> FastAPI:
@@ -100,7 +101,7 @@ async def standby(jobmanager: FakeJobManager) -> AsyncIterator[httpx.AsyncClient
 
     @app.get("/leader")
     async def own_leader() -> dict[str, Any]:
-        return jobmanager.leader_view()
+        return leader_json(jobmanager.leader_info())
 
     @app.post("/jobs")
     async def submit() -> dict[str, str]:
