@@ -136,6 +136,9 @@ class MasterContext:
     # The job published output before (an earlier round, or a stop that ended in a failed
     # savepoint and let the job go on): its sinks add to or replace that, never refuse it.
     continuation: bool = False
+    # on_job_terminal(FINISHED) of a job that runs in rounds (a continuous job): a run of
+    # it recovered after a JobManager restart must know its sinks hold its own output.
+    more_rounds: bool = False
 
 
 @dataclass
@@ -194,6 +197,11 @@ class AbstractInvokable:
         """Run on the JobManager when every subtask has finished (status FINISHED, before
         the job is declared FINISHED; raising fails the job) or the job failed or was
         cancelled (clean up)."""
+
+    @classmethod
+    def on_job_gone(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext) -> None:
+        """Run on the JobManager once the job's end is stored (no JobManager recovers it
+        any more): forget what only a recovery needed."""
 
     def invoke(self) -> None:
         raise NotImplementedError

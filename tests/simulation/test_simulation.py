@@ -63,7 +63,7 @@ def test_schedules() -> None:
 def replay_as_found(seed: int) -> Result:
     """The seed's schedule as it was when its bug was found: before consumer vertices,
     cancels and savepoints were drawn (last, so its cluster, jobs and faults are the same)."""
-    return run(seed, record=True, clients=False)
+    return run(seed, record=True, clients=False, continuous=False)
 
 
 def test_a_seed_replays_exactly() -> None:

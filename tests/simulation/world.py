@@ -193,6 +193,14 @@ class World:
         self.partitions: dict[tuple[str, str, int], dict[int, str]] = {}
         # data namespace -> what its job published: vertex id -> split -> subtask
         self.published: dict[str, dict[str, dict[int, int]]] = {}
+        # Continuous sources: job id -> its JobSpec (the files that have arrived), and
+        # (data namespace, split number) -> the file the split read there.
+        self.specs: dict[str, Any] = {}
+        self.split_files: dict[tuple[str, int], str] = {}
+        # A continuous job's sink: job id -> file -> the run (data namespace's run) that
+        # published it; and the jobs whose sink holds the published-rounds marker.
+        self.sinks: dict[str, dict[str, str]] = {}
+        self.sink_markers: set[str] = set()
         self.violations: list[str] = []
         # Job id -> when a client's CancelJob was answered CancellationSuccess, and by whom.
         self.cancelled: dict[str, tuple[float, str]] = {}
@@ -377,9 +385,11 @@ class World:
         d = task.descriptor
         return f"{d.job_name}/{d.vertex_id}[{d.subtask_index}]#{d.attempt_number}"
 
-    def commit_chunk(self, task: SimTask, split: int) -> None:
+    def commit_chunk(self, task: SimTask, split: int, payload: Any = None) -> None:
         d = task.descriptor
         self.on_chunk(task, split)
+        if isinstance(payload, dict) and payload.get("files"):
+            self.split_files[(task.namespace, split)] = payload["files"][0]
         self.partitions.setdefault((task.namespace, d.vertex_id, d.subtask_index), {})[split] = d.execution_id
 
     def partition_location(self, task: SimTask, subpartitions: int) -> str:
@@ -434,6 +444,57 @@ class World:
         self.published[namespace] = output
         self.publish_times[namespace] = self.loop.time()
         self.on_publish(graph, namespace)
+
+    # -- a continuous job's sink (SparkTask's rules, operators/spark/io.py) ------------------------
+
+    def check_sink_target(self, graph: JobGraph) -> None:
+        """Preparing a run of the job: a sink holding output refuses it (mode 'error')
+        unless the job published it in rounds (the marker): a recovered run goes on."""
+        job_id = graph.job_id or ""
+        if self.sinks.get(job_id) and job_id not in self.sink_markers:
+            self.violate(
+                "continuous/refused", f"a run of {graph.name} is refused: its sink holds output (mode 'error')"
+            )
+            raise ValueError("output path already exists and is not empty (mode 'error')")
+
+    def publish_files(
+        self, graph: JobGraph, namespace: str, status: Any, continuation: bool, more_rounds: bool
+    ) -> None:
+        """The files the round in `namespace` read move into the job's sink; a file the same
+        run published before is a duplicate (a run recovered from a checkpoint older than a
+        publish reads that input again: at-least-once, counted)."""
+        job_id = graph.job_id or ""
+        if status.value != "FINISHED":
+            self.sink_markers.discard(job_id)  # discard_sink_staging
+            return
+        sink = self.sinks.setdefault(job_id, {})
+        if sink and not continuation and job_id not in self.sink_markers:
+            self.violate("continuous/refused", f"{graph.name} publishes {namespace} over its own earlier output")
+            raise ValueError("output path already exists and is not empty (mode 'error')")
+        if more_rounds:
+            self.sink_markers.add(job_id)
+        run = _run_of(namespace)
+        for split in self.published.get(namespace, {}).get("source", {}):
+            file = self.split_files.get((namespace, split))
+            if file is None:
+                self.violate(
+                    "continuous/unknown-split",
+                    f"{graph.name} publishes split {split} of {namespace}, read from no file",
+                )
+                continue
+            if file in sink:
+                if sink[file] == run:
+                    self.violate("exactly-once", f"{graph.name} published {file} twice in one run ({namespace})")
+                else:
+                    self.note("a file published again by a run recovered from a checkpoint older than the publish")
+            sink[file] = run
+
+
+def _run_of(namespace: str) -> str:
+    """Which run of its job a data namespace belongs to: the first, or one recovered after
+    a JobManager restart (`<job>/run-<hex>`, and its rounds inside it)."""
+    parts = namespace.split("/")
+    return parts[1] if len(parts) > 1 and parts[1].startswith("run-") else "first"
 
 
 def _kill_endpoint(endpoint: RpcEndpoint) -> None:
