@@ -233,6 +233,10 @@ class JobManager(RpcEndpoint):
     ) -> PhysicalSlot | None:
         return self.resource_manager.request_slot(job, request_id, preferred_hosts, profile)
 
+    def allocated_slots_of(self, task_manager_id: str) -> list[tuple[PhysicalSlot, str | None]]:
+        """A TaskManager's slots in use and the job holding each (REST's allocatedSlots)."""
+        return self.resource_manager.allocated_slots_of(task_manager_id)
+
     def release_slot(self, allocation_id: str) -> None:
         self.resource_manager.release_slot(allocation_id)
 

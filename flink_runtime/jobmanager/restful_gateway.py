@@ -16,7 +16,7 @@ the mailbox (`call_in_mailbox`, `ask_self`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -44,6 +44,7 @@ from flink_runtime.jobmanager.live_snapshots import (
 from flink_runtime.jobmanager.operations import JobOperations, Mailbox
 from flink_runtime.rpc.messages import JobSubmissionFailure, SubmitJob
 from flink_runtime.scheduler.exception_history import ExceptionEntry
+from flink_runtime.scheduler.resource_profile import ResourceProfile
 from flink_runtime.security import masked_config
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
     from flink_runtime.rpc.messages import Message
     from flink_runtime.rpc.transport import RpcTransport
-    from flink_runtime.scheduler.slotpool import SlotPool
+    from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool
 
 
 class GatewayHost(Mailbox, Protocol):
@@ -78,6 +79,7 @@ class GatewayHost(Mailbox, Protocol):
     def task_managers(self) -> Mapping[str, RegisteredTaskManager]: ...
     @property
     def slot_pool(self) -> SlotPool: ...
+    def allocated_slots_of(self, task_manager_id: str) -> list[tuple[PhysicalSlot, str | None]]: ...
     @property
     def events(self) -> JobEventLog: ...
     @property
@@ -125,6 +127,11 @@ class TaskManagerSnapshot:
     registration: RegisteredTaskManager
     free_slots: int
     task_jobs: list[str]  # the job of each task it runs
+    # What its slots share and what of it is free (ANY: it did not report its resources).
+    total_resource: ResourceProfile = ResourceProfile.ANY
+    free_resource: ResourceProfile = ResourceProfile.ANY
+    # Each slot in use: what it holds and the job holding it.
+    allocated_slots: list[tuple[ResourceProfile, str]] = field(default_factory=list)
 
 
 _METRICS_KEPT = "metrics are kept for jobs of this JobManager run"
@@ -380,10 +387,20 @@ class RestfulGateway:
     def task_manager_snapshot(self, registration: RegisteredTaskManager) -> TaskManagerSnapshot:
         tm_id = registration.task_manager_id
         pool = self._host.slot_pool
+        task_jobs = [job.job_id for job in self._host.jobs.values() for _ in job.executions_on(tm_id)]
+        if not pool.has_task_manager(tm_id):
+            return TaskManagerSnapshot(registration=registration, free_slots=0, task_jobs=task_jobs)
         return TaskManagerSnapshot(
             registration=registration,
-            free_slots=pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0,
-            task_jobs=[job.job_id for job in self._host.jobs.values() for _ in job.executions_on(tm_id)],
+            free_slots=pool.free_slots_of(tm_id),
+            task_jobs=task_jobs,
+            total_resource=pool.total_resource_of(tm_id),
+            free_resource=pool.free_resource_of(tm_id),
+            allocated_slots=[
+                (slot.resource_profile, job_id)
+                for slot, job_id in self._host.allocated_slots_of(tm_id)
+                if job_id is not None
+            ],
         )
 
     def task_manager(self, taskmanager_id: str) -> RegisteredTaskManager:

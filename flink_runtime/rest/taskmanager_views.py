@@ -12,37 +12,52 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.restful_gateway import TaskManagerSnapshot
+    from flink_runtime.scheduler.resource_profile import ResourceProfile
 
 
-def _resource(cpu: float, heap_mb: float) -> dict[str, Any]:
+def _resource(cpu: float, heap_mb: float, managed_mb: float = 0.0) -> dict[str, Any]:
     """Flink's ResourceProfileInfo: memory in MiB; the kinds Flink splits memory into
     that a TaskManager here does not have are 0."""
     return {
         "cpuCores": cpu,
         "taskHeapMemory": int(heap_mb),
         "taskOffHeapMemory": 0,
-        "managedMemory": 0,
+        "managedMemory": int(managed_mb),
         "networkMemory": 0,
         "extendedResources": {},
     }
 
 
-def _memory_configuration(resources: dict[str, float]) -> dict[str, int]:
+def _profile(profile: ResourceProfile) -> dict[str, Any]:
+    return _resource(profile.cpu_cores, profile.task_heap_memory_mb, profile.managed_memory_mb)
+
+
+def _known(profile: ResourceProfile) -> bool:
+    """Whether a profile has numbers (a TaskManager of an older version reports none)."""
+    return not (profile.is_unknown or profile.is_any)
+
+
+def _memory_configuration(resources: dict[str, float], total: ResourceProfile) -> dict[str, int]:
     """Flink's TaskExecutorMemoryConfiguration in bytes: the Python process is the
-    framework's heap, its Spark JVM's heap the tasks' heap."""
+    framework's heap, the task heap its slots share (its Spark JVM's heap by default) the
+    tasks' heap."""
     framework = int(resources.get("process_mb", 0) * 2**20)
     task_heap = int(resources.get("spark_heap_mb", 0) * 2**20)
+    managed = 0
+    if _known(total):
+        task_heap = int(total.task_heap_memory_mb * 2**20)
+        managed = int(total.managed_memory_mb * 2**20)
     return {
         "frameworkHeap": framework,
         "taskHeap": task_heap,
         "frameworkOffHeap": 0,
         "taskOffHeap": 0,
         "networkMemory": 0,
-        "managedMemory": 0,
+        "managedMemory": managed,
         "jvmMetaspace": 0,
         "jvmOverhead": 0,
-        "totalFlinkMemory": framework + task_heap,
-        "totalProcessMemory": framework + task_heap,
+        "totalFlinkMemory": framework + task_heap + managed,
+        "totalProcessMemory": framework + task_heap + managed,
     }
 
 
@@ -54,9 +69,17 @@ def taskmanager_info(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
     tm_id = registration.task_manager_id
     free = snapshot.free_slots
     resources = registration.resources
+    total = snapshot.total_resource
     cpu = float(resources.get("cpu_cores", registration.slots))
-    heap_mb = float(resources.get("spark_heap_mb", 0))
-    slots = max(1, registration.slots)
+    if _known(total):
+        total_resource, free_resource = _profile(total), _profile(snapshot.free_resource)
+        managed = total.managed_memory_mb
+    else:  # counted slots only: shares of what it reported of its machine and Spark heap
+        heap_mb = float(resources.get("spark_heap_mb", 0))
+        slots = max(1, registration.slots)
+        total_resource = _resource(cpu, heap_mb)
+        free_resource = _resource(cpu * free / slots, heap_mb * free / slots)
+        managed = 0.0
     return {
         "id": tm_id,
         "path": registration.address,
@@ -67,15 +90,15 @@ def taskmanager_info(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
         "slotsNumber": registration.slots,
         "freeSlots": free,
         "assignedTasks": len(snapshot.task_jobs),
-        "totalResource": _resource(cpu, heap_mb),
-        "freeResource": _resource(cpu * free / slots, heap_mb * free / slots),
+        "totalResource": total_resource,
+        "freeResource": free_resource,
         "hardware": {
             "cpuCores": int(cpu),
             "physicalMemory": int(resources.get("memory_mb", 0) * 2**20),
             "freeMemory": -1,
-            "managedMemory": 0,
+            "managedMemory": int(managed * 2**20),
         },
-        "memoryConfiguration": _memory_configuration(resources),
+        "memoryConfiguration": _memory_configuration(resources, total),
     }
 
 
@@ -83,8 +106,12 @@ def taskmanager_details(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
     """GET /taskmanagers/:id: the TaskManagerInfo, the slots its jobs hold, and Flink's
     JVM metrics from what its heartbeats reported."""
     registration = snapshot.registration
-    resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
-    allocated = [{"resource": resource, "jobId": job_id} for job_id in snapshot.task_jobs]
+    if _known(snapshot.total_resource):
+        # Flink's SlotInfo: one entry per slot in use, with what the slot holds.
+        allocated = [{"resource": _profile(profile), "jobId": job_id} for profile, job_id in snapshot.allocated_slots]
+    else:
+        resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
+        allocated = [{"resource": resource, "jobId": job_id} for job_id in snapshot.task_jobs]
     return taskmanager_info(snapshot) | {
         "allocatedSlots": allocated,
         "metrics": taskmanager_jvm_metrics(registration.metrics),

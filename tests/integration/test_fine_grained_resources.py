@@ -52,11 +52,15 @@ def test_subtasks_needing_one_core_each_run_two_at_a_time_on_two_cores(two_cores
     with JobClient(two_cores.rest_url, timeout=30) as client:
         job_id = client.submit(sleepers(cpu=1, parallelism=4, seconds=2.0))
         most_running = 0
+        busy: dict | None = None  # GET /taskmanagers/:id while two subtasks run
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             subtasks = httpx.get(f"{two_cores.rest_url}/jobs/{job_id}/vertices/sleep", timeout=10).json()["subtasks"]
             running = sum(1 for s in subtasks if s["status"] in ("DEPLOYING", "INITIALIZING", "RUNNING"))
             most_running = max(most_running, running)
+            if busy is None and sum(1 for s in subtasks if s["status"] == "RUNNING") == 2:
+                tm_id = next(s["taskmanager-id"] for s in subtasks if s["status"] == "RUNNING")
+                busy = httpx.get(f"{two_cores.rest_url}/taskmanagers/{tm_id}", timeout=10).json()
             if all(s["status"] == "FINISHED" for s in subtasks):
                 break
             time.sleep(0.1)
@@ -64,6 +68,17 @@ def test_subtasks_needing_one_core_each_run_two_at_a_time_on_two_cores(two_cores
         assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
     # Four slots, but two cores: never more than two subtasks of one core at once.
     assert most_running == 2
+    # REST shows it as Flink's does: the total, nothing free, and each slot with its resources.
+    assert busy is not None
+    assert busy["totalResource"]["cpuCores"] == 2 and busy["totalResource"]["taskHeapMemory"] == 1024
+    assert busy["freeResource"]["cpuCores"] == 0 and busy["freeResource"]["taskHeapMemory"] == 512
+    assert busy["slotsNumber"] == 4
+    assert [
+        (s["resource"]["cpuCores"], s["resource"]["taskHeapMemory"], s["jobId"]) for s in busy["allocatedSlots"]
+    ] == [
+        (1.0, 256, job_id),
+        (1.0, 256, job_id),
+    ]
 
 
 def test_a_job_needing_more_cores_than_any_taskmanager_fails_at_once_with_the_numbers(
