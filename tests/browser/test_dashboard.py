@@ -1,5 +1,5 @@
 """The web dashboard in a real browser (headless Chromium driven by selenium) against a
-real MiniCluster: the overview, a running job in the jobs list, its graph, a cancel
+real MiniCluster: the overview, a TaskManager's resources, a running job in the jobs list, its graph, a cancel
 pressed on its page, a failed job's exception, and a token-protected cluster.
 
 Each test saves a screenshot under its pytest tmp dir (look there when one fails).
@@ -96,6 +96,22 @@ def test_the_overview_shows_the_taskmanagers_and_slots(driver: Any, minicluster:
     rows = wait_until("the TaskManager rows", lambda: by_css(driver, "#overview-taskmanagers .tm-row"))
     assert sorted(row.text.split()[0] for row in rows) == sorted(minicluster.jobmanager.task_managers)
     driver.save_screenshot(str(tmp_path / "overview.png"))
+
+
+def test_a_taskmanagers_page_shows_its_total_and_free_resources(
+    driver: Any, minicluster: MiniCluster, tmp_path: Path
+) -> None:
+    tm_id = sorted(minicluster.jobmanager.task_managers)[0]
+    total = minicluster.jobmanager.slot_pool.total_resource_of(tm_id)
+    driver.get(f"{minicluster.rest_url}/#/taskmanagers/{tm_id}")
+
+    def resources_row() -> str | None:
+        return next((row.text for row in by_css(driver, "#taskmanager tr") if row.text.startswith("Resources")), None)
+
+    text = wait_until("the Resources row", resources_row)
+    assert f"{total.cpu_cores:g} cores" in text and "in total; free:" in text, text
+    assert any(row.text.startswith("Slots in use") for row in by_css(driver, "#taskmanager tr"))
+    driver.save_screenshot(str(tmp_path / "taskmanager.png"))
 
 
 def test_a_running_job_appears_in_the_jobs_list(
