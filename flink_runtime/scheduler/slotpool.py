@@ -111,7 +111,7 @@ class SlotPool:
         # When the pool was first seen without any slot by ``expire_requests`` (None
         # while it has slots): requests expire only after that long without slots.
         self._slotless_since: float | None = None
-        # A TaskManager left: queued requests may now fit none of those that remain.
+        # A TaskManager came or left: queued requests may fit none of those registered.
         self._recheck_fit = False
 
     # ------------------------------------------------------------------ queries
@@ -243,6 +243,8 @@ class SlotPool:
         if tm.num_slots:
             self._slotless_since = None
         self._update_free_count(tm_id, 0)
+        # A request queued while no TaskManager was registered may fit none of them.
+        self._recheck_fit = bool(self._pending)
         return self._serve_pending()
 
     def slots_vacated(self, tm_id: str, still_occupied: Iterable[int]) -> list[Fulfilment]:
@@ -376,9 +378,10 @@ class SlotPool:
 
     def take_unfulfillable(self) -> list[tuple[str, str]]:
         """Drop and return ``(request_id, reason)`` for queued requests that no
-        TaskManager still registered could ever hold (the one that could has left).
+        registered TaskManager could ever hold (the one that could has left, or the
+        request came before any TaskManager registered).
 
-        Scans the queue only after a TaskManager left; call it periodically, then
+        Scans the queue only after a TaskManager came or left; call it periodically, then
         ``serve_pending`` (a dropped head may have blocked requests that fit now)."""
         if not self._recheck_fit:
             return []

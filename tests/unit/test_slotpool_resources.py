@@ -333,3 +333,25 @@ def test_the_resource_manager_registers_total_resources_and_reports_slots_per_jo
     # A request no TaskManager could hold fails the job's request (from the mailbox), with the numbers.
     assert rm.request_slot(job, "r2", [], P(3, 0)) is None  # type: ignore[arg-type]
     assert failed and failed[0][0] == "r2" and "needs 3 cores" in failed[0][1]
+
+
+def test_a_request_queued_before_any_taskmanager_fails_once_one_registers_too_small() -> None:
+    pool = SlotPool()
+    assert pool.request_slot("big", 0.0, profile=P(4, 0)) is None
+    assert pool.request_slot("small", 0.0) is None
+    pool.add_task_manager("tm", "h", 2, total_resource=P(2, 1024))
+    dropped = pool.take_unfulfillable()
+    assert [rid for rid, _ in dropped] == ["big"] and "offers 2 cores" in dropped[0][1]
+    # The head that blocked the queue is gone: the small request gets its slot.
+    assert [rid for rid, _ in pool.serve_pending()] == ["small"]
+
+
+def test_coarse_grained_taskmanagers_have_fixed_default_slots() -> None:
+    pool = SlotPool()
+    pool.add_task_manager("tm", "h", 4, total_resource=P(2, 1024), dynamic=False)
+    # Each slot is 0.5 core, 256 MB: a half-core request takes one, a one-core one fits none.
+    half = pool.request_slot("half", 0.0, profile=P(0.5, 100))
+    assert half is not None and half.slot_index == 0 and half.resource_profile == P(0.5, 256)
+    with pytest.raises(UnfulfillableSlotRequest, match="offers 0.5 cores, 256 MB task heap"):
+        pool.request_slot("one", 0.0, profile=P(1, 0))
+    assert [pool.request_slot(f"u{i}", 0.0) is not None for i in range(4)] == [True, True, True, False]
