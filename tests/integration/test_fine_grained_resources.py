@@ -115,3 +115,47 @@ def test_the_cluster_still_runs_jobs_without_resources(two_cores: StandaloneClus
             time.sleep(0.1)
         assert client.wait(job_id, timeout=60).value == "FINISHED"
     assert most_running == 4
+
+
+def test_a_taskmanagers_resources_size_its_spark_standalone_application(tmp_path: Path) -> None:
+    """taskmanager.cpu.cores (not the slot count) is the application's cores
+    (spark.cores.max) and the task heap its executors' memory (spark.executor.memory)."""
+    from flink_runtime.pipeline import Pipeline
+    from tests.helpers.spark_standalone import QUICK_JVM, spark_standalone
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("word\na\nb\na\n")
+    pipeline = Pipeline("sized application", parallelism=1)
+    pipeline.read_csv(str(tmp_path / "in" / "*.csv"), schema="word STRING").key_by("word").agg(
+        "count(*) AS n"
+    ).write_parquet(str(tmp_path / "out"), mode="overwrite")
+    properties = {
+        "restart-strategy.type": "none",
+        "spark.executor.extraJavaOptions": QUICK_JVM,
+        "spark.ui.enabled": "false",
+    }
+    with (
+        spark_standalone(tmp_path / "spark", cores=2, memory="2g", wait=False) as spark,
+        StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster,
+        JobClient(cluster.rest_url, timeout=60) as client,
+    ):
+        cluster.properties["spark.master"] = spark.master_url
+        cluster.start_jobmanager()
+        cluster.start_taskmanager(
+            "tm-sized",
+            wait=False,
+            **{
+                "taskmanager.numberOfTaskSlots": 4,
+                "taskmanager.cpu.cores": 1,
+                "taskmanager.memory.task.heap.size": "600m",
+            },
+        )
+        cluster.wait_for_taskmanagers(lambda ids: "tm-sized" in ids)
+        spark.wait_until_ready()
+        job_id = client.submit(pipeline.job_graph())
+        status = client.wait(job_id, timeout=300)
+        assert status.value == "FINISHED", client.exceptions(job_id)["root-exception"]
+        (application,) = spark.state()["activeapps"]
+    # Four slots, one core: the application asks for one core (by slot count it would take both).
+    assert application["cores"] == 1, application
+    assert application.get("memoryperexecutor", application.get("memoryperslave")) == 600, application
