@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, ProgressTracker
 from flink_runtime.executiongraph import ExecutionState, JobStatus
+from flink_runtime.io import filesystem
 from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.operation_requests import OperationRequests
 
@@ -271,7 +272,10 @@ class JobCheckpointing:
 
     def sink_staging_root(self, vertex_id: str) -> str | None:
         prepared = self._host.prepared.get(vertex_id)
-        return prepared.staged_output_root if prepared is not None else None
+        if prepared is None or prepared.output_staging_dir is None:
+            return None
+        # The current run's or round's folder: a new round stages anew (rounds.py).
+        return filesystem.join(prepared.output_staging_dir, self.data_namespace)
 
 
 def outputs_kept_after_stop(job_graph: JobGraph, prepared: dict[str, Prepared]) -> set[str]:

@@ -181,7 +181,7 @@ def _prepare_vertex(vertex: JobVertex, inputs: list[Any], context: MasterContext
     try:
         invokable = resolve_invokable(vertex.invokable)
         prepared = invokable.prepare_on_master(vertex, inputs, context)
-        prepared.staged_output_root = invokable.staged_output_root(vertex, context.data_namespace)
+        prepared.output_staging_dir = invokable.output_staging_dir(vertex)
         return prepared
     except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
         raise VertexPreparationError.wrapping(f"vertex {vertex.id!r} ({vertex.name})", exc) from None

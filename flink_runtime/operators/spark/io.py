@@ -216,8 +216,13 @@ def schema_from_json(text: str) -> StructType:
 # -- two-phase sinks ----------------------------------------------------------------------------
 
 
-def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
-    return filesystem.join(sink["path"], STAGING_DIR, job_id)
+def sink_staging_dir(sink: dict[str, Any]) -> str:
+    """Where a sink stages output: a folder per data namespace (sink_staging_root)."""
+    return filesystem.join(sink["path"], STAGING_DIR)
+
+
+def sink_staging_root(sink: dict[str, Any], data_namespace: str) -> str:
+    return filesystem.join(sink_staging_dir(sink), data_namespace)
 
 
 def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:

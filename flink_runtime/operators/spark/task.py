@@ -110,9 +110,9 @@ class SparkTask(AbstractInvokable):
         )
 
     @classmethod
-    def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
+    def output_staging_dir(cls, vertex: JobVertex) -> str | None:
         sink = vertex.config.get("sink")
-        return io.sink_staging_root(sink, data_namespace) if sink is not None else None
+        return io.sink_staging_dir(sink) if sink is not None else None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
