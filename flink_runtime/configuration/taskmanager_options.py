@@ -39,9 +39,9 @@ class TaskManagerOptions:
         "taskmanager.memory.managed.size",
         MEMORY_SIZE,
         "0",
-        "Managed memory the TaskManager offers its slots in total (state backends and Spark's off-heap "
-        "use it; vertices ask for it with managed_memory_mb). 0: none (Flink derives a default from "
-        "taskmanager.memory.managed.fraction; here nothing is managed unless configured).",
+        "Managed memory the TaskManager offers its slots in total, for vertices that ask for it "
+        "(managed_memory_mb): booked by the slot pool like cores and heap, not enforced inside a task. "
+        "0: none (Flink derives a default from taskmanager.memory.managed.fraction).",
     )
     TASK_CANCELLATION_INTERVAL = ConfigOption(
         "task.cancellation.interval",
