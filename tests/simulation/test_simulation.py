@@ -19,6 +19,7 @@ from tests.simulation.runner import (
     failing_seeds_with_lost_splits,
     in_subprocess,
     replay,
+    replay_continuous,
     replays_exactly,
     run_many,
 )
@@ -204,6 +205,27 @@ def test_a_stop_whose_jobmanager_died_answers_completed() -> None:
     # end, and a request of an ended job its JobManager never completed answers failed.
     result = in_subprocess(replay, 9736)
     assert result.ok, result.violations
+
+
+def test_a_stop_that_finds_a_round_publishing_ends_the_continuous_job() -> None:
+    # job0 runs in rounds; a stop arrives while a round's output is being published (in
+    # a worker, which takes a while): neither tasks running nor the job between rounds.
+    # Nothing triggered its savepoint and the job ran on forever; now the savepoint
+    # follows the publish and the job ends FINISHED.
+    result = in_subprocess(replay_continuous, 983)
+    assert result.ok, result.violations
+    assert result.notes.get("continuous job stopped") == 1
+
+
+def test_a_continuous_job_recovered_without_a_checkpoint_adds_to_its_output() -> None:
+    # job0 published its first round at t=1.07; its JobManager dies at 1.96 (no
+    # checkpoints). The run recovered from the store's job used to be refused at its
+    # preparation: its sink held output and mode 'error' refuses that. The sink's marker
+    # of published rounds says the output is the job's own: the run goes on, reading its
+    # input again (at-least-once, counted), and the stop ends it.
+    result = in_subprocess(replay_continuous, 2339)
+    assert result.ok, result.violations
+    assert result.notes.get("continuous: a file published before a JobManager failover is read again")
 
 
 def test_the_invariants_catch_a_lost_split() -> None:
