@@ -200,9 +200,9 @@ def test_a_stop_of_a_job_cancelled_meanwhile_completes() -> None:
 
 def test_a_stop_whose_jobmanager_died_answers_completed() -> None:
     # job1 is stopped at t=1.31 and cancelled at 1.73; it ends CANCELED and the JobManager
-    # dies at 2.99. Its successor served the stop from the store as IN_PROGRESS: the job
-    # ended, so nothing could complete it. Now the request is completed failed at the job's
-    # end, and a request of an ended job its JobManager never completed answers failed.
+    # dies at 2.99. The request is completed failed at the job's end, and its successor,
+    # serving it from the store, answers a request of an ended job that its JobManager
+    # never completed as failed: IN_PROGRESS would never change, the job having ended.
     result = in_subprocess(replay, 9736)
     assert result.ok, result.violations
 
