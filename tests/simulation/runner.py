@@ -213,6 +213,11 @@ def replay(seed: int, transport_faults: bool = False, continuous: bool = False) 
     return run(seed, record=True, transport_faults=transport_faults, continuous=continuous)
 
 
+def replay_continuous(seed: int) -> Result:
+    """A seed as test_schedules runs it, continuous sources included."""
+    return replay(seed, continuous=True)
+
+
 def failing_seeds_with_lost_splits(seeds: int, enough: int = 3) -> list[tuple[int, list[str]]]:
     """A mutant JobMaster that never hands out again the splits of an attempt that did not
     finish: the first `enough` of `seeds` seeds whose invariants catch it (the simulator's

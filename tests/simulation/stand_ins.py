@@ -48,9 +48,12 @@ class SimPlanner:
             prepared = {}
             for vertex in graph.vertices:
                 if "continuous" in vertex.config:
-                    done = restored[vertex.id].completed_files if vertex.id in restored else []
+                    saved = restored.get(vertex.id)
                     self.world.check_sink_target(graph)
-                    prepared[vertex.id] = self._continuous(graph, vertex.id, set(done))
+                    if saved is not None:  # as io.restore_sink_chunks: they join this run's output
+                        self.world.restore_sink_chunks(graph, args[3], saved.sink_chunks)
+                    done = set(saved.completed_files) if saved is not None else set()
+                    prepared[vertex.id] = self._continuous(graph, vertex.id, done)
                 elif "splits" in vertex.config:
                     prepared[vertex.id] = Prepared(splits=[InputSplit(n) for n in range(vertex.config["splits"])])
                 else:
@@ -84,6 +87,7 @@ class SimPlanner:
         return Prepared(
             splits=[InputSplit(n, payload={"files": [f]}) for n, f in enumerate(files)],
             monitor_interval=vertex.config["continuous"]["monitor_interval"],
+            output_staging_dir=self.world.sink_staging_dir(graph.job_id or ""),
         )
 
 
