@@ -120,7 +120,11 @@ class ExecutionDeployer:
 
     def request_timed_out(self, request_id: str, timeout: float) -> None:
         """No slot came for this request in time: the attempts waiting on it fail."""
-        self._fail(self.slots.request_timed_out(request_id), no_slot_reason(timeout))
+        self.request_failed(request_id, no_slot_reason(timeout))
+
+    def request_failed(self, request_id: str, reason: str) -> None:
+        """No slot will come for this request (it timed out, or no allowed cluster fits it)."""
+        self._fail(self.slots.request_timed_out(request_id), reason)
 
     def allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: what ran in it fails."""

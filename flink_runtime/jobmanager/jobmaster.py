@@ -312,6 +312,10 @@ class JobMaster:
         self.deployer.request_timed_out(request_id, timeout)
 
     @supervised
+    def on_slot_request_failed(self, request_id: str, reason: str) -> None:
+        self.deployer.request_failed(request_id, reason)
+
+    @supervised
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: fail what ran in it."""
         self.deployer.allocation_lost(allocation_id, reason)
