@@ -231,7 +231,7 @@ def _cmd_run_application(args: argparse.Namespace) -> int:
         raise CliError(str(exc), EXIT_USAGE) from None
     _setup_logging(args, "INFO")
     outcome = entrypoints.run_application(config, document)
-    if isinstance(outcome, str):
+    if not isinstance(outcome, JobStatus):  # JobStatus is a str too: test it first
         raise CliError(f"the job was not run: {outcome}", EXIT_USAGE)
     print(f"Job ended {outcome.value}", flush=True)
     return EXIT_OK if outcome is JobStatus.FINISHED else EXIT_FAILURE
