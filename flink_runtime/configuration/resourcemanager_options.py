@@ -7,6 +7,7 @@ from flink_runtime.config_values import parse_size_bytes
 from flink_runtime.configuration.option import (
     DURATION,
     FLOAT,
+    LIST,
     OPTIONAL_INTEGER,
     STRING,
     ConfigOption,
@@ -103,4 +104,12 @@ class ResourceManagerOptions:
         "host",
         "Network of the TaskManager containers (host: they reach the JobManager at jobmanager.rpc.address "
         "as this host does; or a Docker network the JobManager is on).",
+    )
+    DOCKER_VOLUMES = ConfigOption(
+        "resourcemanager.docker.volumes",
+        LIST,
+        "",
+        "Host folders mounted into the TaskManager containers, as host-path:container-path "
+        "(io.tmp.dirs and sink paths must be the same folders the JobManager and the other "
+        "TaskManagers see).",
     )

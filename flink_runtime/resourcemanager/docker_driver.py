@@ -23,7 +23,7 @@ from docker.errors import APIError, NotFound  # type: ignore[import-not-found]
 
 import docker  # type: ignore[import-not-found]
 from flink_runtime import configuration as cfg
-from flink_runtime.configuration import Configuration
+from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.resourcemanager.driver import STOP_GRACE_SECONDS, WorkerLaunch
 
 log = logging.getLogger(__name__)
@@ -38,6 +38,7 @@ class DockerDriver:
     def __init__(self, config: Configuration, client: Any | None = None) -> None:
         self.image = config.get(cfg.ResourceManagerOptions.DOCKER_IMAGE)
         self.network = config.get(cfg.ResourceManagerOptions.DOCKER_NETWORK)
+        self.volumes = _volumes(config.get(cfg.ResourceManagerOptions.DOCKER_VOLUMES))
         self.cluster_id = config.get(cfg.HA_CLUSTER_ID).strip("/") or "default"
         self.client = client or docker.from_env()
         self._containers: dict[str, Any] = {}
@@ -62,6 +63,7 @@ class DockerDriver:
             labels={LABEL_CLUSTER: self.cluster_id, LABEL_WORKER: launch.worker_id},
             nano_cpus=int(launch.spec.cpu_cores * 1e9),
             mem_limit=f"{memory_mb + MEMORY_OVERHEAD_MB}m" if memory_mb else None,
+            volumes=self.volumes,
         )
         self._containers[launch.worker_id] = container
         log.info("Started TaskManager %s as container %s", launch.worker_id, container.short_id)
@@ -97,3 +99,16 @@ class DockerDriver:
             with contextlib.suppress(APIError):
                 container.remove(force=True)
         self._containers.clear()
+
+
+def _volumes(entries: list[str]) -> dict[str, dict[str, str]]:
+    """host:container entries as the Engine API's binds (read-write)."""
+    volumes: dict[str, dict[str, str]] = {}
+    for entry in entries:
+        host, sep, container = entry.partition(":")
+        if not sep or not host.startswith("/") or not container.startswith("/"):
+            raise ConfigurationError(
+                f"resourcemanager.docker.volumes: {entry!r} is not host-path:container-path (two absolute paths)"
+            )
+        volumes[host] = {"bind": container, "mode": "rw"}
+    return volumes
