@@ -257,5 +257,6 @@ class ActiveResourceManager:
 
     def close(self) -> None:
         """Stop every started TaskManager and wait for them (the JobManager is stopping)."""
+        log.info("Resource manager stopping: %s", self.view())
         self._executor.submit(self.driver.stop_all).result()
         self._executor.shutdown(wait=True)
