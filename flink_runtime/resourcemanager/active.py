@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration, ConfigurationError
+from flink_runtime.resourcemanager.docker_driver import DockerDriver, docker_engine
 from flink_runtime.resourcemanager.driver import ProcessDriver, ResourceManagerDriver, WorkerLaunch
 from flink_runtime.resourcemanager.policy import (
     UNKNOWN_PROFILE,
@@ -91,13 +92,13 @@ def create_driver(config: Configuration) -> ResourceManagerDriver:
     if kind == "process":
         return ProcessDriver(config)
     try:
-        from flink_runtime.resourcemanager.docker_driver import DockerDriver
+        engine = docker_engine()
     except ImportError as exc:
         raise ConfigurationError(
             f"resourcemanager.driver: docker needs the docker Python package ({exc}); "
             "install it with pip install 'flink-runtime[docker]'"
         ) from None
-    return DockerDriver(config)
+    return DockerDriver(config, engine)
 
 
 def bounds_of(config: Configuration) -> Bounds:

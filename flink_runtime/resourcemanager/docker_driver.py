@@ -19,9 +19,6 @@ import contextlib
 import logging
 from typing import Any
 
-from docker.errors import APIError, NotFound  # type: ignore[import-not-found]
-
-import docker  # type: ignore[import-not-found]
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.resourcemanager.driver import STOP_GRACE_SECONDS, WorkerLaunch
@@ -34,13 +31,24 @@ LABEL_WORKER = "org.flink-runtime.worker-id"
 MEMORY_OVERHEAD_MB = 1024
 
 
+def docker_engine() -> tuple[Any, type[Exception], type[Exception]]:
+    """A client of the local Docker Engine (DOCKER_HOST or the default socket) and the
+    package's NotFound and APIError; ImportError without the docker package."""
+    from docker import errors, from_env  # type: ignore[import-not-found]
+
+    return from_env(), errors.NotFound, errors.APIError
+
+
 class DockerDriver:
-    def __init__(self, config: Configuration, client: Any | None = None) -> None:
+    def __init__(
+        self, config: Configuration, engine: tuple[Any, type[Exception], type[Exception]] | None = None
+    ) -> None:
+        """engine: (client, NotFound, APIError), by default `docker_engine()`."""
+        self.client, self._not_found, self._api_error = engine or docker_engine()
         self.image = config.get(cfg.ResourceManagerOptions.DOCKER_IMAGE)
         self.network = config.get(cfg.ResourceManagerOptions.DOCKER_NETWORK)
         self.volumes = _volumes(config.get(cfg.ResourceManagerOptions.DOCKER_VOLUMES))
         self.cluster_id = config.get(cfg.HA_CLUSTER_ID).strip("/") or "default"
-        self.client = client or docker.from_env()
         self._containers: dict[str, Any] = {}
         self._remove_leftovers()
 
@@ -48,7 +56,7 @@ class DockerDriver:
         """Containers an earlier JobManager of this cluster started and could not stop."""
         for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={self.cluster_id}"}):
             log.warning("Removing TaskManager container %s left by an earlier JobManager", container.name)
-            with contextlib.suppress(APIError):
+            with contextlib.suppress(self._api_error):
                 container.remove(force=True)
 
     def start_worker(self, launch: WorkerLaunch) -> None:
@@ -72,7 +80,7 @@ class DockerDriver:
         container = self._containers.get(worker_id)
         if container is None:
             return
-        with contextlib.suppress(NotFound):
+        with contextlib.suppress(self._not_found):
             container.stop(timeout=int(STOP_GRACE_SECONDS))
 
     def terminated_workers(self) -> list[tuple[str, str]]:
@@ -81,7 +89,7 @@ class DockerDriver:
             try:
                 container.reload()
                 state = container.attrs["State"]
-            except NotFound:
+            except self._not_found:
                 state = {"Status": "removed", "ExitCode": -1}
             if state["Status"] not in ("exited", "dead", "removed"):
                 continue
@@ -89,14 +97,14 @@ class DockerDriver:
             reason = f"container {container.short_id} {state['Status']} with status {state.get('ExitCode')}"
             if state.get("OOMKilled"):
                 reason += " (killed: out of memory)"
-            with contextlib.suppress(APIError):
+            with contextlib.suppress(self._api_error):
                 container.remove(force=True)
             ended.append((worker_id, reason))
         return ended
 
     def stop_all(self) -> None:
         for container in self._containers.values():
-            with contextlib.suppress(APIError):
+            with contextlib.suppress(self._api_error):
                 container.remove(force=True)
         self._containers.clear()
 
