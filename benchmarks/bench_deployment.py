@@ -10,7 +10,7 @@ loopback, then measures:
 2. submit -> RUNNING latency with warm TaskManagers: POST /jobs answers once the
    sources run (Success), so the POST round trip is that latency.
 
-Targets (issue 2): >= 2,000 deployments/s on 2 cores; <= 100 ms submit -> RUNNING.
+Targets: >= 2,000 deployments/s on 2 cores; <= 100 ms submit -> RUNNING.
 
     .venv/bin/python benchmarks/bench_deployment.py [--tasks 10000] [--taskmanagers 2] [--slots 8]
 """

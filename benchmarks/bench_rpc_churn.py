@@ -1,15 +1,16 @@
-"""Connection churn: does the JobManager's RPC stay healthy as TaskManagers come and go? (issue 8)
+"""Connection churn: does the JobManager's RPC stay healthy as TaskManagers come and go?
 
 In-process: one RpcService watching its connections (as the JobManager does) and N
 peers, each connecting, answering an ask and vanishing while the service drops it
-(the race that once blocked ZeroMQ's I/O thread forever); then a new peer's round trip.
+(the race that can block ZeroMQ's I/O thread forever if a socket monitor's reader is
+closed before the monitor: rpc/service.py); then a new peer's round trip.
 
 Real processes: a JobManager, then rounds of TaskManager processes that register and
 leave (half SIGKILL, half SIGTERM). Registration latency (TaskManager "ready" line to
 listed by the JobManager) of the first TaskManager, against one started after the rounds.
 
 The in-process peers are CURVE-authenticated, as every JobManager's and TaskManager's
-RPC is since issue 22 (a MiniCluster's own secret, or this user's on loopback), so each
+RPC is (a MiniCluster's own secret, or this user's on loopback), so each
 cycle pays a CURVE handshake; --plain measures plain TCP for comparison. The processes
 run without a configured secret: on loopback they share this user's.
 
@@ -31,7 +32,7 @@ from flink_runtime.client.local_cluster import StandaloneCluster
 from flink_runtime.rpc.messages import Heartbeat, HeartbeatResponse
 from flink_runtime.rpc.service import AskTimeoutError, RpcService
 
-TARGET_REGISTRATION = 5.0  # seconds; the issue's JobManager never registered them
+TARGET_REGISTRATION = 5.0  # seconds; a JobManager whose ZeroMQ I/O thread is blocked never registers one
 
 
 BENCH_SECRET = "bench-rpc-churn"
@@ -41,7 +42,7 @@ async def in_process(cycles: int, plain: bool = False) -> tuple[float, float]:
     """Cycles per second, and a new peer's round trip (s) after them.
 
     Raises AskTimeoutError naming the cycle when a peer stops answering (the I/O thread
-    blocked, as before the fix)."""
+    blocked in a monitor-event send)."""
 
     def answer(message, reply) -> None:
         if reply is not None:

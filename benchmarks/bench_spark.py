@@ -14,8 +14,8 @@ compete for the 2 cores:
   submit to FINISHED.
 
 Both sides use the identical Spark settings: the runtime's defaults
-(operators/spark/session.py: FAIR scheduler, spark.sql.shuffle.partitions=8, AQE,
-serial GC and C1-only JIT) plus spark.master=local[2]; `--spark key=value` adds to
+(spark/session.py: FAIR scheduler, spark.sql.shuffle.partitions=8, AQE, serial GC)
+plus spark.master=local[2]; `--spark key=value` adds to
 both. Start-up (SparkSession; MiniCluster) and a tiny warm-up job (one file of each
 data set, on both sides) are reported apart. Then word count and group-by run
 alternately, `--runs` times each: run 1 is the first big job of a fresh process,
@@ -27,7 +27,7 @@ run 2 a warm repeat.
                 avg(amount) -> Parquet (overwrite)
 
 The outputs of both sides are compared (word counts exactly, aggregates within 1e-9
-relative), and the target of the issue is checked at 1 GB: runtime / plain <= 1.15 on
+relative), and the target is checked at 1 GB: runtime / plain <= 1.15 on
 the warm run of each job.
 
 The machine has 2 cores, so anything else running skews the times. A monitor samples

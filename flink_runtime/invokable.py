@@ -136,6 +136,9 @@ class MasterContext:
     # The job published output before (an earlier round, or a stop that ended in a failed
     # savepoint and let the job go on): its sinks add to or replace that, never refuse it.
     continuation: bool = False
+    # on_job_terminal(FINISHED) of a job that runs in rounds (a continuous job): a run of
+    # it recovered after a JobManager restart must know its sinks hold its own output.
+    more_rounds: bool = False
 
 
 @dataclass
@@ -149,9 +152,10 @@ class Prepared:
     output: Any = None
     # A continuous source: look for new input this often (seconds) once a round is done.
     monitor_interval: float | None = None
-    # Where the vertex stages output until the job ends (its checkpoints record the
-    # committed part); filled in by the planner from staged_output_root.
-    staged_output_root: str | None = None
+    # Where the vertex stages output until the job ends, a folder per data namespace
+    # (`<output_staging_dir>/<namespace>`: each run and round its own); its checkpoints
+    # record the committed part. Filled in by the planner from output_staging_dir.
+    output_staging_dir: str | None = None
     # After a stop, this vertex reads its inputs' whole output again (a join): the
     # stop's savepoint keeps what they produced so far ...
     rereads_inputs_after_stop: bool = False
@@ -185,8 +189,9 @@ class AbstractInvokable:
         return Prepared(splits=cls.create_input_splits(vertex.config, vertex.parallelism))
 
     @classmethod
-    def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
-        """Where the vertex stages output until the job ends (checkpoints record its committed part)."""
+    def output_staging_dir(cls, vertex: JobVertex) -> str | None:
+        """Where the vertex stages output until the job ends, in a folder per data
+        namespace (checkpoints record its committed part); None: it stages nothing."""
         return None
 
     @classmethod
@@ -194,6 +199,11 @@ class AbstractInvokable:
         """Run on the JobManager when every subtask has finished (status FINISHED, before
         the job is declared FINISHED; raising fails the job) or the job failed or was
         cancelled (clean up)."""
+
+    @classmethod
+    def on_job_gone(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext) -> None:
+        """Run on the JobManager once the job's end is stored (no JobManager recovers it
+        any more): forget what only a recovery needed."""
 
     def invoke(self) -> None:
         raise NotImplementedError

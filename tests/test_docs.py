@@ -279,7 +279,7 @@ def test_shell_sample_uses_commands_targets_options_and_files_that_exist(sample:
 
 # -- links and names --------------------------------------------------------------------
 
-# Pages a generator writes (flink_runtime/configuration.py's registry writes
+# Pages a generator writes (flink_runtime/configuration/docs.py writes
 # configuration.md): a link to one may point ahead of the generator's first run.
 GENERATED_PAGES = {ROOT / "docs" / "configuration.md"}
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")

@@ -37,7 +37,6 @@ class CheckpointedJob(Protocol):
     is_continuous: bool
     data_namespace: str
     gateway: CheckpointGateway
-    published_rounds: int  # rounds whose output is published (a continuous job's)
 
     @property
     def split_progress(self) -> dict[str, SplitProgress]:

@@ -55,9 +55,6 @@ class JobProgress(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True
     # restored from it starts every vertex afresh, with only the completed input and
     # the operator state carried over.
     terminal: bool = False
-    # Rounds of a continuous job whose output was published when the checkpoint was
-    # taken: the job recovered from it adds to that output (its sinks' continuation).
-    published_rounds: int = 0
     vertices: dict[str, VertexProgress] = {}
     format_version: int = FORMAT_VERSION
 

@@ -214,7 +214,6 @@ class ProgressTracker:
         }
         kept_for_joins = job.inputs_needed_after_stop() if terminal else set()
         name = job.name
-        published_rounds = job.published_rounds
 
         def materialize() -> JobProgress:
             vertices = {}
@@ -267,7 +266,6 @@ class ProgressTracker:
                 timestamp=time.time(),
                 is_savepoint=is_savepoint,
                 terminal=terminal,
-                published_rounds=published_rounds,
                 vertices=vertices,
             )
 

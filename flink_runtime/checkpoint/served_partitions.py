@@ -11,7 +11,7 @@ them into the savepoint one bounded slice at a time (RequestPartitionFile).
 Until they are copied, such chunks are named in the progress by a locator,
 ``served:["<rpc address>", "<namespace>", "<result id>", <partition>, "<chunk>"]``,
 never a path: copy_into (metadata.py) hands every locator back here. A checkpoint
-(which copies nothing) cannot refer to them at all; checkpoint/progress.py leaves the
+(which copies nothing) cannot refer to them at all; checkpoint/committed_chunks.py leaves the
 work that produced them out of it instead, to be done again after a restore.
 """
 

@@ -5,8 +5,7 @@ none can leave its path segment), query, body, whether a retry is safe, how long
 server may hold it (a long poll), and the parser of its answer. It does no I/O:
 `JobClient` sends it with an httpx.Client, `AsyncJobClient` with an httpx.AsyncClient,
 both through client/http.py (the same retries, back-off and error mapping). So a path,
-a field name or an error rule cannot differ between the blocking and the async side, as
-it did when the Airflow trigger rebuilt its requests by hand.
+a field name or an error rule cannot differ between the blocking and the async side.
 
 Operations of several requests (submit with its library uploads, waiting for a state or
 a savepoint) are plans of these calls: client/plans.py.

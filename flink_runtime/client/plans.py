@@ -6,11 +6,11 @@ A plan is a generator that yields what it needs done and returns its result:
   answer, or with the client's error (JobClientError) raised at the `yield`;
 * a `Pause`: the client sleeps (time.sleep or asyncio.sleep) and resumes it.
 
-So ``details = yield calls.job_details(job_id)`` reads like the blocking code it
-replaces, and every decision (when a wait is over, what a 409 after a retry means, how
+So ``details = yield calls.job_details(job_id)`` reads like blocking code, and every
+decision (when a wait is over, what a 409 after a retry means, how
 long to pause) lives here, while the I/O lives in the two drivers (`drive`, `a_drive`).
-This is the sans-I/O style of h11 and hyper-h2, with generators for sequencing: writing
-the loops twice, once with ``await``, is what let the Airflow hook's two sides drift.
+This is the sans-I/O style of h11 and hyper-h2, with generators for sequencing: loops written
+twice, once with ``await``, would drift apart (a path or an error rule changed on one side only).
 
 Callers compose plans with ``yield from``; the Airflow hook builds its own
 (flink_runtime.airflow.hooks.plans) from these calls.

@@ -1,6 +1,6 @@
 """The embedded cluster's own process: a MiniCluster in the foreground that knows its state dir.
 
-``ensure`` (launcher.py) starts it detached as::
+``ensure_embedded_cluster`` (launcher.py) starts it detached as::
 
     python -m flink_runtime.embedded.foreground --state-dir DIR -n 2 -s 2 --port 18081 \\
         --idle-timeout 3600 [-D key=value ...] [--secrets-on-stdin]

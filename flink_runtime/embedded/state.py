@@ -1,6 +1,6 @@
 """The embedded cluster's state directory: its lock, its state file, its process.
 
-Shared by the launcher (``ensure``/``stop``/``status``, any process) and by the
+Shared by the launcher (``ensure_embedded_cluster``/``stop``/``status``, any process) and by the
 cluster process itself, which takes the same lock when it stops itself for being idle.
 """
 

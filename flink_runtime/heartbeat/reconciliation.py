@@ -30,7 +30,8 @@ has a grace that keeps a healthy cluster from ever tripping it:
   the TaskManager received the acknowledgement. Each unknown execution is cancelled
   once (the TaskManager's own cancellation timeout takes over from there).
 
-Pure: no clock (times are the caller's monotonic seconds), no I/O.
+No clock (times are the caller's monotonic seconds) and no I/O, so a unit test can play
+any timeline; the state it keeps per TaskManager is what the graces above need.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ elects through a ConfigMap lease:
   the lease: two JobManagers never both act as leader. The job store's fencing
   (every write checks the token) covers what a paused process might still send.
 
-`LeaderState` is the decision, pure (time passed in); `LeaderElectionService` runs it
+`LeaderState` is the decision and the state it rests on, without I/O (time passed in); `LeaderElectionService` runs it
 in a thread of its own, so a busy JobManager mailbox never delays a renewal, and calls
 `on_grant(lease)` / `on_revoke(lease, reason)` in the order they happened; they must
 not block (the JobManager hands them to its mailbox).

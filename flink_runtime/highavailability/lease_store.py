@@ -200,17 +200,22 @@ class LeaseStore:
         )
 
 
-def fencing_problem(conn: Connection, cluster_id: str, token: int | None) -> str | None:
-    """Why a write made under `token` must be refused (None: it may go ahead), checked
-    inside the writer's transaction (jobmanager/jobstore.py). FOR SHARE holds the lease
-    row until that transaction ends, so a takeover waits for the write (PostgreSQL;
-    SQLite runs one write transaction at a time anyway). token None: a standby's."""
+class LeaseNotHeld(Exception):
+    """A write made under a fencing token whose leadership is over (the message says who
+    holds the lease now); the job store refuses the write (FencingTokenMismatch)."""
+
+
+def check_fencing(conn: Connection, cluster_id: str, token: int | None) -> None:
+    """LeaseNotHeld unless a write made under `token` may go ahead, checked inside the
+    writer's transaction (jobmanager/jobstore.py). FOR SHARE holds the lease row until
+    that transaction ends, so a takeover waits for the write (PostgreSQL; SQLite runs
+    one write transaction at a time anyway). token None: a standby's."""
     table = leader_lease_table.c
     current = conn.execute(
         select(table.token, table.leader_id).where(table.cluster_id == cluster_id).with_for_update(read=True)
     ).one_or_none()
     if token is not None and current is not None and current.token == token and current.leader_id is not None:
-        return None
+        return
     held = "nobody" if current is None or current.leader_id is None else f"token {current.token}"
     writer = "is a standby" if token is None else f"led cluster {cluster_id!r} with fencing token {token}"
-    return f"this JobManager {writer}, and the leader lease is now held by {held}"
+    raise LeaseNotHeld(f"this JobManager {writer}, and the leader lease is now held by {held}")

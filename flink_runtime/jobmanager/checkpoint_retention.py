@@ -82,12 +82,17 @@ class JobEndCleanup:
             claimed=str(restored_from) if claims else None,
         )
         # A FINISHED job published its output already; any other end discards what its
-        # sinks staged, after the kept checkpoints copied the part they record.
-        discard_staged = (
-            (lambda: job.run_terminal_hooks(job.status))
-            if job.status is not JobStatus.FINISHED and job.prepared
-            else None
-        )
+        # sinks staged, after the kept checkpoints copied the part they record. Either
+        # way the job then forgets what only its recovery needed (a continuous job's
+        # sinks' marker of published rounds).
+        discard_staged = None
+        if job.prepared and (job.status is not JobStatus.FINISHED or job.is_continuous):
+
+            def discard_staged() -> None:
+                if job.status is not JobStatus.FINISHED:
+                    job.run_terminal_hooks(job.status)
+                job.forget()
+
         # Marked now: a job submitted from a kept checkpoint waits from now on, not only
         # once the store answered.
         self._in_progress[job.job_id] = end.keep

@@ -11,6 +11,7 @@ back to the host (`stop_while_idle`), a savepoint with cancel to `cancel`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from flink_runtime.checkpoint.coordinator import CheckpointCoordinator, CheckpointFailure
 from flink_runtime.checkpoint.progress import CHECKPOINTS_DIR_KEY, ProgressTracker
 from flink_runtime.executiongraph import ExecutionState, JobStatus
+from flink_runtime.io import filesystem
+from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.operation_requests import OperationRequests
 
 if TYPE_CHECKING:
@@ -52,12 +55,10 @@ class CheckpointingHost(Protocol):
     def split_progress(self) -> dict[str, SplitProgress]: ...
     @property
     def prepared(self) -> dict[str, Prepared]: ...
-    @property
-    def published_rounds(self) -> int: ...
 
     def processed_files(self, vertex_id: str) -> set[str]: ...
     def task_manager_address(self, task_manager_id: str) -> str | None: ...
-    def cancel(self) -> str | None: ...
+    def cancel(self) -> None: ...
     def stop_while_idle(self) -> bool:
         """Stop now if nothing runs (a continuous job between rounds); False otherwise."""
         ...
@@ -119,10 +120,6 @@ class JobCheckpointing:
         return self._host.split_progress
 
     @property
-    def published_rounds(self) -> int:
-        return self._host.published_rounds
-
-    @property
     def stopping(self) -> bool:
         return self.stop_request is not None
 
@@ -131,13 +128,6 @@ class JobCheckpointing:
         (Flink's `latest.restored`); what it says of each vertex, for their preparation."""
         self.coordinator.restored = self.tracker.load_restore(vertex_ids)
         return self.tracker.restore.vertices if self.tracker.restore is not None else {}
-
-    def restored_published_rounds(self) -> int:
-        """How many rounds of this job had published output when the checkpoint it is
-        recovered from was taken (0 for a new job resumed from another's savepoint: its
-        sinks are its own)."""
-        restore = self.tracker.restore
-        return restore.published_rounds if restore is not None and restore.job_id == self.job_id else 0
 
     # -- requests --------------------------------------------------------------------------------
 
@@ -150,7 +140,8 @@ class JobCheckpointing:
         def done(location: str | None, failure: BaseException | None) -> None:
             self.savepoint_requests.complete(request_id, {"location": location}, failure)
             if failure is None and cancel_job:
-                self._host.cancel()
+                with contextlib.suppress(JobAlreadyEnded):  # ended meanwhile: nothing to cancel
+                    self._host.cancel()
 
         self.coordinator.trigger(True, target_directory, on_complete=done)
         return request_id
@@ -281,7 +272,10 @@ class JobCheckpointing:
 
     def sink_staging_root(self, vertex_id: str) -> str | None:
         prepared = self._host.prepared.get(vertex_id)
-        return prepared.staged_output_root if prepared is not None else None
+        if prepared is None or prepared.output_staging_dir is None:
+            return None
+        # The current run's or round's folder: a new round stages anew (rounds.py).
+        return filesystem.join(prepared.output_staging_dir, self.data_namespace)
 
 
 def outputs_kept_after_stop(job_graph: JobGraph, prepared: dict[str, Prepared]) -> set[str]:

@@ -29,7 +29,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.io import filesystem
 from flink_runtime.jobgraph.jobgraph import JobGraph
-from flink_runtime.jobmanager import snapshots
+from flink_runtime.jobmanager import job_snapshots
 from flink_runtime.jobmanager.jobstore import FencingTokenMismatch, JobRecord, JobStore, JobStoreError
 from flink_runtime.jobmanager.operation_requests import settled
 from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, Message
@@ -261,7 +261,7 @@ class JobPersistence:
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
             if job.status.is_globally_terminal and self.job_store is not None:
-                self._write("archive", job.job_id, snapshots.job_details(job), snapshots.job_exceptions(job))
+                self._write("archive", job.job_id, *job_snapshots.archive_documents(job))
                 self._write("prune", *self._retention())
 
     # -- recovery --------------------------------------------------------------------------------

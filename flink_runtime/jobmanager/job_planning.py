@@ -39,11 +39,8 @@ class JobPlanning:
         """A source watches its input (monitor_interval): the job runs in rounds."""
         return any(p.monitor_interval for p in self.prepared.values())
 
-    def prepare_job(
-        self, restored: Mapping[str, Any], data_namespace: str, continuation: bool = False
-    ) -> dict[str, Prepared]:
-        """Every vertex's preparation (restored: what a savepoint says of each vertex;
-        continuation: the job's sinks hold output it published before)."""
+    def prepare_job(self, restored: Mapping[str, Any], data_namespace: str) -> dict[str, Prepared]:
+        """Every vertex's preparation (restored: what a savepoint says of each vertex)."""
         return self._gateway.planner.run(
             planner_tasks.prepare_job,
             self._job_graph.to_json(),
@@ -51,7 +48,6 @@ class JobPlanning:
             restored,
             data_namespace,
             self._gateway.blob_dir,
-            continuation,
             timeout=self._gateway.planner_timeout,
         )
 
@@ -66,9 +62,12 @@ class JobPlanning:
             timeout=self._gateway.planner_timeout,
         )
 
-    def run_terminal_hooks(self, status: JobStatus, data_namespace: str, continuation: bool) -> None:
+    def run_terminal_hooks(
+        self, status: JobStatus, data_namespace: str, continuation: bool, more_rounds: bool = False
+    ) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output; `continuation`:
-        the job published to its sinks before (an earlier round)."""
+        the job published to its sinks before (an earlier round); `more_rounds`: the job
+        runs in rounds (a continuous job)."""
         self._gateway.planner.run(
             planner_tasks.run_terminal_hooks,
             self._job_graph.to_json(),
@@ -77,5 +76,17 @@ class JobPlanning:
             data_namespace,
             status,
             continuation,
+            more_rounds,
+            timeout=self._gateway.planner_timeout,
+        )
+
+    def forget_job(self, data_namespace: str) -> None:
+        """The job's end is stored: its vertices forget what only a recovery needed."""
+        self._gateway.planner.run(
+            planner_tasks.forget_job,
+            self._job_graph.to_json(),
+            self._config,
+            self.prepared,
+            data_namespace,
             timeout=self._gateway.planner_timeout,
         )

@@ -11,8 +11,10 @@ see the JobManager only through a small Protocol of their module:
                        running jobs, retention of finished ones (`archived`)
   leadership.py        Leadership: several JobManagers on one job store: leader
                        election, lease, store lock; tells the JobManager on grant/revoke
+  restful_gateway.py   RestfulGateway: the REST API's one door into the JobManager
+                       (typed methods answering records, typed errors)
   operations.py        JobOperations: savepoints, stops and checkpoints on request,
-                       checkpoint statistics: the gateway the REST API calls
+                       checkpoint statistics (behind the RestfulGateway)
   checkpoint_retention.py  JobEndCleanup: the end of a job: checkpoints kept or
                        discarded, keyed state, staged output and partitions removed
   task_fencing.py      TaskFencing: whether a task's message is this run's, and its job
@@ -25,6 +27,7 @@ see the JobManager only through a small Protocol of their module:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import tempfile
@@ -33,7 +36,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from flink_runtime import __version__
 from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobStore
 from flink_runtime.configuration import Configuration, ConfigurationError
@@ -42,13 +44,15 @@ from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.jobgraph.jobgraph import JobGraph, new_job_id
 from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
 from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
+from flink_runtime.jobmanager.errors import JobAlreadyEnded, TaskReportRefused
 from flink_runtime.jobmanager.events import JobEventLog
 from flink_runtime.jobmanager.job_persistence import JobPersistence
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.jobmanager.jobstore import JobRecord, JobStore
-from flink_runtime.jobmanager.leadership import Leadership, store_idle_timeout
+from flink_runtime.jobmanager.leadership import LeaderInfo, Leadership, store_idle_timeout
 from flink_runtime.jobmanager.operations import JobOperations
 from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager, ResourceManager
+from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 from flink_runtime.jobmanager.spark_session import JobManagerSpark
 from flink_runtime.jobmanager.submission import validate_submission
 from flink_runtime.jobmanager.task_fencing import JobTaskMessage, TaskFencing
@@ -125,7 +129,7 @@ class JobManager(RpcEndpoint):
         # remove_job, a revoke) and never rebound: JobOperations reads this very dict.
         self.jobs: dict[str, JobMaster] = {}
         # TaskManagers, their heartbeats and slots. Its registry and slot pool are read by
-        # the REST views here too (never mutated there).
+        # the RestfulGateway too (never mutated there).
         self.resource_manager = ResourceManager(self, config, self.cluster_secret)
         self.task_managers: dict[str, RegisteredTaskManager] = self.resource_manager.task_managers
         self.slot_pool = self.resource_manager.slot_pool
@@ -148,8 +152,10 @@ class JobManager(RpcEndpoint):
         # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
         self.leadership = Leadership(config, job_store, self)
         self.persistence = JobPersistence(config, job_store, self, fencing_cluster=self.leadership.fencing_cluster)
-        # What the REST API calls for savepoints, stops, checkpoints and their statistics.
+        # Savepoints, stops, checkpoints and their statistics (behind the gateway).
         self.operations = JobOperations(self.jobs, self.persistence, self)
+        # The REST API's one door into the JobManager (Flink's RestfulGateway).
+        self.gateway = RestfulGateway(self, self.operations)
         # Plan checks and Hadoop paths; a MiniCluster's is the one its TaskManagers share.
         self.spark_session = JobManagerSpark(config, planning_only=not embedded)
         # The job's own code runs in the planner process (planner/); a MiniCluster's
@@ -328,22 +334,24 @@ class JobManager(RpcEndpoint):
         job = self.jobs.get(message.job_id)
         if job is None:
             return CancellationFailure(job_id=message.job_id, reason=f"job {message.job_id} not found")
-        reason = job.cancel()
-        if reason is not None:
-            return CancellationFailure(job_id=message.job_id, reason=reason)
+        try:
+            job.cancel()
+        except JobAlreadyEnded as refused:
+            return CancellationFailure(job_id=message.job_id, reason=refused.message)
         return CancellationSuccess(job_id=message.job_id)
 
     # -- messages from tasks: fenced by the JobManager that deployed them ------------------------
 
-    def _addressed_job(self, message: JobTaskMessage) -> JobMaster | str:
-        """The live job a task's message is about, or why the message is refused (a str)."""
+    def _addressed_job(self, message: JobTaskMessage) -> JobMaster:
+        """The live job a task's message is about; TaskReportRefused says why not."""
         return self.task_fencing.addressed_job(message, self.jobmanager_id, self.jobs)
 
     @handles(UpdateTaskExecutionState)
     def on_update_task_execution_state(self, message: UpdateTaskExecutionState) -> Acknowledge:
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return Acknowledge(ok=False, reason=job)
+        try:
+            job = self._addressed_job(message)
+        except TaskReportRefused as refused:
+            return Acknowledge(ok=False, reason=refused.reason)
         try:
             state = ExecutionState(message.state)
         except ValueError:
@@ -362,38 +370,38 @@ class JobManager(RpcEndpoint):
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit | RpcError:
         # An error, not "no split left": a task told it is done would commit partial output.
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return RpcError(error=job)
         try:
+            job = self._addressed_job(message)
             return NextInputSplit(
                 split=job.request_next_input_split(message.execution_id, message.host, message.completed_split)
             )
+        except TaskReportRefused as refused:
+            return RpcError(error=refused.reason)
         except UnknownExecution as exc:
             return RpcError(error=str(exc))
 
     @handles(ScheduleOrUpdateConsumers)
     def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
-        job = self._addressed_job(message)
-        if isinstance(job, str):
-            return Acknowledge(ok=False, reason=job)
-        problem = job.schedule_or_update_consumers(
-            message.partition_id, message.location, message.execution_id, message.data_address
-        )
-        return Acknowledge(ok=problem is None, reason=problem or "")
+        try:
+            self._addressed_job(message).schedule_or_update_consumers(
+                message.partition_id, message.location, message.execution_id, message.data_address
+            )
+        except TaskReportRefused as refused:
+            return Acknowledge(ok=False, reason=refused.reason)
+        return Acknowledge()
 
     # -- checkpoints: the tasks' answers (the REST entry points are in operations.py) ------------
 
     @handles(AcknowledgeCheckpoint)
     def on_acknowledge_checkpoint(self, message: AcknowledgeCheckpoint) -> None:
-        job = self._addressed_job(message)
-        if not isinstance(job, str):
+        with contextlib.suppress(TaskReportRefused):  # a stale or unknown sender's answer is dropped
+            job = self._addressed_job(message)
             job.coordinator.acknowledge(message.execution_id, message.checkpoint_id, message.state_handle)
 
     @handles(DeclineCheckpoint)
     def on_decline_checkpoint(self, message: DeclineCheckpoint) -> None:
-        job = self._addressed_job(message)
-        if not isinstance(job, str):
+        with contextlib.suppress(TaskReportRefused):
+            job = self._addressed_job(message)
             job.coordinator.decline(message.execution_id, message.checkpoint_id, message.reason)
 
     def savepoint_request_changed(self, job: JobMaster, request_id: str, status: dict[str, Any]) -> None:
@@ -444,7 +452,7 @@ class JobManager(RpcEndpoint):
     def owns(self, job: JobMaster) -> bool:
         return self.jobs.get(job.job_id) is job
 
-    # -- read by REST, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) -----------
+    # -- read by the RestfulGateway, the CLI's entrypoint and the leader proxy (rest/leader_proxy.py) --
 
     @property
     def is_leader(self) -> bool:
@@ -458,8 +466,8 @@ class JobManager(RpcEndpoint):
     def cluster_id(self) -> str:
         return self.leadership.cluster_id
 
-    def leader_view(self) -> dict[str, Any]:
-        return self.leadership.view()
+    def leader_info(self) -> LeaderInfo:
+        return self.leadership.info()
 
     def start_leader_election(self) -> None:
         self.leadership.start()
@@ -468,22 +476,3 @@ class JobManager(RpcEndpoint):
     def archived(self) -> dict[str, JobRecord]:
         """Finished jobs of earlier JobManager runs, as the job store archived them."""
         return self.persistence.archived
-
-    # -- views for the REST API (read on the same event loop, never mutated there) -----------------
-
-    def cluster_overview(self) -> dict[str, Any]:
-        counts = {"RUNNING": 0, "FINISHED": 0, "CANCELED": 0, "FAILED": 0}
-        for job in self.jobs.values():
-            key = job.status.value if job.status.is_globally_terminal else "RUNNING"
-            counts[key] += 1
-        return {
-            "taskmanagers": len(self.task_managers),
-            "slots-total": self.slot_pool.total_slots,
-            "slots-available": self.slot_pool.free_slots,
-            "jobs-running": counts["RUNNING"],
-            "jobs-finished": counts["FINISHED"],
-            "jobs-cancelled": counts["CANCELED"],
-            "jobs-failed": counts["FAILED"],
-            "flink-version": __version__,
-            "flink-commit": "",
-        }

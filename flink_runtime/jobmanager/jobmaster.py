@@ -9,7 +9,7 @@ sources are deployed first, a consumer once every partition it reads is finished
 As Flink's DefaultScheduler, the JobMaster is composed, by its constructor, of parts
 that own their state and each have a test of their own:
 
-  scheduler/job_scheduling.py  JobScheduling: the decisions, pure (the job's status,
+  scheduler/job_scheduling.py  JobScheduling: the decisions, no I/O (the job's status,
                                what a failure restarts, when the job ends, what a
                                stop needs); it returns actions this shell executes
   execution_deployment.py      ExecutionDeployer: slots and their events, SubmitTask, CancelTask
@@ -35,6 +35,7 @@ from flink_runtime.configuration import Configuration, CoreOptions
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, ExecutionVertex, JobStatus
 from flink_runtime.invokable import Prepared
 from flink_runtime.jobgraph.jobgraph import JobGraph
+from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.execution_deployment import (
     ExecutionDeployer,
     deployment_descriptor,
@@ -175,10 +176,6 @@ class JobMaster:
         return self.splits.progress
 
     @property
-    def published_rounds(self) -> int:
-        return self.rounds.published
-
-    @property
     def root_exception(self) -> ExceptionEntry | None:
         return self.exceptions[0] if self.exceptions else None
 
@@ -215,8 +212,7 @@ class JobMaster:
         imported and its plan resolved in the planner process, never here."""
         assert self.graph is not None
         restored = self.checkpointing.load_restore(set(self.graph.vertices))
-        continuation = self.checkpointing.restored_published_rounds() > 0
-        return self.planning.prepare_job(restored, self.data_namespace, continuation)
+        return self.planning.prepare_job(restored, self.data_namespace)
 
     def _on_prepared(self, prepared: dict[str, Prepared] | None, error: BaseException | None) -> None:
         if self.status is not JobStatus.INITIALIZING:
@@ -227,7 +223,6 @@ class JobMaster:
         assert self.graph is not None
         self.planning.prepared = prepared
         self.is_continuous = self.planning.is_continuous
-        self.rounds.published = self.checkpointing.restored_published_rounds()
         graph = self.graph
         self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._execute([self.scheduling.to(JobStatus.CREATED)])
@@ -255,11 +250,12 @@ class JobMaster:
             self.exceptions.append(exception_entry(error))
         self._execute(self.scheduling.global_failure((), time.monotonic()))
 
-    def cancel(self) -> str | None:
-        """Start cancelling; returns a reason when the job cannot be cancelled."""
-        reason, actions = self.scheduling.cancel()
-        self._execute(actions)
-        return f"job {self.job_id} {reason}" if reason is not None else None
+    def cancel(self) -> None:
+        """Start cancelling (nothing to do while it cancels or fails already);
+        JobAlreadyEnded once the job is terminal."""
+        if self.status.is_terminal:
+            raise JobAlreadyEnded(f"job {self.job_id} is already {self.status.value}")
+        self._execute(self.scheduling.cancel())
 
     def suspend(self, reason: str) -> None:
         """This JobManager lost its leadership: stop working on the job without ending it
@@ -287,9 +283,10 @@ class JobMaster:
 
     def schedule_or_update_consumers(
         self, partition_id: str, location: str, execution_id: str, data_address: str = ""
-    ) -> str | None:
-        """A producer committed a partition; deploy consumers whose inputs are now complete."""
-        return self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address)
+    ) -> None:
+        """A producer committed a partition; deploy consumers whose inputs are now complete.
+        TaskReportRefused if the report is not of the partition's running producer."""
+        self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address)
 
     def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
         """This job's current attempts on a TaskManager that have not ended, by attempt id."""
@@ -415,7 +412,7 @@ class JobMaster:
                     self.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
-                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
+                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED, self.is_continuous)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
                     self.rounds.take_idle()  # a continuous job's stop: no round starts meanwhile
@@ -465,10 +462,15 @@ class JobMaster:
         assert self.graph is not None
         self.deployer.schedule_all(sources_to_restart(self.graph))
 
-    def run_terminal_hooks(self, status: JobStatus) -> None:
+    def run_terminal_hooks(self, status: JobStatus, more_rounds: bool = False) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
-        process. Runs in a worker thread (also from the JobManager's job-end cleanup)."""
-        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0)
+        process; `more_rounds`: the job runs in rounds. Runs in a worker thread (also from
+        the JobManager's job-end cleanup, with forget)."""
+        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0, more_rounds)
+
+    def forget(self) -> None:
+        """Worker thread, once the job's end is stored: what only a recovery needed goes."""
+        self.planning.forget_job(self.data_namespace)
 
     def _on_published(self, result: None, error: BaseException | None) -> None:
         if error is not None:

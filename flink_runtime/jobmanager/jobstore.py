@@ -2,7 +2,7 @@
 
 Submitted jobs (with their job graph), their status, the JobManager's recoverable view
 of a running job ("progress": completed splits, partition locations, ...), completed
-checkpoints and savepoints, and the final REST views of finished jobs live in a
+checkpoints and savepoints, and the records of finished jobs (job_snapshots.py) live in a
 relational database reached through SQLAlchemy. SQLite is the default
 (``jobstore.url``, by default ``sqlite:///<tempdir>/flink-runtime/jobstore.db``); any
 SQLAlchemy URL (``postgresql+psycopg://user:pw@host/db``, ...) works if its driver is
@@ -24,7 +24,7 @@ SQLAlchemy's pool, one per call. SQLite runs in WAL mode with a busy timeout, an
 transactions start with ``BEGIN IMMEDIATE`` so concurrent writers queue instead of
 failing on a lock upgrade.
 
-JSON columns (job graph, progress, checkpoint metadata, archived REST views) are stored
+JSON columns (job graph, progress, checkpoint metadata, archived job records) are stored
 as TEXT so every database can hold them; note that JSON turns tuples into lists and
 non-string dict keys into strings.
 """
@@ -52,7 +52,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 
 from flink_runtime.configuration import JobStoreOptions
-from flink_runtime.highavailability.lease_store import fencing_problem
+from flink_runtime.highavailability.lease_store import LeaseNotHeld, check_fencing
 from flink_runtime.jobmanager.jobstore_engine import WRITE_OPTIONS, create_store_engine, sqlite_file
 from flink_runtime.jobmanager.jobstore_schema import (
     SCHEMA_VERSION,
@@ -452,9 +452,11 @@ class JobStore:
                 if write:
                     conn.execution_options(jobstore_write=True)
                 with conn.begin():
-                    problem = fencing_problem(conn, *self._fencing) if write and self._fencing else None
-                    if problem is not None:
-                        raise FencingTokenMismatch(f"job store {self._display_url}: write refused: {problem}")
+                    try:
+                        if write and self._fencing:
+                            check_fencing(conn, *self._fencing)
+                    except LeaseNotHeld as refused:
+                        raise FencingTokenMismatch(f"job store {self._display_url}: write refused: {refused}") from None
                     yield conn
         except IntegrityError:
             raise

@@ -40,8 +40,10 @@ class JobRecord:
     updated_at: float  # timestamp of the last status change
     ended_at: float | None  # set once the status is globally terminal
     progress: dict[str, Any] = field(default_factory=dict)
-    details: dict[str, Any] | None = None  # archived REST view of /jobs/:id
-    exceptions: dict[str, Any] | None = None  # archived REST view of /jobs/:id/exceptions
+    # An ended job's records (job_snapshots.py's JobSnapshot and ExceptionHistory; stores
+    # written before hold the REST answers of the time): archived_jobs.py reads both.
+    details: dict[str, Any] | None = None
+    exceptions: dict[str, Any] | None = None
     latest_checkpoint: CheckpointRecord | None = None
 
     @property

@@ -26,6 +26,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flink_runtime.configuration import Configuration, JobStoreOptions
@@ -48,6 +49,14 @@ def store_idle_timeout(config: Configuration) -> float | None:
     if not config.get(JobStoreOptions.URL) or not high_availability_enabled(config):
         return None
     return LeaderElectionConfiguration.from_configuration(config).renew_deadline
+
+
+@dataclass(frozen=True)
+class LeaderInfo:
+    cluster_id: str
+    high_availability: bool  # several JobManagers on one job store (high-availability.type: database)
+    is_leader: bool
+    leader: LeaderLease | None  # this one's lease while it leads, else the latest seen
 
 
 class LeadershipHost(Protocol):
@@ -152,17 +161,14 @@ class Leadership:
             self._store_lock.release()
             self._store_lock = None
 
-    def view(self) -> dict[str, Any]:
-        """GET /leader: who leads this cluster, and whether this JobManager does."""
-        leader = self.leader_lease or self.known_leader
-        return {
-            "cluster-id": self.cluster_id,
-            "high-availability": "database" if self.high_availability else "NONE",
-            "is-leader": self.is_leader,
-            "leader": None
-            if leader is None
-            else {"id": leader.leader_id, "fencing-token": leader.token, "rest-url": leader.rest_url},
-        }
+    def info(self) -> LeaderInfo:
+        """Who leads this cluster, and whether this JobManager does (GET /leader)."""
+        return LeaderInfo(
+            cluster_id=self.cluster_id,
+            high_availability=self.high_availability,
+            is_leader=self.is_leader,
+            leader=self.leader_lease or self.known_leader,
+        )
 
     def _from_election_thread(self, function: Callable[..., None], *arguments: Any) -> None:
         assert self._loop is not None  # the election runs once start() was called

@@ -14,9 +14,9 @@ AsynchronousOperationResult (operation_requests.py):
   {"status": {"id": "COMPLETED"}, "operation": {"failure-cause": {"class": "...", "stack-trace": "..."}}}
 and raises JobNotFound or RequestNotFound for an unknown job or request id.
 
-`JobOperations` is the gateway the REST layer calls (`jobmanager.operations`): it reads
-the JobManager's jobs, asks the job persistence about jobs of earlier runs, and runs
-each trigger inside the JobManager's mailbox (a `Mailbox`).
+`JobOperations` sits behind the RestfulGateway (restful_gateway.py), the REST layer's
+one door: it reads the JobManager's jobs, asks the job persistence about jobs of earlier
+runs, and runs each trigger inside the JobManager's mailbox (a `Mailbox`).
 """
 
 from __future__ import annotations

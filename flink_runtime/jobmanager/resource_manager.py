@@ -276,8 +276,8 @@ class ResourceManager:
 
         An ask leaves the mailbox before it is sent, so one queued just before a removal
         opens a new connection to the removed TaskManager's address; ZeroMQ would keep
-        reconnecting to it for the JobManager's lifetime (issue 8's churn test saw the
-        descriptors pile up)."""
+        reconnecting to it for the JobManager's lifetime, its descriptors piling up as
+        TaskManagers come and go (tests/integration/test_taskmanager_churn.py)."""
         if self._registration_at(address) is None:
             self.rpc.disconnect(address)
 

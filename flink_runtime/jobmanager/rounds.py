@@ -9,12 +9,11 @@ previous round's); any other round's output adds to what earlier rounds publishe
 A batch job whose stop failed goes on the same way, for one more round.
 
 `ContinuousRounds` owns whether the job is between rounds (idle), the round number,
-how many rounds published output (`published`: a checkpoint records it, so that a run
-recovered from it adds to that output rather than refusing or replacing it) and the
-files earlier rounds processed. It scans the sources for new input (the
-planner, in a worker), and starts a round itself: the round's data namespace, the
-previous round's partitions released, the new splits; then its `RoundsHost` runs every
-subtask again from the sources. A batch job's last round hands the job's end back.
+how many rounds of this run published output, and the files earlier rounds processed.
+It scans the sources for new input (the planner, in a worker), and starts a round
+itself: the round's data namespace, the previous round's partitions released, the new
+splits; then its `RoundsHost` runs every subtask again from the sources. A batch job's
+last round hands the job's end back.
 """
 
 from __future__ import annotations
@@ -102,7 +101,7 @@ class ContinuousRounds:
         self._graph = graph
         self.idle = False  # between rounds: nothing runs
         self.round = 0
-        # Rounds whose output was published, by this run or (restored) the runs before it.
+        # Rounds of this run whose output was published: the later ones add to it.
         self.published = 0
         # The first round's namespace (the job's, or a recovered run's): later rounds of
         # this run go inside it, so no two runs of the job share a round's directory.

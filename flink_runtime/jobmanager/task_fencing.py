@@ -11,6 +11,8 @@ import logging
 from collections.abc import Mapping
 from typing import Protocol, TypeVar
 
+from flink_runtime.jobmanager.errors import TaskReportRefused
+
 log = logging.getLogger(__name__)
 
 Job = TypeVar("Job")
@@ -34,10 +36,10 @@ class TaskFencing:
     def __init__(self) -> None:
         self._stale_jobmanagers: set[str] = set()  # logged once each
 
-    def refusal(self, message: TaskMessage, jobmanager_id: str) -> str | None:
-        """Why `message` is refused by the JobManager run `jobmanager_id` (None: accepted)."""
+    def check(self, message: TaskMessage, jobmanager_id: str) -> None:
+        """TaskReportRefused unless `message` is of the JobManager run `jobmanager_id`."""
         if message.jobmanager_id == jobmanager_id:
-            return None
+            return
         if message.jobmanager_id not in self._stale_jobmanagers:
             self._stale_jobmanagers.add(message.jobmanager_id)
             log.warning(
@@ -45,16 +47,16 @@ class TaskFencing:
                 message.jobmanager_id or "<none>",
                 jobmanager_id,
             )
-        return (
+        raise TaskReportRefused(
             f"FencingTokenException: execution {getattr(message, 'execution_id', '?')} was deployed by "
             f"JobManager {message.jobmanager_id or '<none>'}, not by this JobManager ({jobmanager_id})"
         )
 
-    def addressed_job(self, message: JobTaskMessage, jobmanager_id: str, jobs: Mapping[str, Job]) -> Job | str:
-        """The live job of `jobs` a task's message is about, or why the JobManager run
-        `jobmanager_id` refuses the message (a str)."""
-        refused = self.refusal(message, jobmanager_id)
-        if refused is not None:
-            return refused
+    def addressed_job(self, message: JobTaskMessage, jobmanager_id: str, jobs: Mapping[str, Job]) -> Job:
+        """The live job of `jobs` a task's message is about; TaskReportRefused says why
+        the JobManager run `jobmanager_id` refuses the message."""
+        self.check(message, jobmanager_id)
         job = jobs.get(message.job_id)
-        return job if job is not None else f"unknown job {message.job_id}"
+        if job is None:
+            raise TaskReportRefused(f"unknown job {message.job_id}")
+        return job

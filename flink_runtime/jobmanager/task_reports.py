@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.executiongraph import ExecutionState, JobStatus
 from flink_runtime.io.partitions import partition_dir
+from flink_runtime.jobmanager.errors import TaskReportRefused
 from flink_runtime.scheduler.strategy import consumers_ready
 
 if TYPE_CHECKING:
@@ -218,23 +219,22 @@ class TaskReports:
 
     def schedule_or_update_consumers(
         self, partition_id: str, location: str, execution_id: str, data_address: str = ""
-    ) -> str | None:
+    ) -> None:
         """A producer committed a partition; deploy consumers whose inputs are now complete.
-        Returns why the report is refused, if it is."""
+        TaskReportRefused says why the report is refused, if it is."""
         graph = self._job.graph
         partition = graph.partition(partition_id) if graph is not None else None
         if partition is None:
-            return f"unknown partition {partition_id}"
+            raise TaskReportRefused(f"unknown partition {partition_id}")
         producer = partition.producer.current_execution
         if producer.attempt_id != execution_id or not producer.state.is_deployed:
-            return (
+            raise TaskReportRefused(
                 f"partition {partition_id} reported by execution {execution_id}, which is not the running "
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
         self._partitions.finished(partition_id, location, data_address, execution_id)
         if partition.mark_finished(execution_id) and self._job.status is JobStatus.RUNNING:
             self._schedule(consumers_ready(partition))
-        return None
 
     def producer_stopped(self, execution: Execution) -> None:
         """An attempt ended without finishing (FAILED, CANCELED; it has stopped already):

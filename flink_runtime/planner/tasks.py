@@ -133,12 +133,10 @@ def prepare_job(
     restored: dict[str, Any],
     data_namespace: str,
     blob_dir: str,
-    continuation: bool = False,
     spark: Spark | None = None,
 ) -> dict[str, Prepared]:
     """Every vertex's input splits and plan check, producers first (VertexPreparationError
-    names the vertex that failed). `continuation`: the job is recovered from a checkpoint
-    taken after its rounds published output, which its sinks add to."""
+    names the vertex that failed)."""
     job_graph = JobGraph.from_json(job_graph_json)
     try:
         # The planner's SparkSession starts only if a vertex's plan check asks for it.
@@ -149,7 +147,6 @@ def prepare_job(
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
-    context.continuation = continuation
     producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
     prepared: dict[str, Prepared] = {}
     for ejv in graph.vertices.values():  # topological: producers first
@@ -184,7 +181,7 @@ def _prepare_vertex(vertex: JobVertex, inputs: list[Any], context: MasterContext
     try:
         invokable = resolve_invokable(vertex.invokable)
         prepared = invokable.prepare_on_master(vertex, inputs, context)
-        prepared.staged_output_root = invokable.staged_output_root(vertex, context.data_namespace)
+        prepared.output_staging_dir = invokable.output_staging_dir(vertex)
         return prepared
     except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
         raise VertexPreparationError.wrapping(f"vertex {vertex.id!r} ({vertex.name})", exc) from None
@@ -197,13 +194,16 @@ def run_terminal_hooks(
     data_namespace: str,
     status: JobStatus,
     continuation: bool = False,
+    more_rounds: bool = False,
     spark: Spark | None = None,
 ) -> None:
-    """Each vertex publishes (FINISHED) or discards its staged output."""
+    """Each vertex publishes (FINISHED) or discards its staged output; `more_rounds`: the
+    job runs in rounds (a continuous job)."""
     job_graph = JobGraph.from_json(job_graph_json)
     vertices = {vertex.id: vertex for vertex in job_graph.vertices}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
     context.continuation = continuation
+    context.more_rounds = more_rounds
     errors = []
     for vertex_id, vertex_prepared in prepared.items():
         vertex = vertices[vertex_id]
@@ -216,3 +216,22 @@ def run_terminal_hooks(
             errors.append(f"vertex {vertex_id!r}: {describe(exc)}")
     if errors:
         raise HookError("publishing the job's output failed: " + "; ".join(errors))
+
+
+def forget_job(
+    job_graph_json: bytes,
+    config: Configuration,
+    prepared: dict[str, Prepared],
+    data_namespace: str,
+    spark: Spark | None = None,
+) -> None:
+    """The job's end is stored: each vertex forgets what only a recovery of it needed
+    (on_job_gone); a failure is logged, never raised (the job is over)."""
+    job_graph = JobGraph.from_json(job_graph_json)
+    vertices = {vertex.id: vertex for vertex in job_graph.vertices}
+    context = _context(job_graph.job_id or "", job_graph.name, config, spark, {}, data_namespace)
+    for vertex_id, vertex_prepared in prepared.items():
+        try:
+            resolve_invokable(vertices[vertex_id].invokable).on_job_gone(vertices[vertex_id], vertex_prepared, context)
+        except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
+            log.warning("cleanup of vertex %s after the job ended failed: %s", vertex_id, exc)

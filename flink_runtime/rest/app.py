@@ -2,10 +2,12 @@
 
 One router per concept: the cluster (cluster_routes), jobs (job_routes), savepoints
 and checkpoints (operation_routes), metrics (metric_routes) and job libraries
-(blob_routes). Every error
-answers `{"errors": [...]}` with a 4xx/5xx status, as Flink's REST API does
-(rest/errors.py). The guard in front (rest/guard.py) authenticates, bounds requests
-and strips Flink's `/v1` prefix before routing.
+(blob_routes), each reaching the JobManager only through its RestfulGateway
+(jobmanager/restful_gateway.py) and shaping the JSON itself (job_views.py). Every
+error answers `{"errors": [...]}` with a 4xx/5xx status, as Flink's REST API does
+(rest/errors.py maps the JobManager's typed refusals, in one place). The guard in
+front (rest/guard.py) authenticates, bounds requests and strips Flink's `/v1` prefix
+before routing.
 """
 
 from __future__ import annotations
@@ -30,22 +32,23 @@ from flink_runtime.rest.operation_routes import operation_routes
 from flink_runtime.rest.web_routes import web_routes
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 
-def create_app(jobmanager: JobManager, config: Configuration, rest_url: str = "") -> FastAPI:
+def create_app(gateway: RestfulGateway, config: Configuration, rest_url: str = "") -> FastAPI:
+    """The REST API over the JobManager's one door (jobmanager/restful_gateway.py)."""
     app = FastAPI(
         title="flink-runtime REST API",
         version=__version__,
         description="Flink REST API v1 paths and fields for a Python JobManager.",
     )
     install_error_handlers(app)
-    app.include_router(cluster_routes(jobmanager))
-    app.include_router(job_routes(jobmanager, config.get_seconds(cfg.REST_SUBMIT_WAIT), rest_url))
-    app.include_router(operation_routes(jobmanager))
-    app.include_router(metric_routes(jobmanager))
-    app.include_router(blob_routes(jobmanager, rest_url))
-    app.include_router(log_routes(jobmanager))
+    app.include_router(cluster_routes(gateway))
+    app.include_router(job_routes(gateway, config.get_seconds(cfg.REST_SUBMIT_WAIT), rest_url))
+    app.include_router(operation_routes(gateway))
+    app.include_router(metric_routes(gateway))
+    app.include_router(blob_routes(gateway, rest_url))
+    app.include_router(log_routes(gateway))
     app.include_router(web_routes())
 
     # OpenAPI: the JobGraph schema is published as a component.

@@ -13,12 +13,12 @@ from flink_runtime.blob.store import BlobStoreFull
 from flink_runtime.rest.errors import RestError
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 
-def blob_routes(jobmanager: JobManager, rest_url: str) -> APIRouter:
+def blob_routes(gateway: RestfulGateway, rest_url: str) -> APIRouter:
     router = APIRouter()
-    blob_store = jobmanager.blob_store
+    blob_store = gateway.blob_store
 
     @router.post(
         "/blobs",

@@ -8,24 +8,51 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from flink_runtime import __version__
-from flink_runtime.jobmanager import taskmanager_snapshots
-from flink_runtime.rest.errors import RestError
-from flink_runtime.security import masked_config
+from flink_runtime.rest import taskmanager_views
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.leadership import LeaderInfo
+    from flink_runtime.jobmanager.restful_gateway import ClusterOverview, RestfulGateway
 
 
-def cluster_routes(jobmanager: JobManager) -> APIRouter:
+def overview_json(overview: ClusterOverview) -> dict[str, Any]:
+    """Flink's ClusterOverviewWithVersion."""
+    return {
+        "taskmanagers": overview.task_managers,
+        "slots-total": overview.slots_total,
+        "slots-available": overview.slots_available,
+        "jobs-running": overview.jobs_running,
+        "jobs-finished": overview.jobs_finished,
+        "jobs-cancelled": overview.jobs_cancelled,
+        "jobs-failed": overview.jobs_failed,
+        "flink-version": __version__,
+        "flink-commit": "",
+    }
+
+
+def leader_json(info: LeaderInfo) -> dict[str, Any]:
+    """GET /leader: who leads the cluster, and whether this JobManager does."""
+    leader = info.leader
+    return {
+        "cluster-id": info.cluster_id,
+        "high-availability": "database" if info.high_availability else "NONE",
+        "is-leader": info.is_leader,
+        "leader": None
+        if leader is None
+        else {"id": leader.leader_id, "fencing-token": leader.token, "rest-url": leader.rest_url},
+    }
+
+
+def cluster_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
     @router.get("/overview", summary="Cluster overview")
     async def overview() -> dict[str, Any]:
-        return jobmanager.cluster_overview()
+        return overview_json(gateway.cluster_overview())
 
     @router.get("/leader", summary="Who leads the cluster (high availability), and whether this JobManager does")
     async def leader() -> dict[str, Any]:
-        return jobmanager.leader_view()
+        return leader_json(gateway.leader_info())
 
     @router.get("/config", summary="Web UI configuration")
     async def web_config() -> dict[str, Any]:
@@ -41,23 +68,16 @@ def cluster_routes(jobmanager: JobManager) -> APIRouter:
 
     @router.get("/jobmanager/config", summary="The JobManager's configuration")
     async def jobmanager_config() -> list[dict[str, str]]:
-        masked = masked_config(jobmanager.config.to_dict())
-        return [{"key": key, "value": value} for key, value in sorted(masked.items())]
+        return [{"key": key, "value": value} for key, value in sorted(gateway.configuration().items())]
 
     @router.get("/taskmanagers", summary="Registered TaskManagers")
     async def taskmanagers() -> dict[str, Any]:
-        return {
-            "taskmanagers": [
-                taskmanager_snapshots.taskmanager_info(jobmanager, registration)
-                for registration in jobmanager.task_managers.values()
-            ]
-        }
+        snapshots = [gateway.task_manager_snapshot(tm) for tm in gateway.task_manager_list()]
+        return {"taskmanagers": [taskmanager_views.taskmanager_info(snapshot) for snapshot in snapshots]}
 
     @router.get("/taskmanagers/{taskmanager_id}", summary="One TaskManager")
     async def taskmanager(taskmanager_id: str) -> dict[str, Any]:
-        registration = jobmanager.task_managers.get(taskmanager_id)
-        if registration is None:
-            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return taskmanager_snapshots.taskmanager_details(jobmanager, registration)
+        snapshot = gateway.task_manager_snapshot(gateway.task_manager(taskmanager_id))
+        return taskmanager_views.taskmanager_details(snapshot)
 
     return router

@@ -23,13 +23,31 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from flink_runtime.rest.cluster_routes import leader_json
+
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.highavailability.lease_store import LeaderLease
+    from flink_runtime.jobmanager.leadership import LeaderInfo
+
+
+class Leadership(Protocol):
+    """Who leads, as the JobManager's RestfulGateway tells it."""
+
+    @property
+    def is_leader(self) -> bool: ...
+    @property
+    def known_leader(self) -> LeaderLease | None: ...
+    @property
+    def rest_url(self) -> str: ...
+    @property
+    def cluster_id(self) -> str: ...
+    def leader_info(self) -> LeaderInfo: ...
+
 
 # Answered by every JobManager about itself: who leads, and this process's own metrics.
 SERVED_BY_STANDBY = frozenset({"/leader", "/metrics"})
@@ -45,10 +63,10 @@ _TIMEOUT = httpx.Timeout(connect=5.0, read=None, write=None, pool=5.0)
 
 
 class LeaderProxy:
-    def __init__(self, app: ASGIApp, jobmanager: JobManager, verify: Any = True) -> None:
+    def __init__(self, app: ASGIApp, leadership: Leadership, verify: Any = True) -> None:
         """verify: how to trust the leader's TLS certificate (httpx's `verify`)."""
         self.app = app
-        self.jobmanager = jobmanager
+        self.leadership = leadership  # the JobManager's RestfulGateway
         self.verify = verify
         # One client (its connection pool and TLS context) for every request passed on,
         # made on first use: most JobManagers never stand by.
@@ -60,17 +78,17 @@ class LeaderProxy:
             self._client = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        jobmanager = self.jobmanager
-        if scope["type"] != "http" or jobmanager.is_leader or scope["path"].rstrip("/") in SERVED_BY_STANDBY:
+        leadership = self.leadership
+        if scope["type"] != "http" or leadership.is_leader or scope["path"].rstrip("/") in SERVED_BY_STANDBY:
             await self.app(scope, receive, send)
             return
-        leader = jobmanager.known_leader
-        if leader is None or not leader.rest_url or leader.rest_url == jobmanager.rest_url:
+        leader = leadership.known_leader
+        if leader is None or not leader.rest_url or leader.rest_url == leadership.rest_url:
             await _unavailable(
                 send,
-                f"No JobManager leads cluster {jobmanager.cluster_id!r} at the moment (this one is a standby); "
+                f"No JobManager leads cluster {leadership.cluster_id!r} at the moment (this one is a standby); "
                 "a leader is being elected: retry shortly.",
-                jobmanager,
+                leadership,
             )
             return
         raw_path = scope.get("raw_path") or scope["path"].encode()
@@ -103,9 +121,9 @@ class LeaderProxy:
         except httpx.HTTPError as exc:
             await _unavailable(
                 send,
-                f"This JobManager is a standby of cluster {jobmanager.cluster_id!r}, and the leader "
+                f"This JobManager is a standby of cluster {leadership.cluster_id!r}, and the leader "
                 f"{leader.leader_id} at {leader.rest_url} does not answer ({type(exc).__name__}): retry shortly.",
-                jobmanager,
+                leadership,
             )
             return
         answer_headers = [(name, value) for name, value in response.headers.raw if name.lower() not in _HOP_BY_HOP]
@@ -129,8 +147,8 @@ async def _request_body(receive: Receive) -> AsyncIterator[bytes]:
             return
 
 
-async def _unavailable(send: Send, message: str, jobmanager: JobManager) -> None:
-    body = {"errors": [message], "leader": jobmanager.leader_view()["leader"]}
+async def _unavailable(send: Send, message: str, leadership: Leadership) -> None:
+    body = {"errors": [message], "leader": leader_json(leadership.leader_info())["leader"]}
     await _send_json(send, 503, body, [(b"retry-after", b"1")])
 
 

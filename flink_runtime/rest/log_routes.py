@@ -43,8 +43,8 @@ from flink_runtime.rpc.messages import (
 from flink_runtime.rpc.service import AskTimeoutError, RpcException
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 TEXT = "text/plain; charset=utf-8"
 REFUSAL_STATUS = {"invalid-name": 400, "not-found": 404, "range": 416}
@@ -54,7 +54,7 @@ NEXT_OVERLAP = datetime.timedelta(seconds=5)
 _SINCE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}$")
 
 
-def log_routes(jobmanager: JobManager) -> APIRouter:
+def log_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
     # -- the JobManager's own files (read here, on a worker thread) -------------------------
@@ -112,17 +112,14 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
         return _file_response(answer)
 
     def _taskmanager(taskmanager_id: str) -> RegisteredTaskManager:
-        registration = jobmanager.task_managers.get(taskmanager_id)
-        if registration is None:
-            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return registration
+        return gateway.task_manager(taskmanager_id)
 
     async def _ask(registration: RegisteredTaskManager, message: Message, expected: Any) -> Any:
         who = f"TaskManager {registration.task_manager_id}"
         try:
-            answer = await jobmanager.rpc.ask(registration.address, message, jobmanager.ask_timeout)
+            answer = await gateway.ask_task_manager(registration, message)
         except AskTimeoutError:
-            raise RestError(504, f"{who} did not answer within {jobmanager.ask_timeout:g} s.") from None
+            raise RestError(504, f"{who} did not answer within {gateway.ask_timeout:g} s.") from None
         except RpcException as exc:
             raise RestError(503, f"{who} could not be asked for its logs: {exc}") from None
         if not isinstance(answer, expected):
@@ -169,17 +166,7 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
 
     def _check_job(job_id: str, vertex_id: str | None, subtask_index: int | None) -> str:
         """The job's state; 404 for an unknown job, vertex or subtask."""
-        job = jobmanager.jobs.get(job_id)
-        record = jobmanager.archived.get(job_id)
-        if job is None and record is None:
-            raise RestError(404, f"Job {job_id} not found (unknown, or expired from the job store).")
-        if job is not None:
-            vertices = {v.id: v.parallelism for v in job.graph.vertices.values()} if job.graph is not None else None
-            state = job.status.value
-        else:
-            listed = (record.details or {}).get("vertices", [])
-            vertices = {str(v.get("id")): int(v.get("parallelism", 0)) for v in listed} if listed else None
-            state = str(record.status)
+        state, vertices = gateway.job_vertices(job_id)
         if vertex_id is not None and vertices is not None:
             if vertex_id not in vertices:
                 raise RestError(404, f"Job {job_id} has no vertex {vertex_id!r}.")
@@ -194,7 +181,7 @@ def log_routes(jobmanager: JobManager) -> APIRouter:
         job_id: str, vertex_id: str | None, subtask_index: int | None, since: str
     ) -> tuple[list[str], bool, dict[str, str]]:
         """(records oldest first, truncated, unreachable TaskManagers with why)."""
-        registrations = list(jobmanager.task_managers.values())
+        registrations = gateway.task_manager_list()
         message = RequestTaskLog(job_id=job_id, vertex_id=vertex_id, subtask_index=subtask_index, since=since)
         answers = await asyncio.gather(
             *(_ask(registration, message, TaskLogLines) for registration in registrations), return_exceptions=True

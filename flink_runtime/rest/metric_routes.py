@@ -26,13 +26,10 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from flink_runtime.jobmanager import metrics
 from flink_runtime.rest.errors import RestError
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph import ExecutionJobVertex
-    from flink_runtime.jobmanager.jobmanager import JobManager
-    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 AGGREGATIONS = ("min", "max", "avg", "sum")
 _GET = Query(None, description="Comma-separated metric names; without it, the names available.")
@@ -69,44 +66,24 @@ def _text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def metric_routes(jobmanager: JobManager) -> APIRouter:
+def metric_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
-
-    def job_or_404(job_id: str) -> JobMaster:
-        job = jobmanager.jobs.get(job_id)
-        if job is None:
-            raise RestError(404, f"Job {job_id} not found (metrics are kept for jobs of this JobManager run).")
-        return job
-
-    def vertex_or_404(job: JobMaster, vertex_id: str) -> ExecutionJobVertex:
-        ejv = job.graph.vertices.get(vertex_id) if job.graph is not None else None
-        if ejv is None:
-            raise RestError(404, f"Job {job.job_id} has no vertex {vertex_id!r}.")
-        return ejv
-
-    def subtasks(job: JobMaster, ejv: ExecutionJobVertex) -> list[dict[str, float]]:
-        done = metrics.split_counts(job, ejv.id)
-        return [metrics.subtask_metrics(job, vertex, done) for vertex in ejv.task_vertices]
 
     @router.get("/jobmanager/metrics", summary="The JobManager's metrics (Flink's names)")
     async def jobmanager_metrics(get: str | None = _GET) -> list[dict[str, str]]:
-        return metric_list(metrics.jobmanager_metrics(jobmanager), get)
+        return metric_list(gateway.jobmanager_metrics(), get)
 
     @router.get("/taskmanagers/{taskmanager_id}/metrics", summary="A TaskManager's CPU and memory and its Spark JVM's")
     async def taskmanager_metrics(taskmanager_id: str, get: str | None = _GET) -> list[dict[str, str]]:
-        registration = jobmanager.task_managers.get(taskmanager_id)
-        if registration is None:
-            raise RestError(404, f"TaskManager {taskmanager_id} not found.")
-        return metric_list(registration.metrics, get)
+        return metric_list(gateway.task_manager(taskmanager_id).metrics, get)
 
     @router.get("/jobs/{job_id}/metrics", summary="A job's metrics: uptime, restarts, checkpoints")
     async def job_metrics(job_id: str, get: str | None = _GET) -> list[dict[str, str]]:
-        return metric_list(metrics.job_metrics(job_or_404(job_id)), get)
+        return metric_list(gateway.job_metrics(job_id), get)
 
     @router.get("/jobs/{job_id}/vertices/{vertex_id}/metrics", summary="A vertex's metrics, <subtask>.<name>")
     async def vertex_metrics(job_id: str, vertex_id: str, get: str | None = _GET) -> list[dict[str, str]]:
-        job = job_or_404(job_id)
-        per_subtask = subtasks(job, vertex_or_404(job, vertex_id))
+        per_subtask = gateway.vertex_metrics(job_id, vertex_id).subtasks
         values = {f"{index}.{name}": value for index, m in enumerate(per_subtask) for name, value in m.items()}
         return metric_list(values, get)
 
@@ -120,11 +97,10 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
         get: str | None = _GET,
         agg: str | None = Query(None, description="Comma-separated: min, max, avg, sum (default all)."),
     ) -> list[dict[str, Any]]:
-        job = job_or_404(job_id)
-        return aggregated_list(subtasks(job, vertex_or_404(job, vertex_id)), get, agg)
+        return aggregated_list(gateway.vertex_metrics(job_id, vertex_id).subtasks, get, agg)
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_ClusterCollector(jobmanager))
+    registry.register(_ClusterCollector(gateway))
 
     @router.get("/metrics", summary="Every metric as Prometheus text", response_class=Response)
     async def prometheus() -> Response:
@@ -136,11 +112,11 @@ def metric_routes(jobmanager: JobManager) -> APIRouter:
 class _ClusterCollector:
     """Reads the metrics on each scrape, so a scrape sees the JobManager as it is."""
 
-    def __init__(self, jobmanager: JobManager) -> None:
-        self.jobmanager = jobmanager
+    def __init__(self, gateway: RestfulGateway) -> None:
+        self.gateway = gateway
 
     def collect(self) -> Iterator[Metric]:
-        for name, value in metrics.jobmanager_metrics(self.jobmanager).items():
+        for name, value in self.gateway.jobmanager_metrics().items():
             yield GaugeMetricFamily(f"flink_jobmanager_{name}", f"Flink's jobmanager {name}", value=value)
         families: dict[str, GaugeMetricFamily] = {}
 
@@ -152,23 +128,17 @@ class _ClusterCollector:
                 )
             family.add_metric(list(labels.values()), value)
 
-        for registration in self.jobmanager.task_managers.values():
+        for registration in self.gateway.task_manager_list():
             tm_labels = {"host": registration.host, "tm_id": registration.task_manager_id}
             for name, value in registration.metrics.items():
                 add("flink_taskmanager", name.replace(".", "_"), tm_labels, value)
-        for job in self.jobmanager.jobs.values():
+        for job in self.gateway.all_job_metrics():
             job_labels = {"job_id": job.job_id, "job_name": job.name}
-            for name, value in metrics.job_metrics(job).items():
+            for name, value in job.metrics.items():
                 add("flink_jobmanager_job", name, job_labels, value)
-            for ejv in job.graph.vertices.values() if job.graph is not None else []:
-                done = metrics.split_counts(job, ejv.id)
-                for vertex in ejv.task_vertices:
-                    labels = {
-                        **job_labels,
-                        "task_id": ejv.id,
-                        "task_name": ejv.name,
-                        "subtask_index": str(vertex.subtask_index),
-                    }
-                    for name, value in metrics.subtask_metrics(job, vertex, done).items():
+            for vertex in job.vertices:
+                for index, subtask in enumerate(vertex.subtasks):
+                    labels = {**job_labels, "task_id": vertex.id, "task_name": vertex.name, "subtask_index": str(index)}
+                    for name, value in subtask.items():
                         add("flink_taskmanager_job_task", name, labels, value)
         yield from families.values()

@@ -19,7 +19,7 @@ from flink_runtime.rest.errors import RestError
 from flink_runtime.rest.serialized_throwable import complete_failure_cause
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 
 _TRIGGER_ID = re.compile(r"[0-9a-fA-F]{32}")
 
@@ -111,7 +111,7 @@ _REFUSED = {
 }
 
 
-def operation_routes(jobmanager: JobManager) -> APIRouter:
+def operation_routes(gateway: RestfulGateway) -> APIRouter:
     router = APIRouter()
 
     @router.post(
@@ -123,9 +123,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def trigger_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), SavepointTriggerRequest)
-        request_id = await jobmanager.operations.trigger_savepoint(
-            job_id, body.target_directory, body.cancel_job, body.trigger_id
-        )
+        request_id = await gateway.trigger_savepoint(job_id, body.target_directory, body.cancel_job, body.trigger_id)
         return {"request-id": request_id}
 
     @router.get(
@@ -134,7 +132,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses=_UNKNOWN_JOB,
     )
     async def savepoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
-        return operation_result(jobmanager.operations.savepoint_status(job_id, triggerid))
+        return operation_result(gateway.savepoint_status(job_id, triggerid))
 
     @router.post(
         "/jobs/{job_id}/stop",
@@ -145,9 +143,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def stop_with_savepoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), StopWithSavepointRequest)
-        request_id = await jobmanager.operations.stop_with_savepoint(
-            job_id, body.target_directory, body.drain, body.trigger_id
-        )
+        request_id = await gateway.stop_with_savepoint(job_id, body.target_directory, body.drain, body.trigger_id)
         return {"request-id": request_id}
 
     @router.post(
@@ -159,16 +155,16 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
     )
     async def trigger_checkpoint(job_id: str, request: Request) -> dict[str, str]:
         body = decode_body(await request.body(), CheckpointTriggerRequest)
-        return {"request-id": await jobmanager.operations.trigger_checkpoint(job_id, body.trigger_id)}
+        return {"request-id": await gateway.trigger_checkpoint(job_id, body.trigger_id)}
 
     @router.get("/jobs/{job_id}/checkpoints", summary="Checkpoint statistics of a job", responses=_UNKNOWN_JOB)
     async def checkpoint_stats(job_id: str) -> dict[str, Any]:
-        return jobmanager.operations.checkpoint_stats(job_id)
+        return gateway.checkpoint_stats(job_id)
 
     # Before /checkpoints/{triggerid}, which would take "config" for a trigger id.
     @router.get("/jobs/{job_id}/checkpoints/config", summary="Checkpointing configuration of a job")
     async def checkpoint_config(job_id: str) -> dict[str, Any]:
-        return jobmanager.operations.checkpoint_config(job_id)
+        return gateway.checkpoint_config(job_id)
 
     @router.get(
         "/jobs/{job_id}/checkpoints/details/{checkpoint_id}",
@@ -176,7 +172,7 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses={404: {"description": "Unknown job, or a checkpoint not in the job's statistics."}},
     )
     async def checkpoint_details(job_id: str, checkpoint_id: int) -> dict[str, Any]:
-        return jobmanager.operations.checkpoint_details(job_id, checkpoint_id)
+        return gateway.checkpoint_details(job_id, checkpoint_id)
 
     @router.get(
         "/jobs/{job_id}/checkpoints/{triggerid}",
@@ -184,6 +180,6 @@ def operation_routes(jobmanager: JobManager) -> APIRouter:
         responses=_UNKNOWN_JOB,
     )
     async def checkpoint_status(job_id: str, triggerid: str) -> dict[str, Any]:
-        return operation_result(jobmanager.operations.checkpoint_status(job_id, triggerid))
+        return operation_result(gateway.checkpoint_status(job_id, triggerid))
 
     return router

@@ -90,8 +90,8 @@ class RestServer:
             ) from None
         self.port = sock.getsockname()[1]
         self._leader_proxy = LeaderProxy(
-            create_app(self.jobmanager, self.config, rest_url=self.url),
-            self.jobmanager,
+            create_app(self.jobmanager.gateway, self.config, rest_url=self.url),
+            self.jobmanager.gateway,
             verify=client_verify(self.config),
         )
         app = RestGuard(self._leader_proxy, self._token, self.scheme, self._hosts)

@@ -1,6 +1,6 @@
 """Supervision: what happens when an actor's handler raises.
 
-As in Akka and Erlang/OTP (and the seed's design), every actor has a parent. A handler
+As in Akka and Erlang/OTP (docs/architecture.md, Supervision), every actor has a parent. A handler
 that raises is reported to the parent, whose strategy answers with a directive:
 
 - RESUME: the failure concerned that one message; log it, keep the state, go on. A

@@ -1,4 +1,5 @@
-"""What a task failure leads to: Flink's ExecutionFailureHandler, pure (time passed in).
+"""What a task failure leads to: Flink's ExecutionFailureHandler. No I/O and no clock (time
+is passed in), but not stateless: its restart strategy counts the failures it is told of.
 
 Two strategies decide together. The restart strategy (`restart-strategy.type`) says
 whether the job may restart at all, and after how long. The failover strategy

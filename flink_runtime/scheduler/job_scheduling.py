@@ -1,4 +1,4 @@
-"""The JobMaster's decisions, pure: a state machine fed stimuli that returns actions.
+"""The JobMaster's decisions, without I/O: a state machine fed stimuli that returns actions.
 
 Flink's DefaultScheduler decides and acts in one class; here the deciding half is this
 module and the acting half is the JobMaster (jobmanager/jobmaster.py), which executes
@@ -271,15 +271,14 @@ class JobScheduling:
             return []
         return [self.to(JobStatus.FAILED), Finish()]
 
-    def cancel(self) -> tuple[str | None, list[Action]]:
-        """Start cancelling; why not when the job cannot be cancelled ("is already ...")."""
-        if self.status.is_terminal:
-            return f"is already {self.status.value}", []
-        if self.status in (JobStatus.CANCELLING, JobStatus.FAILING):
-            return None, []
+    def cancel(self) -> list[Action]:
+        """Start cancelling: nothing to do for a job that ended (the JobMaster refuses
+        that), cancels or fails already."""
+        if self.status.is_terminal or self.status in (JobStatus.CANCELLING, JobStatus.FAILING):
+            return []
         # During a restart: what still runs is being cancelled already, and the pending
         # restart sees CANCELLING and does nothing.
-        return None, [self.to(JobStatus.CANCELLING), CancelAll()]
+        return [self.to(JobStatus.CANCELLING), CancelAll()]
 
     # -- completion --------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""Where job libraries written before the move import the invokable contract from;
-it lives in flink_runtime.invokable (below the TaskManager, the JobManager and the
-planner, which all use it)."""
+"""The invokable contract under the name job libraries may import it by
+(``flink_runtime.taskmanager.invokable``); it lives in flink_runtime.invokable (below
+the TaskManager, the JobManager and the planner, which all use it)."""
 
 from flink_runtime.invokable import (
     COMPLETED_SPLITS_KEY,

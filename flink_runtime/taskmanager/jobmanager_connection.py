@@ -37,6 +37,7 @@ from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.registration import RegistrationSuccess, RetryingRegistration, RetryingRegistrationConfiguration
 from flink_runtime.rpc.messages import DisconnectTaskManager, RegisterTaskManager
 from flink_runtime.rpc.supervision import Supervisor, supervise
+from flink_runtime.taskmanager.errors import CommandRefused
 from flink_runtime.taskmanager.mailbox import Mailbox, Transport
 
 log = logging.getLogger(__name__)
@@ -132,17 +133,17 @@ class JobManagerConnection:
         if jobmanager_id == self.jobmanager_id:
             self.heartbeats.receive_heartbeat(jobmanager_id, None, self._clock())
 
-    def fencing_refusal(self, message_type: str, sender_jobmanager_id: str) -> str | None:
-        """Why a JobManager's command is ignored: its sender is not the JobManager this
-        TaskManager is registered with (a deposed leader, or one it left). None: obey it."""
+    def check_fencing(self, message_type: str, sender_jobmanager_id: str) -> None:
+        """CommandRefused when a JobManager's command is to be ignored: its sender is not
+        the JobManager this TaskManager is registered with (a deposed leader, or one it left)."""
         if not sender_jobmanager_id or sender_jobmanager_id == self.jobmanager_id:
-            return None
+            return
         reason = (
             f"FencingTokenException: {message_type} from JobManager {sender_jobmanager_id}, but "
             f"TaskManager {self._name} is registered with {self.jobmanager_id or 'none'}"
         )
         log.warning("%s: ignored", reason)
-        return reason
+        raise CommandRefused(reason)
 
     # -- registration ------------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ from flink_runtime.rpc.transport import RpcTransport
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories
+from flink_runtime.taskmanager.errors import CommandRefused
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection
 from flink_runtime.taskmanager.log_service import LogService
 from flink_runtime.taskmanager.partition_service import PartitionService
@@ -218,7 +219,7 @@ class TaskExecutor(RpcEndpoint):
             resources=task_manager_resources(self.config, self.slots),
             secret=self.cluster_secret,
             # Tasks of an earlier registration may still wind down: the JobManager must not
-            # deploy into their slots (this TaskManager would refuse, see _slot_refusal).
+            # deploy into their slots (this TaskManager would refuse, see _check_slot).
             occupied_slots=self.task_table.occupied_slots(),
         )
 
@@ -268,23 +269,26 @@ class TaskExecutor(RpcEndpoint):
             return TaskOperationResult(
                 execution_id=descriptor.execution_id, success=False, reason="execution already deployed here"
             )
-        refused = self._slot_refusal(descriptor)
-        if refused is not None:
-            log.warning("%s: refusing %s: %s", self.resource_id, descriptor.task_name, refused)
-            return TaskOperationResult(execution_id=descriptor.execution_id, success=False, reason=refused)
+        try:
+            self._check_slot(descriptor)
+        except CommandRefused as refused:
+            log.warning("%s: refusing %s: %s", self.resource_id, descriptor.task_name, refused.reason)
+            return TaskOperationResult(execution_id=descriptor.execution_id, success=False, reason=refused.reason)
         self.task_table.start(self.create_task(descriptor))
         return TaskOperationResult(execution_id=descriptor.execution_id, success=True)
 
-    def _slot_refusal(self, descriptor: TaskDeploymentDescriptor) -> str | None:
-        """Why the slot a task is deployed into cannot take it. A SubmitTask can arrive after
-        the JobManager gave up on it (its ask timed out), freed the slot and deployed another
-        task there: running both would oversubscribe this TaskManager."""
+    def _check_slot(self, descriptor: TaskDeploymentDescriptor) -> None:
+        """CommandRefused when the slot a task is deployed into cannot take it. A SubmitTask
+        can arrive after the JobManager gave up on it (its ask timed out), freed the slot and
+        deployed another task there: running both would oversubscribe this TaskManager."""
         if not 0 <= descriptor.slot_index < self.slots:
-            return f"slot {descriptor.slot_index} does not exist on TaskManager {self.resource_id} ({self.slots} slots)"
+            raise CommandRefused(
+                f"slot {descriptor.slot_index} does not exist on TaskManager {self.resource_id} ({self.slots} slots)"
+            )
         occupant = self.task_table.slot_occupant(descriptor.slot_index, descriptor.allocation_id)
         if occupant is None:
-            return None
-        return (
+            return
+        raise CommandRefused(
             f"slot {descriptor.slot_index} of TaskManager {self.resource_id} is occupied by "
             f"{occupant.descriptor.task_name} ({occupant.execution_id}, allocation "
             f"{occupant.descriptor.allocation_id}), not free for allocation {descriptor.allocation_id}"
@@ -308,14 +312,20 @@ class TaskExecutor(RpcEndpoint):
     def _on_task_state(self, change: TaskStateChanged) -> None:
         self.task_table.state_changed(change)
 
-    def _fenced(self, message: CancelTask | TriggerCheckpoint | ReleasePartitions) -> str | None:
-        return self.connection.fencing_refusal(type(message).__name__, message.jobmanager_id)
+    def _fenced(self, message: CancelTask | TriggerCheckpoint | ReleasePartitions) -> bool:
+        """True (and logged) when the message is of a JobManager this TaskManager does not obey."""
+        try:
+            self.connection.check_fencing(type(message).__name__, message.jobmanager_id)
+        except CommandRefused:
+            return True
+        return False
 
     @handles(CancelTask)
     def on_cancel_task(self, message: CancelTask) -> TaskOperationResult:
-        fenced = self._fenced(message)
-        if fenced is not None:
-            return TaskOperationResult(execution_id=message.execution_id, success=False, reason=fenced)
+        try:
+            self.connection.check_fencing(type(message).__name__, message.jobmanager_id)
+        except CommandRefused as fenced:
+            return TaskOperationResult(execution_id=message.execution_id, success=False, reason=fenced.reason)
         if not self.task_table.cancel(message.execution_id):
             return TaskOperationResult(execution_id=message.execution_id, success=False, reason="unknown execution")
         return TaskOperationResult(execution_id=message.execution_id, success=True)
@@ -325,7 +335,7 @@ class TaskExecutor(RpcEndpoint):
         # Tasks commit their output as they go (split chunks) and report keyed state when
         # they finish, so a running task has nothing more to snapshot: acknowledge at once.
         # A task that already ended acknowledges too; its FINISHED report carries its output.
-        if self._fenced(message) is not None:
+        if self._fenced(message):
             return
         task = self.task_table.get(message.execution_id)
         self.rpc.tell(
@@ -342,7 +352,7 @@ class TaskExecutor(RpcEndpoint):
 
     @handles(ReleasePartitions)
     def on_release_partitions(self, message: ReleasePartitions) -> None:
-        if self._fenced(message) is not None:
+        if self._fenced(message):
             return
         release = self.partitions.release(message)
         if release is not None:

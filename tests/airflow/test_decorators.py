@@ -1,4 +1,4 @@
-"""@task.flink_runtime (issue 13): a function returning a JobGraph or Pipeline, submitted
+"""@task.flink_runtime: a function returning a JobGraph or Pipeline, submitted
 and awaited as SubmitJobOperator, registered through the provider's task-decorators."""
 
 from __future__ import annotations

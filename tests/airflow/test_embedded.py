@@ -114,8 +114,8 @@ def test_a_second_call_reuses_the_running_cluster_whatever_it_asks(
 
 def test_its_rpc_answers_no_other_process(shared: tuple[Path, str]) -> None:
     """No cluster secret configured: the cluster process made its own and kept it in memory.
-    A forged RegisterTaskManager on each of its RPC ports gets no answer (before issue 22
-    the JobManager took it, and scheduled the next job onto the fake TaskManager), and no
+    A forged RegisterTaskManager on each of its RPC ports gets no answer (a JobManager that
+    took it would schedule the next job onto the fake TaskManager), and no
     command line, environment or state file of it holds a secret."""
     directory, rest_url = shared
     state = state_of(directory)
@@ -244,8 +244,9 @@ def test_concurrent_calls_start_one_cluster(state_dir: Path) -> None:
 def test_a_restart_comes_back_at_the_same_url_with_its_jobs_and_appends_its_log(
     state_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Issue 13: a restart moved the REST URL (port 0), so the extra links Airflow stored
-    were dead; it also overwrote the log and, before the job store, forgot every job."""
+    """The extra links Airflow stored before a restart still work after it: the cluster comes
+    back at the same URL (a port 0 would move it), answers for the jobs it ran from its job
+    store, and appends to its log rather than overwriting it."""
     port = free_port()
     with caplog.at_level(logging.INFO, "flink_runtime.embedded"):
         first = ensure_embedded_cluster(taskmanagers=1, slots=1, state_dir=state_dir, port=port)

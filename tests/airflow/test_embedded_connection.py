@@ -1,4 +1,4 @@
-"""What an ``embedded`` Airflow connection controls (issue 22, item 10): the connection
+"""What an ``embedded`` Airflow connection controls: the connection
 form offers every option the hook reads, the TaskManagers' RPC ports, where checkpoints
 go (the state dir, not /tmp), and the UI's "Test" button, which checks and never starts."""
 

@@ -1,8 +1,8 @@
-"""Supervision escalates by default (issue 23, item 4), in the embedded cluster Airflow
+"""Supervision escalates by default, in the embedded cluster Airflow
 uses: when one of its endpoints fails in a handler of its own, the cluster's process
 ends with the reason in its log and exit status 70, and the next task's hook starts a
-fresh cluster at the same URL. Before, the process logged the error and went on serving
-from a state nobody knew.
+fresh cluster at the same URL. A process that logged the error and went on would serve
+from a state nobody knows.
 
 The seam is what any peer holding the cluster secret can send: a RegisterTaskManager
 offering -1 slots, which the JobManager's handler half-applies (the TaskManager is

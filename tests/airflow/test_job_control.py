@@ -1,4 +1,4 @@
-"""Savepoint and stop operators on a job that is not RUNNING yet (issue 22, item 8), on
+"""Savepoint and stop operators on a job that is not RUNNING yet, on
 the session's MiniCluster: a job just submitted is INITIALIZING while its plan is
 resolved, and the cluster refuses a savepoint until it runs."""
 

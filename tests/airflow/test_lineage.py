@@ -1,4 +1,4 @@
-"""Lineage and data-aware scheduling (issue 13): what a job reads and writes, as
+"""Lineage and data-aware scheduling: what a job reads and writes, as
 OpenLineage datasets and Airflow Assets, and the XCom that names its outputs.
 
 The naming and facet tests are pure. The run test is real: dag.test() of a DAG file

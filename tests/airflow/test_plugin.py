@@ -223,7 +223,7 @@ def test_the_standalone_app_requires_airflow_credentials(airflow_db: Any) -> Non
     assert client.get("/api/overview").status_code == 401
 
 
-# -- a cluster behind a REST token (issue 22, item 7) ----------------------------------------------------
+# -- a cluster behind a REST token ---------------------------------------------------------------------
 
 REST_TOKEN = "plugin-test-token-5f2c"
 

@@ -1,4 +1,4 @@
-"""A job's progress in the task log, and the failing subtask's last log lines (issue 13)."""
+"""A job's progress in the task log, and the failing subtask's last log lines."""
 
 from __future__ import annotations
 

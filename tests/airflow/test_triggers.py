@@ -254,7 +254,9 @@ async def test_cancelling_the_trigger_leaves_the_job_running(submit: Any, minicl
 
 @pytest.mark.integration
 async def test_a_users_kill_cancels_the_job_only_with_cancel_on_kill(submit: Any, minicluster_conn_id: str) -> None:
-    """Issue 13: marking a deferred SubmitJobOperator failed left its job RUNNING."""
+    """Marking a deferred SubmitJobOperator failed cancels the job it owns (its trigger has
+    cancel_on_kill), or the job would run on with nobody waiting; a sensor's trigger only
+    watches, so its on_kill leaves the job RUNNING."""
     watched = submit("sleep", seconds=30)
     await JobStatusTrigger(watched, minicluster_conn_id).on_kill()  # a sensor's: watches only
     assert submit.hook.get_job_status(watched) == "RUNNING"

@@ -1,7 +1,7 @@
-"""Processes a test run leaves behind (issue 22, item 4).
+"""Processes a test run leaves behind.
 
-One `make test` run once left 26 planner processes and Spark JVMs (about 2.3 GB) whose
-JobManagers the tests had killed. Every process the run starts carries the run's marker
+Tests kill JobManagers with SIGKILL; a planner process or Spark JVM that outlived each
+would add up to gigabytes over one `make test` run. Every process the run starts carries the run's marker
 in its environment (`FLINK_RUNTIME_TEST_RUN=<uuid>`, set before any starts, inherited by
 children, grandchildren and their JVMs), so at the end the run finds its own processes
 and none of the other runs on the same machine, whatever their working directory.

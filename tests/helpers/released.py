@@ -1,9 +1,9 @@
 """Jobs that end when the test says so (a marker file appears), not after a fixed time.
 
 A test that needs a job still running at some point (a sensor must defer first, a
-retry must re-attach first) used to give it a duration long enough for a loaded
-machine, and then waited that duration out every time. These jobs run until the test
-has seen what it waits for and releases them.
+retry must re-attach first) could give it a fixed duration, but one long enough for a
+loaded machine is waited out in full every time. These jobs run until the test has seen
+what it waits for and releases them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""security.allowed-directories against symbolic links (issue 22, item 2).
+"""security.allowed-directories against symbolic links.
 
 A real MiniCluster whose allowed directory is configured through a link (as /tmp is a
 link on some systems), real files and links in temporary folders, jobs submitted and

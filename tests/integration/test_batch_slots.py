@@ -1,10 +1,10 @@
 """Batch jobs run to the end on any number of slots, and a retry finds a slot.
 
 Exchanges are blocking, so a finished subtask's slot is free for the next subtask (Flink
-schedules batch jobs by pipelined region for this reason). Before that rule, a finished
-producer kept its shared slot for a consumer that could not start until producers still
-queued for slots had run: a(8) -> b(8) on 2 slots deadlocked, and a failed subtask's retry
-waited out slot.request.timeout beside a slot held by a FINISHED subtask.
+schedules batch jobs by pipelined region for this reason). A finished producer that
+kept its shared slot for a consumer that cannot start until producers still queued for
+slots have run would deadlock a(8) -> b(8) on 2 slots, and a failed subtask's retry would
+wait out slot.request.timeout beside a slot held by a FINISHED subtask.
 """
 
 from __future__ import annotations

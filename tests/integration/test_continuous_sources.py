@@ -69,6 +69,9 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
 
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60)
         assert client.status(job_id).value == "FINISHED"
+        # Its end stored, the job leaves nothing behind in its sink's staging directory
+        # (the marker of its published rounds, which only a recovery needed, included).
+        eventually(lambda: not (tmp_path / "out" / "_flink_staging").exists(), 30, "the staging directory gone")
 
         third = write_corpus(tmp_path / "in", files=2, seed=3, first=5)
         resumed = client.submit(
@@ -83,9 +86,9 @@ def test_continuous_job_picks_up_new_files_and_resumes_from_a_savepoint(
 
 
 def test_three_savepoints_then_a_stop_of_a_stateful_continuous_job(minicluster: MiniCluster, tmp_path: Path) -> None:
-    """Issue 9: the first savepoint's copy rewrote the live keyed-state path to a relative
-    one, so every later savepoint failed (FileNotFoundError 'state/...') and a stop after
-    it ended FINISHED with no savepoint: the state was gone."""
+    """A savepoint's copy leaves the live keyed state's path as it is: a copy that rewrote it
+    (to a relative one) would fail every later savepoint (FileNotFoundError 'state/...'),
+    and a stop after it would end FINISHED with no savepoint, the state gone."""
     corpus = write_corpus(tmp_path / "in", files=2, seed=1)
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
@@ -115,7 +118,7 @@ def test_three_savepoints_then_a_stop_of_a_stateful_continuous_job(minicluster: 
 def test_a_stop_whose_savepoint_fails_leaves_the_continuous_job_running(
     minicluster: MiniCluster, tmp_path: Path
 ) -> None:
-    """Issue 9: as in Flink, a stop whose savepoint fails leaves the job RUNNING and says
+    """As in Flink, a stop whose savepoint fails leaves the job RUNNING and says
     why; a target that cannot be written is refused before the stop changes anything."""
     corpus = write_corpus(tmp_path / "in", files=8, seed=1)
     blocked = tmp_path / "not-a-directory"

@@ -137,10 +137,11 @@ def test_unknown_job_is_a_json_404(rest: httpx.Client) -> None:
 
 
 def test_archived_overview_is_rebuilt_with_task_counts() -> None:
-    from flink_runtime.jobmanager.snapshots import overview_from_details
+    from flink_runtime.jobmanager.archived_jobs import from_archive
+    from flink_runtime.rest.job_views import job_overview
 
-    details = recorded("job_finished")
-    overview = overview_from_details(details)
+    details = recorded("job_finished")  # what the job store held of a job before it archived records
+    overview = job_overview(from_archive(details, None)[0].summary())
     assert overview["tasks"]["finished"] == 2 and overview["tasks"]["total"] == 2
     assert overview["jobType"] == "BATCH" and overview["state"] == "FINISHED"
     assert_flink_shape({"jobs": [overview]}, "jobs_overview")

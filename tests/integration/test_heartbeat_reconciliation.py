@@ -1,4 +1,4 @@
-"""Reconciliation through heartbeats on a real MiniCluster (issue 10): every
+"""Reconciliation through heartbeats on a real MiniCluster: every
 HeartbeatResponse lists the executions its TaskManager runs, and the JobManager
 
 - fails an execution it believes running that the TaskManager no longer has (its final

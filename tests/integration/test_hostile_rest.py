@@ -1,4 +1,4 @@
-"""Hostile input against every REST endpoint of a real JobManager (issue 9).
+"""Hostile input against every REST endpoint of a real JobManager.
 
 Hypothesis generates JobGraphs, job configs, savepoint bodies, path segments and query
 parameters, mostly almost-right (the shapes a confused or malicious client sends); each

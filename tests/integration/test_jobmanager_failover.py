@@ -5,9 +5,10 @@ Real processes. The restarted JobManager finds the running job in its job store
 registered again, and runs only what that checkpoint had not completed. The plain case
 (kill, restart, exact output, recovered run skips checkpointed splits, earlier jobs still
 queryable) is part of tests/integration/test_chaos.py; these are the sharper edges.
-Checkpoint ids continuing across one or two JobManager recoveries (issue 8: a recovered
-job numbered from 1 again) are checked by the simulator's checkpoint-id invariants in
-every schedule that kills the JobManager of a checkpointing job (tests/simulation/).
+Checkpoint ids continuing across one or two JobManager recoveries (a recovered job
+numbering from 1 again would reuse chk-<id> folders and store rows) are checked by the
+simulator's checkpoint-id invariants in every schedule that kills the JobManager of a
+checkpointing job (tests/simulation/).
 """
 
 from __future__ import annotations
@@ -106,10 +107,10 @@ def test_tasks_of_a_killed_jobmanager_never_complete_its_recovered_job(tmp_path:
 
 
 def test_a_jobmanager_killed_during_a_stop_leaves_the_job_recoverable_with_all_its_input(tmp_path: Path) -> None:
-    """Issue 8: sources that ended because of a stop-with-savepoint were checkpointed as
-    finished; the JobManager died before the savepoint, and the recovered job ended
-    FINISHED with 16 of 45 splits processed. A stop that did not complete must leave the
-    job as it was: recovered, it reads every split it had not completed."""
+    """A stop that did not complete leaves the job as it was: recovered, it reads every split
+    it had not completed. Had the sources that ended for the stop been checkpointed as
+    finished, a JobManager dying before the savepoint would leave a recovered job that ends
+    FINISHED with most of its splits unread."""
     count = 120_000
     graph = modulo_sum_job(tmp_path / "out", count=count, modulo=7, name="stopped mid-way")
     graph.vertices[0].config.update({"splits": 30, "seconds_per_split": 0.5})

@@ -41,8 +41,9 @@ def test_taskmanagers_register_again_after_the_jobmanager_comes_back(tmp_path) -
 
 
 def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
-    """Issue 8: the store kept every finished job (1,210 rows at jobstore.max-capacity
-    100), so jobs pruned or expired in memory came back with the next JobManager."""
+    """Jobs pruned (jobstore.max-capacity) or expired in memory leave the store too: a
+    store that kept every finished job would grow without bound and bring them back with
+    the next JobManager."""
     # The expiration must outlast a JobManager restart and a Flink CLI call on a loaded
     # machine (both come before the jobs may expire), hence 20 s, not less.
     properties = {"jobstore.max-capacity": "3", "jobstore.expiration-time": "20 s"}
@@ -70,7 +71,7 @@ def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
             jobs = client.list_jobs()
         assert sorted(job["name"] for job in jobs) == ["short 3", "short 4", "short 5"]
         # Jobs of the earlier JobManager answer as live ones do: task counts (Flink's CLI
-        # once failed on `tasks: {}`), status, execution result, and no second end.
+        # fails on `tasks: {}`), status, execution result, and no second end.
         assert all(job["tasks"]["finished"] == job["tasks"]["total"] == 1 for job in jobs)
         archived = jobs[0]["jid"]
         assert httpx.get(f"{cluster.rest_url}/v1/jobs/{archived}/status").json() == {"status": "FINISHED"}
@@ -91,8 +92,8 @@ def test_finished_jobs_stay_pruned_after_a_restart(tmp_path: Path) -> None:
 
 
 def test_a_job_whose_recovery_keeps_killing_the_jobmanager_is_given_up(tmp_path: Path) -> None:
-    """Issue 9: a job whose recovery crashed the JobManager was recovered by every
-    restarted JobManager, which crashed again. The store counts recoveries that never
+    """A job whose recovery crashes the JobManager would otherwise be recovered by every
+    restarted JobManager, each crashing again. The store counts recoveries that never
     reached RUNNING (as three JobManager deaths during recovery leave it here); the next
     JobManager marks the job FAILED with the reason and comes up."""
     database = tmp_path / "cluster" / "jobstore.db"

@@ -1,10 +1,10 @@
-"""Supervision escalates by default (issue 23, item 4), in an in-process MiniCluster: when
+"""Supervision escalates by default, in an in-process MiniCluster: when
 one of its endpoints fails in a handler of its own (not a JobMaster's: that fails only the
 job, tests/integration/test_supervision.py), nothing keeps serving from a state that is
 now unknown. A library must not end the program that hosts it, so the cluster shuts
 down and keeps the reason: its REST URL refuses connections, and the next call on it
 (`rest_url`, `call`, leaving the `with` block) raises MiniClusterFailed naming the
-endpoint, the handler and the error. Before, the endpoint logged the error and went on.
+endpoint, the handler and the error.
 
 The embedded cluster (a MiniCluster in a process of its own) ends its process instead:
 tests/airflow/test_embedded_supervision.py."""

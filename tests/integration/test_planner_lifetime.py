@@ -1,9 +1,9 @@
 """The planner process lives and dies with its JobManager, and a slow warm-up of it holds
-nothing up (issue 22, item 4).
+nothing up.
 
-Every `kill -9` of a JobManager used to leave its planner process and the planner's
-Spark JVM (~520 MB) running for ever, holding the JobManager's log file; and a job
-recovered while the planner was warming up waited up to 300 s in INITIALIZING.
+A planner that outlived a `kill -9` of its JobManager would keep itself and its Spark
+JVM (~520 MB) running for ever, holding the JobManager's log file; and a job recovered
+while the planner warms up must not wait for it in INITIALIZING (up to 300 s).
 """
 
 from __future__ import annotations

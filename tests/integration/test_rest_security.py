@@ -223,7 +223,7 @@ def test_a_jobmanager_on_every_interface_without_a_token_refuses_to_start(tmp_pa
 
 def test_a_rebound_page_can_neither_submit_nor_read(minicluster: MiniCluster) -> None:
     # What a page at http://evil.example:PORT sends once evil.example resolves to 127.0.0.1:
-    # its own name as Host and Origin, a valid JobGraph as JSON (curl in issue 22).
+    # its own name as Host and Origin, a valid JobGraph as JSON.
     url = minicluster.rest_url
     port = url.rsplit(":", 1)[1]
     rebound = {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"}

@@ -1,4 +1,4 @@
-"""Forged RPC against a real cluster (issues 9 and 22): a raw ZeroMQ peer that never
+"""Forged RPC against a real cluster: a raw ZeroMQ peer that never
 registered sends the project's own messages to the JobManager and to a TaskManager.
 Nothing it sends changes any state, with a configured cluster secret or without one:
 RPC is authenticated always (a MiniCluster makes its own secret, standalone processes

@@ -1,4 +1,4 @@
-"""The suite fails a run that leaves a process behind (tests/helpers/leftovers.py, issue 22.4).
+"""The suite fails a run that leaves a process behind (tests/helpers/leftovers.py).
 
 A real pytest run of a test that starts a detached process and forgets it: the run fails
 naming that process, and the process is gone afterwards. Processes of other runs (this

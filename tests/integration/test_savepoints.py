@@ -91,8 +91,9 @@ def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
 
 
 def test_stop_then_resume_keeps_the_static_side_of_a_join(minicluster: MiniCluster, tmp_path: Path) -> None:
-    """Issue 8: the small side of a join (one file, read at once) was recorded as read by
-    the stop's savepoint, so the resumed join saw an empty table and published 0 rows."""
+    """The resumed join reads its small side (one file, read at once) again: had the stop's
+    savepoint recorded it as read, the resumed join would see an empty table and publish
+    0 rows."""
     expected = write_corpus(tmp_path / "in", files=12)
     (tmp_path / "lengths.json").write_text(
         "\n".join(json.dumps({"word": word, "length": len(word)}) for word in expected) + "\n"
@@ -199,8 +200,8 @@ def stop_whose_savepoint_fails(client: JobClient, job_id: str, target: Path) -> 
 def test_a_batch_job_whose_stop_fails_keeps_running_and_finishes_all_its_input(
     minicluster: MiniCluster, tmp_path: Path
 ) -> None:
-    """Issue 9: a batch job whose stop-with-savepoint failed ended FINISHED with part of
-    its input unread. As in Flink it stays RUNNING; the totals cover every file once."""
+    """As in Flink, a batch job whose stop-with-savepoint fails stays RUNNING (ending
+    FINISHED would leave part of its input unread); the totals cover every file once."""
     expected = write_corpus(tmp_path / "in", files=12)
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
@@ -242,7 +243,9 @@ def test_a_failed_stop_of_a_job_without_aggregation_adds_the_rest_of_its_rows(
 def test_one_stop_at_a_time_and_a_retried_trigger_id_gets_the_same_request(
     minicluster: MiniCluster, tmp_path: Path
 ) -> None:
-    """Issue 9: 200 savepoint triggers on one job were all accepted at once."""
+    """A job takes one savepoint request at a time: another is refused (409) naming the one
+    in progress, so a burst of triggers cannot pile up; a retry with the same triggerId is
+    the same request."""
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(sleep_job(3.0, name="slow to stop"))
         wait_running(client, job_id)

@@ -272,9 +272,10 @@ def test_partitions_are_released_when_the_job_ends(minicluster, spark, text_dir,
 
 
 def test_cancel_interrupts_the_running_spark_job(minicluster, spark, text_dir, tmp_path) -> None:
-    """A cancelled task cancels its Spark jobs at once. Before, SparkSession.interruptTag
-    found nothing to interrupt on a classic session: the task was given up after
-    task.cancellation.timeout and its Spark job ran on, holding the executors."""
+    """A cancelled task cancels its Spark jobs at once. On a classic session
+    SparkSession.interruptTag finds nothing to interrupt (spark/session.py): were it used,
+    the task would be given up after task.cancellation.timeout and its Spark job run on,
+    holding the executors."""
     pipeline = Pipeline("endless", parallelism=1)
     pipeline.read_text(str(text_dir / "*.txt")).transform("tests.helpers.transforms:endless").write_json(
         str(tmp_path / "out")

@@ -1,8 +1,8 @@
 """TaskManagers on a real Spark standalone cluster (`spark.master: spark://...`).
 
-Issue 8: without `spark.cores.max` the first TaskManager's Spark application took every
-core of the cluster, the second waited with `Initial job has not accepted any
-resources`, and the job hung for over ten minutes. Each TaskManager now asks for its
+Without `spark.cores.max` the first TaskManager's Spark application would take every
+core of the cluster, the second would wait with `Initial job has not accepted any
+resources`, and the job would hang. So each TaskManager asks for its
 slots' worth of cores, the JobManager's plan checks take none, and a task whose
 application gets no executor within `taskmanager.spark.resource-wait-timeout` fails
 with that reason. The tasks' Spark work runs in the worker's executors (their logs say

@@ -1,4 +1,4 @@
-"""Supervision of JobMasters on a real MiniCluster (issue 10): an exception injected into
+"""Supervision of JobMasters on a real MiniCluster: an exception injected into
 a JobMaster's handler, callback or slot event fails that job globally with that
 exception, never leaves it stuck, and the cluster goes on running other jobs."""
 

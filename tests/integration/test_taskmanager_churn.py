@@ -1,8 +1,8 @@
 """Stress: TaskManager processes come and go, SIGKILLed or stopped, against one JobManager.
 
-Issue #8: after many TaskManagers had come and gone, a JobManager stopped accepting
-connections on its RPC port: new TaskManagers said ready but never registered, and its
-ZeroMQ I/O thread was blocked in a socket-monitor send. Here rounds of TaskManager
+After many TaskManagers have come and gone, a JobManager must still accept connections
+on its RPC port: were its ZeroMQ I/O thread blocked in a socket-monitor send
+(rpc/service.py, `disconnect`), new TaskManagers would say ready and never register. Here rounds of TaskManager
 processes register and leave (half SIGKILL, half SIGTERM, all at once), and then the
 JobManager must still do everything a fresh one does: notice each leaving TaskManager
 without waiting for the heartbeat timeout, register a new one within seconds, run a
@@ -35,7 +35,7 @@ ROUNDS = 3
 TASKMANAGERS_PER_ROUND = 6
 PROPERTIES = {
     # A heartbeat timeout far above the waits below: a TaskManager that leaves must be
-    # noticed through its connection (or its goodbye), the path the bug broke.
+    # noticed through its connection (or its goodbye), the path a blocked I/O thread breaks.
     "heartbeat.interval": "1 s",
     "heartbeat.timeout": "60 s",
     "slot.request.timeout": "10 s",
@@ -104,7 +104,7 @@ def test_jobmanager_keeps_accepting_after_taskmanagers_churn(tmp_path: Path) -> 
         churned = ROUNDS * TASKMANAGERS_PER_ROUND
         churn_seconds = time.monotonic() - began
 
-        # A newcomer registers within seconds (the bug: never), and a job runs on it.
+        # A newcomer registers within seconds (with a blocked I/O thread: never), and a job runs on it.
         newcomer = start_taskmanagers(cluster, ["newcomer"], slots=2)[0]
         registration = wait_for_ids(
             cluster, lambda registered: registered == {"newcomer"}, f"after {churned} TaskManagers: no newcomer", 5

@@ -1,8 +1,8 @@
 """A partition a consumer cannot see fails the job with the reason, never reads as empty.
 
-Issue 8: three TaskManagers whose data folders (io.tmp.dirs) were not shared ran a word
-count to FINISHED with half the total: a consumer counted every partition it could not
-find as empty. Here two TaskManagers run in working directories of their own with the
+TaskManagers whose data folders (io.tmp.dirs) are not shared must not run a word count
+to FINISHED with part of the total, a consumer counting every partition it cannot find
+as empty. Here two TaskManagers run in working directories of their own with the
 relative `io.tmp.dirs: data`: the same path names a different folder on each, as it
 would on hosts that do not share it, so each consumer finds only the partitions
 produced on its own TaskManager. Each producer

@@ -1,7 +1,7 @@
-"""A job's code never runs inside the JobManager process (issue 9).
+"""A job's code never runs inside the JobManager process.
 
-`transform: "sys:exit"` used to answer 500 and end the JobManager, and any module named
-in a transform was imported into it. Preparing a job now happens in the planner
+There, `transform: "sys:exit"` would answer 500 and end the JobManager, and any module
+named in a transform would be imported into it. Preparing a job happens in the planner
 process: whatever the job's code does there fails that submission with a 400 and the
 reason, and the JobManager keeps serving.
 """
@@ -84,8 +84,8 @@ def planner_of(standalone: StandaloneCluster) -> psutil.Process:
 
 
 def test_a_transform_past_the_planner_memory_limit_is_refused_naming_it_and_the_planner_serves_on(cluster) -> None:
-    """Issue 22.4: a 3 GiB allocation in a transform used to be accepted; the default
-    jobmanager.planner.memory (2 gb) refuses it, and the same warm planner plans the next job."""
+    """A 3 GiB allocation in a transform is past the default jobmanager.planner.memory
+    (2 gb): the submission is refused naming it, and the same warm planner plans the next job."""
     standalone, work = cluster
     planner = planner_of(standalone)
     with JobClient(standalone.rest_url, timeout=120) as client:

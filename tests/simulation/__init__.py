@@ -1,4 +1,4 @@
-"""A deterministic simulator of the control plane (issue 23, item 3).
+"""A deterministic simulator of the control plane.
 
 The real JobManager, JobMaster and TaskExecutor run on a virtual clock (clock.py) and
 an in-memory network whose deliveries a seeded scheduler delays, drops and reorders

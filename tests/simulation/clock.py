@@ -123,6 +123,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def __init__(self) -> None:
         self.clock = VirtualClock()
+        # How long (virtual seconds) a piece of work handed to a worker thread takes; the
+        # world makes some take time (a continuous job's publish), so that what arrives
+        # meanwhile (a stop) finds it under way. Zero: done within the same instant.
+        self.work_duration: Callable[[Callable[..., Any]], float] = lambda func: 0.0
         super().__init__(_VirtualSelector(self.clock))
         self._clock_resolution = 1e-9
         self.set_default_executor(InlineExecutor())
@@ -198,14 +202,19 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if executor is not None and not isinstance(executor, InlineExecutor):
             return super().run_in_executor(executor, func, *args)
         future = self.create_future()
+        duration = self.work_duration(func)
         try:
             result = func(*args)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:  # noqa: BLE001 - the awaiting coroutine gets it
-            self.call_soon(_settle, future, None, exc)
+            outcome: tuple[Any, BaseException | None] = (None, exc)
         else:
-            self.call_soon(_settle, future, result, None)
+            outcome = (result, None)
+        if duration > 0:
+            self.call_later(duration, _settle, future, *outcome)
+        else:
+            self.call_soon(_settle, future, *outcome)
         return future
 
     def _write_to_self(self) -> None:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 
+from flink_runtime.checkpoint.metadata import read_metadata
 from tests.simulation.plan import Schedule
-from tests.simulation.world import World
+from tests.simulation.world import World, run_of
 
 
 def check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> None:
@@ -54,6 +55,8 @@ def check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> No
                 )
                 world.violate(kind, f"the stop of {spec.name} is still {answer} {why}")
             continue
+        if spec.continuous:
+            continue  # its rounds number their splits anew: check_continuous checks its files
         record = world.store.jobs.get(job_id)
         status = record.status if record is not None else "NOT STORED"
         published = [ns for ns in world.published if ns.startswith(job_id)]
@@ -86,6 +89,48 @@ def check_stops(world: World, schedule: Schedule, job_ids: dict[str, str]) -> No
                     f"the stop of {spec.name} succeeded ({outcome}), yet it ended {status} "
                     f"with {len(savepoints)} savepoints stored",
                 )
+
+
+def check_continuous(world: World, schedule: Schedule, job_ids: dict[str, str]) -> None:
+    """A continuous job ends by its stop (FINISHED) or a cancel. Stopped, its savepoint is
+    where the next run of the pipeline resumes: every file it records as read must be
+    published (else it is lost), and every file published must be recorded (else the
+    next run reads it again), except one a run before a JobManager failover published
+    after the checkpoint its successor recovered from: the successor reads it again
+    (at-least-once, as a file sink without two-phase commit), counted."""
+    for spec in schedule.jobs:
+        if not spec.continuous:
+            continue
+        job_id = job_ids[spec.name]
+        record = world.store.jobs.get(job_id)
+        status = record.status if record is not None else "NOT STORED"
+        sink = world.sinks.get(job_id, {})
+        published = set(sink)
+        if status == "CANCELED" and job_id in world.cancelled:
+            world.note("continuous job cancelled")
+            continue
+        savepoints = [c for c in world.store.checkpoints(job_id) if c.is_savepoint]
+        if status != "FINISHED" or not savepoints:
+            world.violate(
+                "continuous", f"{spec.name} ended {status} with {len(savepoints)} savepoints: only a stop ends it"
+            )
+            continue
+        progress = read_metadata(savepoints[-1].location)
+        source = progress.vertices.get("source")
+        recorded = set(source.completed_files) if source is not None else set()
+        world.note("continuous job stopped")
+        stopped_run = run_of(world.stops[job_id][2]) if job_id in world.stops else None
+        for file in sorted(published - recorded):
+            if sink[file] != stopped_run:
+                world.note("continuous: a file published before a JobManager failover is read again")
+                published.discard(file)
+        if recorded != published:
+            world.violate(
+                "continuous/savepoint",
+                f"{spec.name}'s stop savepoint records {sorted(recorded)} as read, but the job published "
+                f"{sorted(published)} (not published: {sorted(recorded - published)}; published, "
+                f"not recorded: {sorted(published - recorded)})",
+            )
 
 
 def check_cancelled(world: World) -> None:

@@ -5,7 +5,7 @@ runs it, outcome.py checks how it ended)."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flink_runtime.jobgraph.jobgraph import DistributionPattern, JobGraph, JobVertex, Partitioner
 from tests.simulation.network import NetworkFaults
@@ -39,6 +39,19 @@ class JobSpec:
     # "trigger" (a savepoint) or "stop" (stop-with-savepoint), requested at savepoint_at.
     savepoint: str | None = None
     savepoint_at: float = 0.0
+    # A continuous source (monitor_interval > 0): its input is `splits` files at submit,
+    # and one more file at each of `arrivals`; it runs in rounds until a stop ends it.
+    monitor_interval: float = 0.0
+    arrivals: list[float] = field(default_factory=list)
+
+    @property
+    def continuous(self) -> bool:
+        return self.monitor_interval > 0
+
+    def files_at(self, now: float) -> list[str]:
+        """The source's input files that exist at `now` (one split each)."""
+        arrived = sum(1 for at in self.arrivals if at <= now)
+        return [f"{self.name}-{number:03d}" for number in range(self.splits + arrived)]
 
 
 @dataclass
@@ -73,14 +86,18 @@ class Schedule:
                 line += f", cancelled at t={j.cancel_at:.3f}"
             if j.savepoint is not None:
                 line += f", {'stop-with-savepoint' if j.savepoint == 'stop' else 'savepoint'} at t={j.savepoint_at:.3f}"
+            if j.continuous:
+                arrivals = ", ".join(f"{at:.3f}" for at in j.arrivals)
+                line += f", continuous (every {j.monitor_interval:.3f} s; files arrive at t={arrivals})"
             lines.append(line)
         lines += [f"  t={e.at:.3f} {e}" for e in self.events]
         return lines
 
 
-def generate(seed: int, clients: bool = True) -> Schedule:
+def generate(seed: int, clients: bool = True, continuous: bool = True) -> Schedule:
     """clients=False: the schedule as it was before consumer vertices, cancels and
-    savepoints were drawn (they are drawn last), for the seeds replayed as regression tests."""
+    savepoints were drawn (they are drawn last), for the seeds replayed as regression tests;
+    continuous=False: before continuous sources were drawn (from an RNG of their own)."""
     rng = random.Random(seed)
     profile = PROFILES[rng.randrange(len(PROFILES))]
     task_managers = [rng.randint(1, 2) for _ in range(rng.randint(1, 3))]
@@ -140,6 +157,8 @@ def generate(seed: int, clients: bool = True) -> Schedule:
         if checkpoint_interval and not spec.consumers and rng.random() < 0.3:
             spec.savepoint = rng.choice(["trigger", "stop"])
             spec.savepoint_at = spec.submit_at + rng.uniform(0.05, 1.5)
+    if clients and continuous:
+        _draw_continuous_sources(random.Random(seed * 7907 + 3), jobs)
     return Schedule(
         seed,
         profile,
@@ -154,6 +173,21 @@ def generate(seed: int, clients: bool = True) -> Schedule:
     )
 
 
+def _draw_continuous_sources(rng: random.Random, jobs: list[JobSpec]) -> None:
+    """Some jobs watch their input: files arrive while they run, and a client stops them
+    with a savepoint (what a DAG does to end a run of a continuous job). From an RNG of
+    its own, so that every other draw of a seed is what it was before. Not a job with a
+    consumer: its stop's savepoint copies finished partitions with a blocking ask from a
+    worker thread, which the simulator's inline executor cannot serve."""
+    for spec in jobs:
+        if spec.consumers or rng.random() >= 0.15:
+            continue
+        spec.monitor_interval = rng.uniform(0.1, 1.0)
+        spec.arrivals = sorted(spec.submit_at + rng.uniform(0.2, 8.0) for _ in range(rng.randint(1, 4)))
+        spec.savepoint = "stop"  # nothing else ends it
+        spec.savepoint_at = spec.submit_at + rng.uniform(0.5, 10.0)
+
+
 def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
     vertex = JobVertex(
         id="source",
@@ -162,6 +196,8 @@ def job_graph(spec: JobSpec, job_id: str) -> JobGraph:
         parallelism=spec.parallelism,
         config={"splits": spec.splits},
     )
+    if spec.continuous:
+        vertex.config["continuous"] = {"monitor_interval": spec.monitor_interval}
     graph = JobGraph(name=spec.name, vertices=[vertex], job_id=job_id)
     if spec.consumers:
         sink = graph.add_vertex(

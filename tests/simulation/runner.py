@@ -207,8 +207,15 @@ def in_subprocess(function: Callable[..., T], *args: Any) -> T:
         return pool.apply(function, args)
 
 
-def replay(seed: int, transport_faults: bool = False) -> Result:
-    return run(seed, record=True, transport_faults=transport_faults)
+def replay(seed: int, transport_faults: bool = False, continuous: bool = False) -> Result:
+    """A pinned seed's schedule as its replay test knows it (before continuous sources
+    were drawn, unless `continuous`)."""
+    return run(seed, record=True, transport_faults=transport_faults, continuous=continuous)
+
+
+def replay_continuous(seed: int) -> Result:
+    """A seed as test_schedules runs it, continuous sources included."""
+    return replay(seed, continuous=True)
 
 
 def failing_seeds_with_lost_splits(seeds: int, enough: int = 3) -> list[tuple[int, list[str]]]:

@@ -33,7 +33,15 @@ from flink_runtime.rpc.service import RpcException
 from tests.simulation.clock import SimulationStuck, VirtualTimeLoop, deterministic
 from tests.simulation.invariants import Invariants, check_restores
 from tests.simulation.network import NetworkFaults, SimRpc
-from tests.simulation.outcome import all_terminal, check_cancelled, check_settled, check_stops, dump, liveness_kind
+from tests.simulation.outcome import (
+    all_terminal,
+    check_cancelled,
+    check_continuous,
+    check_settled,
+    check_stops,
+    dump,
+    liveness_kind,
+)
 from tests.simulation.plan import Event, JobSpec, Schedule, generate, job_graph
 from tests.simulation.tasks import TaskFaults
 from tests.simulation.world import DATA_ROOT, World, cluster_config
@@ -68,12 +76,19 @@ class Result:
 
 
 def run(
-    seed: int, record: bool = True, transport_faults: bool = False, verbose: bool = False, clients: bool = True
+    seed: int,
+    record: bool = True,
+    transport_faults: bool = False,
+    verbose: bool = False,
+    clients: bool = True,
+    continuous: bool = True,
 ) -> Result:
     """transport_faults: let chaos schedules also drop, duplicate and reorder messages on a
     live connection, which TCP and ZeroMQ never do (the runtime relies on per-connection
-    order); off by default, for exploring what the protocol would need to survive it."""
-    schedule = generate(seed, clients)
+    order); off by default, for exploring what the protocol would need to survive it.
+    clients/continuous: see plan.generate (False replays a seed as it was when its bug
+    was found)."""
+    schedule = generate(seed, clients, continuous)
     if not transport_faults:
         schedule.network.drop = schedule.network.duplicate = 0.0
         schedule.network.fifo = True
@@ -136,6 +151,7 @@ async def _run(
     client.world = world  # type: ignore[attr-defined]  # where the leader is
     client.acknowledged = set()  # type: ignore[attr-defined]  # jobs whose submission was answered Success
     job_ids = {spec.name: f"{schedule.seed % 0xFFFFFFFF:08x}{number:024x}" for number, spec in enumerate(schedule.jobs)}
+    world.specs = {job_ids[spec.name]: spec for spec in schedule.jobs}
     background: set[asyncio.Task[Any]] = set()
 
     def spawn(coroutine: Any) -> None:
@@ -213,6 +229,7 @@ async def _until_done(
     check_restores(world, job_ids)
     check_cancelled(world)
     check_stops(world, schedule, job_ids)
+    check_continuous(world, schedule, job_ids)
 
 
 async def _submit(client: SimRpc, spec: JobSpec, job_id: str, trace: Callable[[str], None]) -> None:
@@ -263,6 +280,17 @@ async def _cancel(client: SimRpc, world: World, spec: JobSpec, job_id: str) -> N
 
 
 async def _savepoint(world: World, spec: JobSpec, job_id: str, target: str) -> None:
+    """A client's savepoint or stop. A continuous job ends only by a stop: its client (a
+    DAG's stop task, retried) stops it again until the job store says it ended."""
+    for _ in range(60 if spec.continuous else 1):
+        await _savepoint_once(world, spec, job_id, target)
+        record = world.store.jobs.get(job_id)
+        if not spec.continuous or (record is not None and record.is_terminal):
+            return
+        await asyncio.sleep(1.0)
+
+
+async def _savepoint_once(world: World, spec: JobSpec, job_id: str, target: str) -> None:
     """A client triggers a savepoint or stops the job with one, as the REST handlers do
     (JobManager.operations, in its mailbox), then polls the request's status; it asks
     again while the job is not running yet (or its JobManager is down), a few times."""

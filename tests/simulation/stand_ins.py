@@ -2,7 +2,10 @@
 job store (SQL, fenced by the HA lease's token), in memory and instant.
 
 SimPlanner prepares sources with `splits` input splits and "publishes" a finished job's
-output (World.publish: the chunks its subtasks committed); SimJobStore makes the calls
+output (World.publish: the chunks its subtasks committed). A continuous source's splits
+are files, one each: those that have arrived (JobSpec.files_at) and were not read before,
+as SparkTask lists them; its sink is the world's (World.publish_files), with SparkTask's
+rules for a path that holds data (published_before). SimJobStore makes the calls
 the JobManager makes of JobStore, kept in memory across JobManager crashes, as the
 database keeps them.
 """
@@ -41,20 +44,51 @@ class SimPlanner:
     def run(self, function: Callable[..., Any], *args: Any, timeout: float) -> Any:
         if function is planner_tasks.prepare_job:
             graph = JobGraph.from_json(args[0])
+            restored: dict[str, Any] = args[2]
+            prepared = {}
+            for vertex in graph.vertices:
+                if "continuous" in vertex.config:
+                    saved = restored.get(vertex.id)
+                    self.world.check_sink_target(graph)
+                    if saved is not None:  # as io.restore_sink_chunks: they join this run's output
+                        self.world.restore_sink_chunks(graph, args[3], saved.sink_chunks)
+                    done = set(saved.completed_files) if saved is not None else set()
+                    prepared[vertex.id] = self._continuous(graph, vertex.id, done)
+                elif "splits" in vertex.config:
+                    prepared[vertex.id] = Prepared(splits=[InputSplit(n) for n in range(vertex.config["splits"])])
+                else:
+                    prepared[vertex.id] = Prepared()
+            return prepared
+        if function is planner_tasks.prepare_sources:
+            graph = JobGraph.from_json(args[0])
+            completed_files: dict[str, list[str]] = args[2]
             return {
-                vertex.id: Prepared(
-                    splits=[InputSplit(split_number=n) for n in range(vertex.config["splits"])]
-                    if "splits" in vertex.config
-                    else []
-                )
-                for vertex in graph.vertices
+                vertex_id: self._continuous(graph, vertex_id, set(done)) for vertex_id, done in completed_files.items()
             }
         if function is planner_tasks.run_terminal_hooks:
-            job_graph_json, _config, _prepared, data_namespace, status = args[:5]
+            job_graph_json, _config, _prepared, data_namespace, status, continuation, more_rounds = args[:7]
+            graph = JobGraph.from_json(job_graph_json)
             if status is JobStatus.FINISHED:
-                self.world.publish(JobGraph.from_json(job_graph_json), data_namespace)
+                self.world.publish(graph, data_namespace)
+            if graph.vertices[0].config.get("continuous"):
+                self.world.publish_files(graph, data_namespace, status, continuation, more_rounds)
+            return None
+        if function is planner_tasks.forget_job:
+            self.world.sink_markers.discard(JobGraph.from_json(args[0]).job_id or "")
             return None
         raise AssertionError(f"the simulated planner does not run {function.__name__}")
+
+    def _continuous(self, graph: JobGraph, vertex_id: str, done: set[str]) -> Prepared:
+        """The files there are now and not read yet, one split each (numbered in this
+        preparation, as io.file_splits numbers them)."""
+        vertex = next(v for v in graph.vertices if v.id == vertex_id)
+        spec = self.world.specs[graph.job_id or ""]
+        files = [f for f in spec.files_at(self.world.loop.time()) if f not in done]
+        return Prepared(
+            splits=[InputSplit(n, payload={"files": [f]}) for n, f in enumerate(files)],
+            monitor_interval=vertex.config["continuous"]["monitor_interval"],
+            output_staging_dir=self.world.sink_staging_dir(graph.job_id or ""),
+        )
 
 
 class SimJobStore:

@@ -227,7 +227,7 @@ class SimTask:
                     if answer.split is None:
                         break
                     await self._work()
-                    self.world.commit_chunk(self, answer.split.split_number)
+                    self.world.commit_chunk(self, answer.split.split_number, answer.split.payload)
                     done = answer.split.split_number
             elif descriptor.input_gates:
                 # A consumer: reads its subpartition of every input partition where the

@@ -18,7 +18,9 @@ Crashes are kill -9: the endpoint's mailbox and timers stop, its transport unbin
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import functools
 import os
 import random
 import tempfile
@@ -193,6 +195,19 @@ class World:
         self.partitions: dict[tuple[str, str, int], dict[int, str]] = {}
         # data namespace -> what its job published: vertex id -> split -> subtask
         self.published: dict[str, dict[str, dict[int, int]]] = {}
+        # Continuous sources: job id -> its JobSpec (the files that have arrived), and
+        # (data namespace, split number) -> the file the split read there.
+        self.specs: dict[str, Any] = {}
+        self.split_files: dict[tuple[str, int], str] = {}
+        # A continuous job's sink: job id -> file -> the run (data namespace's run) that
+        # published it; and the jobs whose sink holds the published-rounds marker.
+        self.sinks: dict[str, dict[str, str]] = {}
+        self.sink_markers: set[str] = set()
+        # Its staged chunks, as folders the checkpoints list (committed_chunks.sink_chunks):
+        # a restored chunk's folder -> its file; data namespace -> the files restored into it.
+        self.restored_chunk_files: dict[str, str] = {}
+        self.restored_files: dict[str, set[str]] = {}
+        loop.work_duration = self._work_duration
         self.violations: list[str] = []
         # Job id -> when a client's CancelJob was answered CancellationSuccess, and by whom.
         self.cancelled: dict[str, tuple[float, str]] = {}
@@ -208,6 +223,17 @@ class World:
         self.on_publish: Callable[[JobGraph, str], None] = lambda graph, namespace: None
         self.on_chunk: Callable[[SimTask, int], None] = lambda task, split: None
         self.on_read: Callable[[SimTask, str, int, str], None] = lambda task, vertex, subtask, producer: None
+
+    def _work_duration(self, func: Callable[..., Any]) -> float:
+        """A continuous job's publish (its terminal hooks, in a worker) takes a while: a
+        stop or cancel can arrive while a round's output is being published."""
+        while isinstance(func, functools.partial):  # asyncio.to_thread: partial(ctx.run, f, *args)
+            runs_in_context = isinstance(getattr(func.func, "__self__", None), contextvars.Context)
+            func = func.args[0] if runs_in_context else func.func
+        owner = getattr(func, "__self__", None)
+        if getattr(func, "__name__", "") == "run_terminal_hooks" and getattr(owner, "is_continuous", False):
+            return self.rng.uniform(0.0, 0.5)
+        return 0.0
 
     def violate(self, kind: str, what: str) -> None:
         """An invariant broke: `kind` names which (the test tells known bugs by it)."""
@@ -377,9 +403,15 @@ class World:
         d = task.descriptor
         return f"{d.job_name}/{d.vertex_id}[{d.subtask_index}]#{d.attempt_number}"
 
-    def commit_chunk(self, task: SimTask, split: int) -> None:
+    def commit_chunk(self, task: SimTask, split: int, payload: Any = None) -> None:
         d = task.descriptor
         self.on_chunk(task, split)
+        if isinstance(payload, dict) and payload.get("files"):
+            self.split_files[(task.namespace, split)] = payload["files"][0]
+            # The staged chunk a checkpoint records (SparkTask commits one per split).
+            os.makedirs(
+                os.path.join(self.sink_staging_dir(task.job_id), task.namespace, f"split-{split}"), exist_ok=True
+            )
         self.partitions.setdefault((task.namespace, d.vertex_id, d.subtask_index), {})[split] = d.execution_id
 
     def partition_location(self, task: SimTask, subpartitions: int) -> str:
@@ -434,6 +466,83 @@ class World:
         self.published[namespace] = output
         self.publish_times[namespace] = self.loop.time()
         self.on_publish(graph, namespace)
+
+    # -- a continuous job's sink (SparkTask's rules, operators/spark/io.py) ------------------------
+
+    def sink_staging_dir(self, job_id: str) -> str:
+        return os.path.join(str(self.config.raw("io.tmp.dirs")), "sinks", job_id, "_flink_staging")
+
+    def restore_sink_chunks(self, graph: JobGraph, namespace: str, chunks: list[str]) -> None:
+        """A checkpoint's staged chunks become part of the run restored from it (copied in
+        as `restored-<name>`); their files are published with the run's."""
+        staging = self.sink_staging_dir(graph.job_id or "")
+        for chunk in chunks:
+            name = os.path.basename(chunk.rstrip("/"))
+            if name.startswith("restored-"):
+                file = self.restored_chunk_files.get(chunk)
+            else:
+                chunk_namespace = os.path.relpath(os.path.dirname(chunk.rstrip("/")), staging)
+                file = self.split_files.get((chunk_namespace, int(name.removeprefix("split-"))))
+            if file is None:
+                self.violate("continuous/unknown-chunk", f"{graph.name} restores chunk {chunk}, of no file")
+                continue
+            copy = os.path.join(staging, namespace, f"restored-{name.removeprefix('restored-')}")
+            os.makedirs(copy, exist_ok=True)
+            self.restored_chunk_files[copy] = file
+            self.restored_files.setdefault(namespace, set()).add(file)
+
+    def check_sink_target(self, graph: JobGraph) -> None:
+        """Preparing a run of the job: a sink holding output refuses it (mode 'error')
+        unless the job published it in rounds (the marker): a recovered run goes on."""
+        job_id = graph.job_id or ""
+        if self.sinks.get(job_id) and job_id not in self.sink_markers:
+            self.violate(
+                "continuous/refused", f"a run of {graph.name} is refused: its sink holds output (mode 'error')"
+            )
+            raise ValueError("output path already exists and is not empty (mode 'error')")
+
+    def publish_files(
+        self, graph: JobGraph, namespace: str, status: Any, continuation: bool, more_rounds: bool
+    ) -> None:
+        """The files the round in `namespace` read move into the job's sink; a file the same
+        run published before is a duplicate (a run recovered from a checkpoint older than a
+        publish reads that input again: at-least-once, counted)."""
+        job_id = graph.job_id or ""
+        if status.value != "FINISHED":
+            self.sink_markers.discard(job_id)  # discard_sink_staging
+            return
+        sink = self.sinks.setdefault(job_id, {})
+        if sink and not continuation and job_id not in self.sink_markers:
+            self.violate("continuous/refused", f"{graph.name} publishes {namespace} over its own earlier output")
+            raise ValueError("output path already exists and is not empty (mode 'error')")
+        if more_rounds:
+            self.sink_markers.add(job_id)
+        run = run_of(namespace)
+        splits = self.published.get(namespace, {}).get("source", {})
+        files = [self.split_files.get((namespace, split)) for split in splits]
+        for split, file in [
+            *zip(splits, files, strict=True),
+            *((-1, f) for f in self.restored_files.get(namespace, ())),
+        ]:
+            if file is None:
+                self.violate(
+                    "continuous/unknown-split",
+                    f"{graph.name} publishes split {split} of {namespace}, read from no file",
+                )
+                continue
+            if file in sink:
+                if sink[file] == run:
+                    self.violate("exactly-once", f"{graph.name} published {file} twice in one run ({namespace})")
+                else:
+                    self.note("a file published again by a run recovered from a checkpoint older than the publish")
+            sink[file] = run
+
+
+def run_of(namespace: str) -> str:
+    """Which run of its job a data namespace belongs to: the first, or one recovered after
+    a JobManager restart (`<job>/run-<hex>`, and its rounds inside it)."""
+    parts = namespace.split("/")
+    return parts[1] if len(parts) > 1 and parts[1].startswith("run-") else "first"
 
 
 def _kill_endpoint(endpoint: RpcEndpoint) -> None:

@@ -265,11 +265,8 @@ def run_to(job: JobMaster, execution: Execution, state: ExecutionState, error: s
             job.update_task_execution_state(execution.attempt_id, step, None)
     if state is ExecutionState.FINISHED:
         for partition in execution.vertex.produced_partitions:
-            assert (
-                job.schedule_or_update_consumers(
-                    partition.partition_id, f"/data/{partition.partition_id}", execution.attempt_id, ADDRESS
-                )
-                is None
+            job.schedule_or_update_consumers(
+                partition.partition_id, f"/data/{partition.partition_id}", execution.attempt_id, ADDRESS
             )
     job.update_task_execution_state(execution.attempt_id, state, error, **extra)
 

@@ -1,5 +1,4 @@
-"""security.allowed-directories and '..': which paths a job may name (issue 9), links
-resolved (issue 22)."""
+"""security.allowed-directories and '..': which paths a job may name, links resolved."""
 
 from __future__ import annotations
 
@@ -64,7 +63,7 @@ def test_every_path_of_a_job_graph_is_checked() -> None:
     assert any("state.savepoints.dir" in problem for problem in problems)
 
 
-# -- symbolic links (issue 22, item 2): real folders and links in a temporary directory ------------
+# -- symbolic links: real folders and links in a temporary directory ----------------------------
 
 
 @pytest.fixture

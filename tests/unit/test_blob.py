@@ -636,7 +636,7 @@ def test_a_task_whose_library_cannot_be_had_fails_saying_why(tmp_path: Path, blo
     assert f"LibraryError: job library {key} is unknown to the blob server" in error
 
 
-# -- quota, streaming and expiry (issue 9) --------------------------------------------------------
+# -- quota, streaming and expiry ----------------------------------------------------------------
 
 
 def test_an_upload_streams_to_disk_and_commits_by_its_hash(tmp_path: Path) -> None:

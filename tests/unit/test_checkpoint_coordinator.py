@@ -279,7 +279,7 @@ def test_a_recovered_job_removes_its_half_written_savepoints(tmp_path: Path) -> 
 
 async def test_a_savepoint_target_that_became_a_link_out_after_the_request_is_not_written(tmp_path: Path) -> None:
     """security.allowed-directories, links resolved: checked at the request and again at
-    the write (issue 22), so a link made in between writes nothing outside."""
+    the write, so a link made in between writes nothing outside."""
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
     outside.mkdir()
     allowed.mkdir()

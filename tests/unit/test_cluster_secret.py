@@ -1,4 +1,4 @@
-"""Where the RPC's cluster secret comes from (security/cluster_secret.py, issue 22): the
+"""Where the RPC's cluster secret comes from (security/cluster_secret.py): the
 configuration, this user's 0600 file on loopback (real files, real processes racing to
 make it), or a refusal off loopback."""
 

@@ -17,6 +17,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import JobStatus
 from flink_runtime.jobmanager import checkpoint_retention
 from flink_runtime.jobmanager.checkpoint_retention import JobEndCleanup
+from flink_runtime.jobmanager.errors import TaskReportRefused
 from flink_runtime.jobmanager.task_fencing import TaskFencing
 from flink_runtime.rpc.messages import UpdateTaskExecutionState
 
@@ -142,14 +143,17 @@ def test_task_messages_of_another_jobmanager_run_are_refused_and_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fencing = TaskFencing()
-    assert fencing.refusal(report("current"), "current") is None
+    fencing.check(report("current"), "current")  # accepted: no error
+    refusals = []
     with caplog.at_level(logging.WARNING):
-        first = fencing.refusal(report("earlier"), "current")
-        again = fencing.refusal(report("earlier"), "current")
+        for _ in range(2):
+            with pytest.raises(TaskReportRefused) as refused:
+                fencing.check(report("earlier"), "current")
+            refusals.append(refused.value.reason)
     assert (
-        first
-        == again
-        == ("FencingTokenException: execution e1 was deployed by JobManager earlier, not by this JobManager (current)")
+        refusals
+        == ["FencingTokenException: execution e1 was deployed by JobManager earlier, not by this JobManager (current)"]
+        * 2
     )
     assert [r.getMessage() for r in caplog.records].count(
         "Refusing messages of tasks deployed by JobManager earlier (this is current); their TaskManagers cancel them."
@@ -159,6 +163,7 @@ def test_task_messages_of_another_jobmanager_run_are_refused_and_logged_once(
 def test_a_task_message_reaches_a_live_job_of_this_run_only() -> None:
     fencing, jobs = TaskFencing(), {"j1": "the job j1"}
     assert fencing.addressed_job(report("current"), "current", jobs) == "the job j1"
-    refused = fencing.addressed_job(report("earlier"), "current", jobs)
-    assert refused.startswith("FencingTokenException: execution e1 was deployed by JobManager earlier")
-    assert fencing.addressed_job(report("current"), "current", {}) == "unknown job j1"
+    with pytest.raises(TaskReportRefused, match="^FencingTokenException: execution e1 was deployed by JobManager ear"):
+        fencing.addressed_job(report("earlier"), "current", jobs)
+    with pytest.raises(TaskReportRefused, match="^unknown job j1$"):
+        fencing.addressed_job(report("current"), "current", {})

@@ -17,6 +17,7 @@ from flink_runtime.highavailability.exclusive_store import JobStoreInUse
 from flink_runtime.highavailability.lease_store import LeaderLease
 from flink_runtime.jobmanager.jobstore import JobStore, JobStoreError
 from flink_runtime.jobmanager.leadership import Leadership
+from flink_runtime.rest.cluster_routes import leader_json
 
 
 def lease(token: int, leader: str = "jm-a") -> LeaderLease:
@@ -92,7 +93,7 @@ def test_without_high_availability_it_leads_from_the_start() -> None:
     assert leadership.is_leader and leadership.fencing_cluster is None
     assert not leadership.store_lock_can_be_lost
     leadership.start()  # nothing to contend for
-    assert leadership.view() == {
+    assert leader_json(leadership.info()) == {
         "cluster-id": "default",
         "high-availability": "NONE",
         "is-leader": True,
@@ -108,12 +109,12 @@ async def test_a_standby_leads_once_granted_and_stands_by_again_once_revoked(tmp
     assert election.events == [("start",)]
 
     election.from_thread("on_leader_seen", lease(3, "jm-b"))  # a standby learns who leads
-    assert leadership.view()["leader"] == {"id": "jm-b", "fencing-token": 3, "rest-url": "http://a:2"}
+    assert leader_json(leadership.info())["leader"] == {"id": "jm-b", "fencing-token": 3, "rest-url": "http://a:2"}
 
     election.from_thread("on_grant", lease(4))
     await asyncio.sleep(0)  # the grant reaches the mailbox through the loop
     assert leadership.is_leader and host.calls == [("granted", 4)]
-    assert leadership.view()["is-leader"] and leadership.view()["leader"]["fencing-token"] == 4
+    assert leadership.info().is_leader and leader_json(leadership.info())["leader"]["fencing-token"] == 4
 
     election.from_thread("on_revoke", lease(3), "an older leadership")  # not ours: ignored
     await asyncio.sleep(0)

@@ -123,9 +123,12 @@ def store(tmp_path: Path) -> Iterator[JobStore]:
 
 @pytest.fixture(autouse=True)
 def snapshots_of_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What is archived of a job is snapshots.py's (tested with REST); a fake job's is this."""
-    monkeypatch.setattr(job_persistence.snapshots, "job_details", lambda job: {"jid": job.job_id, "state": "X"})
-    monkeypatch.setattr(job_persistence.snapshots, "job_exceptions", lambda job: {"root-exception": None})
+    """What is archived of a job is job_snapshots.py's (tested with REST); a fake job's is this."""
+    monkeypatch.setattr(
+        job_persistence.job_snapshots,
+        "archive_documents",
+        lambda job: ({"jid": job.job_id, "state": "X"}, {"root-exception": None}),
+    )
 
 
 def changed(job: FakeJob, status: JobStatus, at: float = 1000.0) -> JobStatusChanged:

@@ -1,4 +1,4 @@
-"""The JobManager is an actor shell composed of components (issue 23): no mixins, no
+"""The JobManager is an actor shell composed of components: no mixins, no
 method typed `self: JobManager`, and no module of jobmanager/ that reaches back to
 jobmanager.py or sits on an import cycle with its own imports (TYPE_CHECKING imports
 count: a back-reference there is still two concepts that each need the other)."""
@@ -22,8 +22,9 @@ COMPONENTS = [
     "operations",
     "checkpoint_retention",
     "resource_manager",
-    "snapshots",
-    "taskmanager_snapshots",
+    "job_snapshots",
+    "archived_jobs",
+    "restful_gateway",
     "metrics",
     "task_fencing",
     "spark_session",

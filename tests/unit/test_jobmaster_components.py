@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from flink_runtime.checkpoint.metadata import read_metadata
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, JobStatus
 from flink_runtime.invokable import Prepared
 from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.splits import InputSplit
+from flink_runtime.jobmanager.errors import TaskReportRefused
 from flink_runtime.jobmanager.execution_deployment import ExecutionDeployer
 from flink_runtime.jobmanager.job_checkpoints import JobCheckpointing
 from flink_runtime.jobmanager.rounds import ContinuousRounds
@@ -167,11 +167,11 @@ def test_reports_refuse_a_partition_from_an_attempt_that_is_not_the_running_one(
     answers, registry, scheduled = reports(graph)
     [source] = graph.vertices["source"].task_vertices
     partition_id = source.produced_partitions[0].partition_id
-    refused = answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id)
-    assert refused is not None and "not the running attempt" in refused
+    with pytest.raises(TaskReportRefused, match="not the running attempt"):
+        answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id)
     for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
         source.current_execution.transition_state(step)
-    assert answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id) is None
+    answers.schedule_or_update_consumers(partition_id, "/p", source.current_execution.attempt_id)
     assert scheduled == list(graph.vertices["sink"].task_vertices)
     assert registry.location(partition_id) == "/p"
 
@@ -187,7 +187,7 @@ def test_a_failed_producers_partition_is_released_and_its_scheduled_consumer_fai
     failed = source.current_execution
     for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
         failed.transition_state(step)
-    assert answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id) is None
+    answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id)
     assert scheduled == [sink] and partition.produced_by == failed.attempt_id
     sink.current_execution.transition_state(E.SCHEDULED)  # waiting for a slot
     failed.transition_state(E.FAILED, "AskTimeoutError")
@@ -198,14 +198,15 @@ def test_a_failed_producers_partition_is_released_and_its_scheduled_consumer_fai
     assert sink.current_execution.state is E.FAILED
     assert f"{partition.partition_id} is not available any more" in (sink.current_execution.failure_cause or "")
     # A report from the failed attempt changes nothing; the next attempt's report counts.
-    assert answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id) is not None
+    with pytest.raises(TaskReportRefused):
+        answers.schedule_or_update_consumers(partition.partition_id, "/p", failed.attempt_id)
     assert not partition.is_finished
     source.reset_for_new_execution()
     sink.reset_for_new_execution()
     retry = source.current_execution
     for step in (E.SCHEDULED, E.DEPLOYING, E.INITIALIZING, E.RUNNING):
         retry.transition_state(step)
-    assert answers.schedule_or_update_consumers(partition.partition_id, "/p2", retry.attempt_id) is None
+    answers.schedule_or_update_consumers(partition.partition_id, "/p2", retry.attempt_id)
     assert partition.produced_by == retry.attempt_id and registry.producers[partition.partition_id] == retry.attempt_id
 
 
@@ -252,7 +253,6 @@ class CheckpointHost:
         self.cancelled = 0
         self.stops: list[bool] = []
         self.idle = True
-        self.published_rounds = 0
 
     def processed_files(self, vertex_id: str) -> set[str]:
         return {"old.csv"}
@@ -303,22 +303,6 @@ def test_checkpointing_owns_the_stop_request_and_refuses_checkpoints_once_stoppi
     gateway.settle()
     assert outcomes == [False] and not part.stopping
     assert "location" in gateway.savepoint_status[request]["operation"]
-
-
-def test_a_savepoint_records_the_rounds_published_and_only_the_same_job_continues_them(tmp_path: Path) -> None:
-    # A continuous job recovered from it adds to its sinks' output (a new job resumed
-    # from it, with a job id of its own, starts its sinks afresh).
-    host = CheckpointHost(graph_of(("source", 1)))
-    host.published_rounds = 2
-    part, gateway, _ = checkpointing(tmp_path, host)
-    part.trigger_savepoint(str(tmp_path / "sp"), cancel_job=False)
-    gateway.settle()
-    (location,) = (tmp_path / "sp").iterdir()
-    assert read_metadata(str(location)).published_rounds == 2
-    for job_id, continued in ((part.job_id, 2), ("0" * 32, 0)):
-        again, _, _ = checkpointing(tmp_path, CheckpointHost(None), job_id, restore_from=str(location))
-        again.load_restore({"source"})
-        assert again.restored_published_rounds() == continued
 
 
 def test_checkpointing_reads_files_from_the_preparation_and_earlier_rounds(tmp_path: Path) -> None:

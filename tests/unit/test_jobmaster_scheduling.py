@@ -150,12 +150,12 @@ def test_a_successful_stop_savepoint_finishes_the_job() -> None:
 
 def test_cancel_is_refused_once_terminal_and_ends_when_everything_stopped() -> None:
     scheduling, _ = running(NoRestart())
-    assert scheduling.cancel() == (None, [js.Transition(J.RUNNING, J.CANCELLING), js.CancelAll()])
-    assert scheduling.cancel() == (None, [])
+    assert scheduling.cancel() == [js.Transition(J.RUNNING, J.CANCELLING), js.CancelAll()]
+    assert scheduling.cancel() == []
     for _ in range(3):
         scheduling.execution_stopped(finished=False)
     assert scheduling.check_completion(False, False) == [js.Transition(J.CANCELLING, J.CANCELED), js.Finish()]
-    assert scheduling.cancel() == ("is already CANCELED", [])
+    assert scheduling.cancel() == []  # ended: the JobMaster refuses it (JobAlreadyEnded)
 
 
 def test_a_round_published_while_cancelling_ends_the_job() -> None:

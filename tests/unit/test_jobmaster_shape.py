@@ -1,4 +1,4 @@
-"""The JobMaster is a shell composed of parts (issue 23): no mixins, no method typed
+"""The JobMaster is a shell composed of parts: no mixins, no method typed
 `self: JobMaster`, no part that imports the JobMaster back, no import cycle through the
 modules of its parts, and its decisions in a module that imports none of them."""
 

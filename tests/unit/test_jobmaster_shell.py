@@ -7,8 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionState, JobStatus
+from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.gateway import supervised
 from flink_runtime.jobmanager.jobmaster import JobMaster
 from flink_runtime.rpc.messages import CancelTask, Message, SubmitTask
@@ -51,16 +54,13 @@ def test_a_failed_publish_fails_the_job_with_the_cause() -> None:
 def test_a_consumer_is_deployed_only_from_the_partition_of_its_producers_current_attempt() -> None:
     # Simulation seed 1307: the producer reported its partition, then its TaskManager was lost
     # before its FINISHED; the consumer deployed from it fails too, and its region restart
-    # comes first. It used to be deployed again at once, from the failed attempt's partition,
-    # its descriptor naming the producer's new attempt (which had not run).
+    # comes first. It waits for the producer's new attempt: deployed again at once, it would
+    # read the failed attempt's partition with a descriptor naming the new attempt (not run yet).
     config = {**FIXED_DELAY, "restart-strategy.fixed-delay.attempts": "3"}
     job, gateway = start_job(job_graph(("source", 1), ("sink", 1), edges=(("source", "sink"),)), config)
     producer = current(job, "source")
     run_to(job, producer, E.RUNNING)
-    assert (
-        job.schedule_or_update_consumers("source-to-sink#0", "/data/source-to-sink#0", producer.attempt_id, "tcp://tm")
-        is None
-    )
+    job.schedule_or_update_consumers("source-to-sink#0", "/data/source-to-sink#0", producer.attempt_id, "tcp://tm")
     consumer = current(job, "sink")
     assert consumer.state is E.DEPLOYING
     job.fail_execution(consumer.attempt_id, "TaskManager tm-1 is gone")
@@ -138,11 +138,12 @@ def test_full_failover_restarts_every_subtask_after_the_delay() -> None:
 
 def test_cancel_during_run_cancels_the_deployed_tasks() -> None:
     job, gateway = start_job(job_graph(("source", 2), ("sink", 1), edges=(("source", "sink"),)))
-    assert job.cancel() is None
+    job.cancel()
     assert sorted(gateway.cancelled) == sorted(current(job, "source", i).attempt_id for i in (0, 1))
     assert job.status is JobStatus.CANCELED
     assert current(job, "sink").state is E.CANCELED
-    assert job.cancel() == f"job {job.job_id} is already CANCELED"
+    with pytest.raises(JobAlreadyEnded, match=f"^job {job.job_id} is already CANCELED$"):
+        job.cancel()
     assert not gateway.allocated
 
 
@@ -194,8 +195,8 @@ def test_stop_with_savepoint_publishes_then_writes_the_savepoint_then_finishes(t
 
 
 def test_a_stop_that_arrives_while_a_round_is_published_finishes_the_job(tmp_path: Path) -> None:
-    # A continuous job publishing its round is neither running tasks nor between rounds: the
-    # stop used to wait for a savepoint nothing would trigger (Airflow's stop task hung).
+    # A continuous job publishing its round is neither running tasks nor between rounds: a
+    # stop waiting for a savepoint would wait for ever (nothing triggers one), hanging Airflow's stop task.
     planner = FakePlanner(splits=1, monitor_interval=5.0)
     job, gateway = start_job(job_graph(("source", 1)), {"state.checkpoints.dir": str(tmp_path / "cp")}, planner=planner)
     finish_deployed(job)  # the round is done: its output is being published (a worker's job)
@@ -214,7 +215,7 @@ def test_a_stop_of_a_job_cancelled_before_its_savepoint_completes_failed(tmp_pat
     # request completes failed (Flink completes its future exceptionally), not IN_PROGRESS.
     job, gateway = start_job(job_graph(("source", 1)), {"state.checkpoints.dir": str(tmp_path / "cp")})
     request = job.stop_with_savepoint(str(tmp_path / "sp"), drain=False)
-    assert job.cancel() is None
+    job.cancel()
     gateway.settle()
     assert job.status is JobStatus.CANCELED
     status = gateway.savepoint_status[request]
@@ -265,7 +266,7 @@ def test_a_canceled_the_jobmaster_asked_for_stays_canceled() -> None:
     execution = current(job, "source")
     run_to(job, execution, E.RUNNING)
     gateway.ask_task_manager = lambda address, message, on_done: None  # the CancelTask is unanswered
-    assert job.cancel() is None
+    job.cancel()
     assert execution.state is E.CANCELING
     job.update_task_execution_state(execution.attempt_id, E.CANCELED, None)
     assert execution.state is E.CANCELED

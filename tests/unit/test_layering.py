@@ -1,9 +1,9 @@
-"""No import cycles between the packages of flink_runtime (issue 10), nor between the
-modules of one package (issue 23).
+"""No import cycles between the packages of flink_runtime, nor between the modules of one
+package.
 
 Every `import flink_runtime.<package>...` counts, at module level, inside functions and
 under TYPE_CHECKING alike: a cycle hidden in a function is still two concepts that
-each need the other. Top-level modules (configuration.py, invokable.py) count as
+each need the other. Top-level modules (invokable.py, minicluster.py) count as
 packages of their own.
 """
 
@@ -131,8 +131,7 @@ def _module_name(path: Path) -> str:
 
 def test_no_import_cycle_between_modules_of_a_package() -> None:
     """Components composed by constructor and typed against Protocols need no
-    back-reference: a module that imports the one importing it is a mixin in disguise
-    (issue 23 removed the six there were)."""
+    back-reference: a module that imports the one importing it is a mixin in disguise."""
     edges = module_imports_within_packages()
     cycle = find_cycle(edges)
     if cycle is not None:

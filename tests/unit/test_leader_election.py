@@ -120,7 +120,7 @@ def test_a_write_with_an_old_token_is_refused_and_changes_nothing(job_store: Job
     leader = job_store.fenced("c1", new.token)
     leader.update_status("j1", "FINISHED", 3.0)
     with pytest.raises(FencingTokenMismatch, match=r"fencing token 1, and the leader lease is now held by token 2"):
-        deposed.update_status("j1", "RUNNING", 4.0)  # the bug of issue 14: RUNNING over FINISHED
+        deposed.update_status("j1", "RUNNING", 4.0)  # a deposed leader's late write: RUNNING over FINISHED
     for write in (
         lambda: deposed.add_job("j2", "x", "{}", 1.0),
         lambda: deposed.add_checkpoint("j1", 1, "/cp/1", False, 1.0, 1),

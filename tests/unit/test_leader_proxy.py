@@ -21,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from flink_runtime.highavailability.lease_store import LeaderLease
+from flink_runtime.jobmanager.leadership import LeaderInfo
+from flink_runtime.rest.cluster_routes import leader_json
 from flink_runtime.rest.guard import RestGuard
 from flink_runtime.rest.leader_proxy import LeaderProxy
 
@@ -33,9 +35,8 @@ class FakeJobManager:
         self.is_leader = is_leader
         self.known_leader = known_leader
 
-    def leader_view(self) -> dict[str, Any]:
-        leader = self.known_leader
-        return {"is-leader": self.is_leader, "leader": None if leader is None else {"rest-url": leader.rest_url}}
+    def leader_info(self) -> LeaderInfo:
+        return LeaderInfo(self.cluster_id, True, self.is_leader, self.known_leader)
 
 
 def leader_app() -> FastAPI:
@@ -100,7 +101,7 @@ async def standby(jobmanager: FakeJobManager) -> AsyncIterator[httpx.AsyncClient
 
     @app.get("/leader")
     async def own_leader() -> dict[str, Any]:
-        return jobmanager.leader_view()
+        return leader_json(jobmanager.leader_info())
 
     @app.post("/jobs")
     async def submit() -> dict[str, str]:
@@ -201,8 +202,9 @@ async def test_a_standby_passes_the_path_on_byte_for_byte(leader: LeaderLease) -
 
 
 async def test_a_standby_strips_an_empty_bearer_token_instead_of_failing(leader: LeaderLease) -> None:
-    # Without a token configured the leader ignores the header; the standby used to fail
-    # to send "Bearer " on (503, the leader "does not answer").
+    # Without a token configured the leader ignores the header; the standby's HTTP client
+    # refuses to send "Bearer " with its space, so the standby strips it (rest/leader_proxy.py)
+    # rather than answer 503 (the leader "does not answer").
     async with served_standby(leader) as port:
         headers = {"Host": f"127.0.0.1:{port}", "Authorization": "Bearer "}
         status, _, body = await asyncio.to_thread(raw_get, port, "/taskmanagers/x", headers)

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobmanager.restful_gateway import RestfulGateway
 from flink_runtime.logs import service
 from flink_runtime.logs.files import ProcessLogs
 from flink_runtime.rest.errors import install_error_handlers
@@ -67,7 +68,7 @@ def rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Test
     )
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(log_routes(jobmanager))  # type: ignore[arg-type]
+    app.include_router(log_routes(RestfulGateway(jobmanager, None)))  # type: ignore[arg-type]
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, jobmanager
     handler.close()

@@ -377,7 +377,8 @@ def test_release_job_partitions_removes_only_that_job(tmp_path: Path) -> None:
     "namespace", ["/", "/etc", "../outside", f"{JOB_A}/../{JOB_B}", f"{JOB_A}/run-x", "", "job-a", JOB_A.upper()]
 )
 def test_release_refuses_anything_but_a_job_id_or_a_run_of_one(tmp_path: Path, namespace: str) -> None:
-    """Issue 9: a forged ReleasePartitions with an absolute path deleted that directory."""
+    """A ReleasePartitions naming anything but a job id or a run of one (a forged absolute
+    path, say) is refused: releasing it would delete that directory."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (tmp_path / "data").mkdir()

@@ -1,4 +1,4 @@
-"""The planner process's confinement (flink_runtime/planner/guard.py, issue 22.4), on a
+"""The planner process's confinement (flink_runtime/planner/guard.py), on a
 real planner process without Spark: its memory limit, and its death, with everything it
 started, when its parent is killed with SIGKILL."""
 

@@ -9,8 +9,9 @@ JOB = "0123456789abcdef0123456789abcdef"
 
 
 def test_the_first_rounds_directory_holds_every_later_round_so_it_is_kept() -> None:
-    """CI failure: releasing `<job>` when round 1 started deleted `<job>/round-1` under
-    the round's first tasks, and the job FAILED."""
+    """Later rounds' directories lie inside the first round's (`<job>/round-1` under `<job>`):
+    releasing `<job>` when round 1 starts would delete them under the round's first tasks,
+    failing the job."""
     later = partition_dir("/data", f"{JOB}/round-1", "result", 0)
     assert later.startswith(f"/data/{JOB}/")  # inside the first round's directory
     assert namespace_released_by_new_round(JOB, JOB) is None

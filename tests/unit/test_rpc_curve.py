@@ -57,7 +57,7 @@ async def test_a_peer_without_the_secret_is_not_heard(client_secret: str) -> Non
 
 
 async def test_a_raw_zeromq_peer_is_not_heard() -> None:
-    """What issue 9 did: a DEALER that never registered, sending the project's own messages."""
+    """A forger's DEALER that never registered, sending the project's own messages: not heard."""
     probe = Probe(RpcService("127.0.0.1", 0, cluster_secret=SECRET))
     await probe.start()
     context = zmq.Context.instance()

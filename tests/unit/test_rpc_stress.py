@@ -4,8 +4,9 @@ The service plays the JobManager (it watches its connections with a socket monit
 `on_disconnect`); each peer plays a TaskManager that answers one ask and then goes
 away in one of the ways a real one does. The endings race the service's own
 `disconnect()` against the peer's TCP connection closing, which is the moment that
-once left the ZeroMQ I/O thread blocked forever in a monitor-event send (issue #8):
-from then on no connection was accepted or completed in the whole process.
+can leave the ZeroMQ I/O thread blocked forever in a monitor-event send (if the monitor's
+reader is closed first: rpc/service.py, `disconnect`): from then on no connection would
+be accepted or completed in the whole process.
 
 A blocked I/O thread does not hang the test: the next peer's ask times out and the
 test fails with that diagnosis. The timeout marker is only a backstop.

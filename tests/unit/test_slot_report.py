@@ -2,7 +2,7 @@
 or after its JobManager took it for lost) reports the slots tasks of its earlier
 registration still hold, and each heartbeat answer the slots still held. The JobManager
 deploys into none of them until a report no longer lists it: the TaskManager would
-refuse such a deployment (its slot is occupied), and repeated refusals failed jobs.
+refuse such a deployment (its slot is occupied), and repeated refusals would fail the job.
 
 The TaskExecutor is real (real RPC, FakeTasks through its `create_task` seam); the
 JobManager side is its real ResourceManager, fed the TaskExecutor's own messages."""

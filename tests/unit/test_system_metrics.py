@@ -9,7 +9,7 @@ import time
 import psutil
 
 from flink_runtime.jobmanager.metrics import MAX_REPORTED_METRICS, reported_taskmanager_metrics
-from flink_runtime.jobmanager.taskmanager_snapshots import taskmanager_jvm_metrics
+from flink_runtime.rest.taskmanager_views import taskmanager_jvm_metrics
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler, jvm_metrics, jvm_process
 
 

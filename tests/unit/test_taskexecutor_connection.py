@@ -20,6 +20,7 @@ from flink_runtime.rpc.messages import (
     RefuseRegistration,
     RegisterTaskManager,
 )
+from flink_runtime.taskmanager.errors import CommandRefused
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection
 from tests.unit.taskexecutor_fakes import FakeClock, FakeMailbox, FakeTransport, RestartingSupervisor
 
@@ -164,10 +165,11 @@ async def test_a_dropped_connection_is_probed_and_a_restarted_jobmanager_is_noti
 async def test_commands_of_another_jobmanager_are_refused_with_the_reason(harness: Harness) -> None:
     harness.connection.start()
     await harness.mailbox.settle()
-    assert harness.connection.fencing_refusal("CancelTask", "jm-1") is None
-    assert harness.connection.fencing_refusal("CancelTask", "") is None  # unfenced (an older sender)
-    reason = harness.connection.fencing_refusal("TriggerCheckpoint", "old-jm")
-    assert reason == (
+    harness.connection.check_fencing("CancelTask", "jm-1")  # obeyed
+    harness.connection.check_fencing("CancelTask", "")  # unfenced (an older sender): obeyed
+    with pytest.raises(CommandRefused) as refused:
+        harness.connection.check_fencing("TriggerCheckpoint", "old-jm")
+    assert refused.value.reason == (
         "FencingTokenException: TriggerCheckpoint from JobManager old-jm, but TaskManager tm-1 is registered with jm-1"
     )
 

@@ -216,8 +216,13 @@ def schema_from_json(text: str) -> StructType:
 # -- two-phase sinks ----------------------------------------------------------------------------
 
 
-def sink_staging_root(sink: dict[str, Any], job_id: str) -> str:
-    return filesystem.join(sink["path"], STAGING_DIR, job_id)
+def sink_staging_dir(sink: dict[str, Any]) -> str:
+    """Where a sink stages output: a folder per data namespace (sink_staging_root)."""
+    return filesystem.join(sink["path"], STAGING_DIR)
+
+
+def sink_staging_root(sink: dict[str, Any], data_namespace: str) -> str:
+    return filesystem.join(sink_staging_dir(sink), data_namespace)
 
 
 def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
@@ -242,6 +247,24 @@ def restore_sink_chunks(
         fs.copy_tree(chunk, filesystem.join(root, f"restored-{name}"))
 
 
+def _published_marker(sink: dict[str, Any], data_namespace: str) -> str:
+    return filesystem.join(sink["path"], STAGING_DIR, f"{data_namespace.split('/')[0]}.published")
+
+
+def published_before(sink: dict[str, Any], data_namespace: str) -> bool:
+    """Whether the job published rounds of output here and goes on (a continuous job): a
+    run of it recovered after a JobManager restart adds to that output, and neither
+    refuses the path (mode 'error') nor replaces what its rounds published."""
+    marker = _published_marker(sink, data_namespace)
+    return filesystem.filesystem_for(marker).exists(marker)
+
+
+def forget_published_rounds(sink: dict[str, Any], data_namespace: str, allowed: AllowedDirectories = _NOWHERE) -> None:
+    """The job's end is stored: no run of it is recovered any more, so its marker goes
+    (with the staging directory, once empty)."""
+    discard_sink_staging(sink, data_namespace, allowed)
+
+
 def check_sink_target(sink: dict[str, Any]) -> None:
     """At submit: mode 'error' refuses a path that already has data."""
     if sink.get("mode", "error") not in SINK_MODES:
@@ -259,12 +282,15 @@ def publish_sink(
     continuation: bool = False,
     replace: bool = True,
     allowed: AllowedDirectories = _NOWHERE,
+    more_rounds: bool = False,
 ) -> int:
     """Phase two, on the JobManager once the job finished: move committed files into place.
 
     A continuation (the job published to this path before, in an earlier round) adds to
     what it published, or with mode 'overwrite' and `replace` (its output covers all its
-    input so far) replaces it. Returns the number of files published.
+    input so far) replaces it. Returns the number of files published. `more_rounds`: the
+    job runs in rounds; a marker (published_before), written before the first file moves,
+    says so until the job's end is stored (forget_published_rounds).
 
     With security.allowed-directories, the sink's path and staging directory and every
     file moved are checked (links resolved) before anything changes, so a link the job
@@ -282,6 +308,8 @@ def publish_sink(
     mode = sink.get("mode", "error")
     if mode == "error" and not continuation:
         check_sink_target(sink)  # nothing appeared at the path while the job ran
+    if more_rounds:
+        fs.write_text(_published_marker(sink, job_id), "")
     if mode == "overwrite" and replace:
         for entry in _visible_entries(path):
             fs.delete(entry)
@@ -289,7 +317,7 @@ def publish_sink(
     # others; in-progress ones (dot names) of failed attempts are skipped and deleted below.
     for source, target in moves:
         fs.rename(source, target)
-    discard_sink_staging(sink, job_id, allowed)
+    discard_sink_staging(sink, job_id, allowed, keep_published_marker=more_rounds)
     fs.write_text(filesystem.join(path, "_SUCCESS"), "")
     return len(moves)
 
@@ -305,16 +333,24 @@ def _staged_moves(fs: filesystem.FileSystem, root: str, path: str) -> list[tuple
     return moves
 
 
-def discard_sink_staging(sink: dict[str, Any], data_namespace: str, allowed: AllowedDirectories = _NOWHERE) -> None:
-    """The job ended: remove everything it staged, earlier runs' included (a run
-    recovered after a JobManager restart stages under `<job>/run-<8 hex>`). Nothing is
-    removed where the staging directory now resolves outside the allowed directories."""
+def discard_sink_staging(
+    sink: dict[str, Any],
+    data_namespace: str,
+    allowed: AllowedDirectories = _NOWHERE,
+    keep_published_marker: bool = False,
+) -> None:
+    """The job ended (or published a round: `keep_published_marker`): remove everything
+    it staged, earlier runs' included (a run recovered after a JobManager restart stages
+    under `<job>/run-<8 hex>`). Nothing is removed where the staging directory now
+    resolves outside the allowed directories."""
     staging_dir = filesystem.join(sink["path"], STAGING_DIR)
     if problem := allowed.problem(staging_dir):
         log.warning("Not removing the staged output of %s: %s", sink["path"], problem)
         return
     fs = filesystem.filesystem_for(sink["path"])
     fs.delete(filesystem.join(sink["path"], STAGING_DIR, data_namespace.split("/")[0]))
+    if not keep_published_marker:
+        fs.delete(_published_marker(sink, data_namespace))
     staging = filesystem.join(sink["path"], STAGING_DIR)
     if fs.exists(staging) and not fs.glob(filesystem.join(staging, "*")):
         fs.delete(staging)

@@ -91,7 +91,9 @@ class SparkTask(AbstractInvokable):
             split_size = parse_size_bytes(source.get("split_size") or io.DEFAULT_SPLIT_SIZE, "source.split_size", 1)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
         if "sink" in config:
-            if not context.continuation:  # a later round: the data there is the job's own
+            # A later round, or a run recovered after a JobManager restart that goes on from
+            # rounds it published: the data there is the job's own.
+            if not context.continuation and not io.published_before(config["sink"], context.data_namespace):
                 io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
@@ -108,9 +110,9 @@ class SparkTask(AbstractInvokable):
         )
 
     @classmethod
-    def staged_output_root(cls, vertex: JobVertex, data_namespace: str) -> str | None:
+    def output_staging_dir(cls, vertex: JobVertex) -> str | None:
         sink = vertex.config.get("sink")
-        return io.sink_staging_root(sink, data_namespace) if sink is not None else None
+        return io.sink_staging_dir(sink) if sink is not None else None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
@@ -119,13 +121,25 @@ class SparkTask(AbstractInvokable):
             return
         allowed = AllowedDirectories.of(context.config)
         if status is JobStatus.FINISHED:
-            replace = not context.continuation or reemits_all_it_read(vertex.config.get("operators") or [])
+            continuation = context.continuation or io.published_before(sink, context.data_namespace)
+            replace = not continuation or reemits_all_it_read(vertex.config.get("operators") or [])
             published = io.publish_sink(
-                sink, context.data_namespace, continuation=context.continuation, replace=replace, allowed=allowed
+                sink,
+                context.data_namespace,
+                continuation=continuation,
+                replace=replace,
+                allowed=allowed,
+                more_rounds=context.more_rounds,
             )
             log.info("Published %d files of %s to %s", published, vertex.name, sink["path"])
         else:
             io.discard_sink_staging(sink, context.data_namespace, allowed)
+
+    @classmethod
+    def on_job_gone(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext) -> None:
+        sink = vertex.config.get("sink")
+        if sink is not None:
+            io.forget_published_rounds(sink, context.data_namespace, AllowedDirectories.of(context.config))
 
     # -- in the TaskManager -------------------------------------------------------------------
 

@@ -71,7 +71,7 @@ with DAG("e2e_sensor", schedule=None, start_date=START, catchup=False):
     downstream(wait.output)
 
 with DAG("e2e_sensor_on_worker", schedule=None, start_date=START, catchup=False):
-    # The same wait, handed back to a worker after the trigger fired (the old way).
+    # The same wait, handed back to a worker after the trigger fired (end_from_trigger=False).
     submit = SubmitJobOperator(
         task_id="submit", job_graph=job_of_the_run, wait_for_completion=False, flink_runtime_conn_id=CONN_ID
     )

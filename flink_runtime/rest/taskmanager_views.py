@@ -1,28 +1,17 @@
-"""Snapshots of the registered TaskManagers as JSON, with Flink REST API v1 field names
-(GET /taskmanagers, /taskmanagers/:id): what each reported when it registered (slots,
-cores, memory of the machine, of its process and of its Spark JVM), the slots and tasks
-it holds now, and the JVM metrics its heartbeats carry (taskmanager/system_metrics.py).
+"""The registered TaskManagers as Flink's REST API v1 JSON (GET /taskmanagers,
+/taskmanagers/:id), from the JobManager's TaskManagerSnapshot: what each reported when it
+registered (slots, cores, memory of the machine, of its process and of its Spark JVM),
+the slots and tasks it holds now, and the JVM metrics its heartbeats carry
+(taskmanager/system_metrics.py).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from flink_runtime.jobmanager.jobmaster import JobMaster
-    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
-    from flink_runtime.scheduler.slotpool import SlotPool
-
-
-class SlotsAndJobs(Protocol):
-    """What these snapshots read of the JobManager: the slot pool and the jobs."""
-
-    @property
-    def jobs(self) -> Mapping[str, JobMaster]: ...
-    @property
-    def slot_pool(self) -> SlotPool: ...
+    from flink_runtime.jobmanager.restful_gateway import TaskManagerSnapshot
 
 
 def _resource(cpu: float, heap_mb: float) -> dict[str, Any]:
@@ -57,13 +46,13 @@ def _memory_configuration(resources: dict[str, float]) -> dict[str, int]:
     }
 
 
-def taskmanager_info(jobmanager: SlotsAndJobs, registration: RegisteredTaskManager) -> dict[str, Any]:
+def taskmanager_info(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
     """GET /taskmanagers (each) with Flink's TaskManagerInfo fields: what a TaskManager
     reports when it registers (slots, cores, memory of the machine, of its process and of
     its Spark JVM), the slots in use and the tasks it runs."""
+    registration = snapshot.registration
     tm_id = registration.task_manager_id
-    pool = jobmanager.slot_pool
-    free = pool.free_slots_of(tm_id) if pool.has_task_manager(tm_id) else 0
+    free = snapshot.free_slots
     resources = registration.resources
     cpu = float(resources.get("cpu_cores", registration.slots))
     heap_mb = float(resources.get("spark_heap_mb", 0))
@@ -77,7 +66,7 @@ def taskmanager_info(jobmanager: SlotsAndJobs, registration: RegisteredTaskManag
         "timeSinceLastHeartbeat": int((time.time() - (time.monotonic() - registration.last_heartbeat)) * 1000),
         "slotsNumber": registration.slots,
         "freeSlots": free,
-        "assignedTasks": sum(len(job.executions_on(tm_id)) for job in jobmanager.jobs.values()),
+        "assignedTasks": len(snapshot.task_jobs),
         "totalResource": _resource(cpu, heap_mb),
         "freeResource": _resource(cpu * free / slots, heap_mb * free / slots),
         "hardware": {
@@ -90,17 +79,13 @@ def taskmanager_info(jobmanager: SlotsAndJobs, registration: RegisteredTaskManag
     }
 
 
-def taskmanager_details(jobmanager: SlotsAndJobs, registration: RegisteredTaskManager) -> dict[str, Any]:
+def taskmanager_details(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
     """GET /taskmanagers/:id: the TaskManagerInfo, the slots its jobs hold, and Flink's
     JVM metrics from what its heartbeats reported."""
-    tm_id = registration.task_manager_id
+    registration = snapshot.registration
     resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
-    allocated = [
-        {"resource": resource, "jobId": job.job_id}
-        for job in jobmanager.jobs.values()
-        for _ in job.executions_on(tm_id)
-    ]
-    return taskmanager_info(jobmanager, registration) | {
+    allocated = [{"resource": resource, "jobId": job_id} for job_id in snapshot.task_jobs]
+    return taskmanager_info(snapshot) | {
         "allocatedSlots": allocated,
         "metrics": taskmanager_jvm_metrics(registration.metrics),
     }

@@ -1,0 +1,171 @@
+"""What only a running JobManager tells about its jobs, as records: a vertex's subtasks
+and where they run, the job's configuration, its per-vertex I/O and input splits (what
+Flink's accumulators show), and its metrics. The job store keeps none of these; the
+REST API (rest/job_views.py, rest/metric_routes.py) shapes them into Flink's JSON.
+
+Times here are epoch seconds as the JobMaster keeps them; the REST API renders them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from flink_runtime.executiongraph import ExecutionJobVertex, ExecutionState, subtask_io_metrics, vertex_io_metrics
+from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.jobmanager import metrics
+from flink_runtime.scheduler.restart import restart_strategy
+
+if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
+
+
+class SplitCounts(msgspec.Struct, kw_only=True):
+    """A source vertex's input splits: how many exist, are completed, were handed out
+    (more hand-outs than splits: splits were redone after failures)."""
+
+    total: int
+    completed: int
+    assignments: int
+
+
+class SubtaskSnapshot(msgspec.Struct, kw_only=True):
+    """A subtask's current attempt, and where it runs."""
+
+    subtask: int
+    status: str
+    attempt: int
+    attempt_id: str
+    task_manager_id: str | None
+    endpoint: str | None  # its TaskManager's RPC address (None: not registered)
+    host: str | None
+    start: float | None  # deployed at
+    end: float | None  # ended at
+    state_timestamps: dict[str, float]  # each ExecutionState it entered, when
+    io: IOMetrics
+    io_complete: bool
+    failure_cause: str | None
+
+
+class VertexSubtasks(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    parallelism: int
+    max_parallelism: int
+    subtasks: list[SubtaskSnapshot]
+    splits: SplitCounts | None  # for a source vertex
+
+
+class JobConfiguration(msgspec.Struct, kw_only=True):
+    """The job's execution configuration (Flink's JobConfigInfo)."""
+
+    job_id: str
+    name: str
+    restart_strategy: str  # described
+    parallelism: int  # the largest of its vertices'
+    user_config: dict[str, str]  # its JobGraph's keys (not masked yet)
+
+
+class VertexAccumulators(msgspec.Struct, kw_only=True):
+    name: str
+    io: IOMetrics
+    io_complete: bool
+    splits: SplitCounts | None
+
+
+class VertexMetrics(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    subtasks: list[dict[str, float]]  # each subtask's metrics, by Flink's names
+
+
+class JobMetrics(msgspec.Struct, kw_only=True):
+    job_id: str
+    name: str
+    metrics: dict[str, float]
+    vertices: list[VertexMetrics]
+
+
+def split_counts(job: JobMaster, vertex_id: str) -> SplitCounts | None:
+    if vertex_id not in job.prepared_splits:
+        return None
+    progress = job.split_progress.get(vertex_id)
+    return SplitCounts(
+        total=job.prepared_splits[vertex_id],
+        completed=len(progress.completed) if progress else 0,
+        assignments=progress.assignments if progress else 0,
+    )
+
+
+def vertex_subtasks(
+    job: JobMaster, ejv: ExecutionJobVertex, task_manager: Callable[[str], RegisteredTaskManager | None]
+) -> VertexSubtasks:
+    subtasks = []
+    for vertex in ejv.task_vertices:
+        execution = vertex.current_execution
+        registration = task_manager(execution.task_manager_id or "")
+        io, complete = subtask_io_metrics(vertex)
+        subtasks.append(
+            SubtaskSnapshot(
+                subtask=vertex.subtask_index,
+                status=execution.state.value,
+                attempt=execution.attempt_number,
+                attempt_id=execution.attempt_id,
+                task_manager_id=execution.task_manager_id,
+                endpoint=registration.address if registration is not None else None,
+                host=registration.host if registration is not None else None,
+                start=execution.state_timestamps.get(ExecutionState.DEPLOYING),
+                end=execution.state_timestamps[execution.state] if execution.is_terminal else None,
+                state_timestamps={state.value: at for state, at in execution.state_timestamps.items()},
+                io=io,
+                io_complete=complete,
+                failure_cause=execution.failure_cause,
+            )
+        )
+    return VertexSubtasks(
+        id=ejv.id,
+        name=ejv.name,
+        parallelism=ejv.parallelism,
+        max_parallelism=ejv.max_parallelism,
+        subtasks=subtasks,
+        splits=split_counts(job, ejv.id),
+    )
+
+
+def job_configuration(job: JobMaster) -> JobConfiguration:
+    return JobConfiguration(
+        job_id=job.job_id,
+        name=job.name,
+        restart_strategy=restart_strategy(job.config).describe(),
+        parallelism=max((vertex.parallelism for vertex in job.job_graph.vertices), default=1),
+        user_config={key: str(value) for key, value in job.job_graph.config.items()},
+    )
+
+
+def accumulators(job: JobMaster) -> list[VertexAccumulators]:
+    vertices = job.graph.vertices.values() if job.graph is not None else []
+    return [
+        VertexAccumulators(name=ejv.name, io=io, io_complete=complete, splits=split_counts(job, ejv.id))
+        for ejv in vertices
+        for io, complete in [vertex_io_metrics(ejv)]
+    ]
+
+
+def vertex_metrics(job: JobMaster, ejv: ExecutionJobVertex) -> VertexMetrics:
+    done = metrics.split_counts(job, ejv.id)
+    return VertexMetrics(
+        id=ejv.id, name=ejv.name, subtasks=[metrics.subtask_metrics(job, vertex, done) for vertex in ejv.task_vertices]
+    )
+
+
+def job_metrics(job: JobMaster, with_vertices: bool = True) -> JobMetrics:
+    vertices = job.graph.vertices.values() if job.graph is not None and with_vertices else []
+    return JobMetrics(
+        job_id=job.job_id,
+        name=job.name,
+        metrics=metrics.job_metrics(job),
+        vertices=[vertex_metrics(job, ejv) for ejv in vertices],
+    )
