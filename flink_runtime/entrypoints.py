@@ -1,4 +1,5 @@
-"""Process entry points: a standalone JobManager, TaskManager or MiniCluster.
+"""Process entry points: a standalone JobManager, TaskManager or MiniCluster, and a
+JobManager for one job (application mode).
 
 Each runs its actors on one asyncio loop in the foreground until SIGINT or SIGTERM,
 then shuts down cleanly (a TaskManager tells the JobManager it is leaving, so its
@@ -15,17 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flink_runtime import configuration as cfg
 from flink_runtime import logs
 from flink_runtime.configuration import Configuration
+from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.planner import guard
+from flink_runtime.resourcemanager.driver import PARENT_PID_ENV
+from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, SubmitJob
 from flink_runtime.rpc.supervision import ProcessSupervisor
 
 if TYPE_CHECKING:
@@ -96,6 +102,10 @@ def _run_jobmanager(config: Configuration) -> None:
 def run_taskmanager(config: Configuration) -> None:
     from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 
+    parent = os.environ.pop(PARENT_PID_ENV, "")
+    if parent.isdigit():
+        # Started by a JobManager's process driver: end with it, even when it is SIGKILLed.
+        guard.bind_to_parent(int(parent))
     if not config.get(cfg.TASKMANAGER_RESOURCE_ID):
         # Chosen here rather than by the TaskExecutor: the log file is named after it.
         config.set(cfg.TASKMANAGER_RESOURCE_ID.key, f"tm-{uuid.uuid4().hex[:12]}")
@@ -115,6 +125,65 @@ def _run_taskmanager(taskmanager: TaskExecutor) -> None:
         )
 
     run_until_signal(start, taskmanager.stop)
+
+
+def run_application(config: Configuration, document: dict[str, Any]) -> JobStatus | str:
+    """Application mode (Flink's per-job/application cluster): a JobManager for one job
+    that starts its TaskManagers on demand (resourcemanager.driver process unless docker
+    is asked for), runs the job, and stops everything when the job ends. Returns the
+    job's terminal state, or why it was not accepted (a str)."""
+    from flink_runtime.jobgraph.jobgraph import new_job_id
+    from flink_runtime.jobgraph.validation import InvalidJobGraph, decode_job_graph
+    from flink_runtime.jobmanager.jobmanager import JobManager
+    from flink_runtime.rest.server import RestServer
+
+    if config.get(cfg.ResourceManagerOptions.DRIVER) == "standalone":
+        config.set(cfg.ResourceManagerOptions.DRIVER.key, "process")
+    with _log_files(config, "jobmanager", logs.process_id_for(config)):
+        jobmanager = JobManager(config)
+        jobmanager.parent = ProcessSupervisor()
+        try:
+            job_graph = decode_job_graph(json.dumps(document))
+            jobmanager.validate(job_graph)
+            job_graph.job_id = job_graph.job_id or new_job_id()
+        except InvalidJobGraph as exc:
+            jobmanager.planner.close()
+            return str(exc)
+        rest = RestServer(jobmanager, config)
+        outcome: list[JobStatus | str] = []
+
+        async def start() -> None:
+            await jobmanager.start()
+            await rest.start()
+            print(f"JobManager ready rpc={jobmanager.address} rest={rest.url}", flush=True)
+
+        async def run_the_job() -> None:
+            ended = asyncio.Event()
+
+            def status_changed(event: JobStatusChanged) -> None:
+                if event.job_id == job_graph.job_id and JobStatus(event.new_state).is_globally_terminal:
+                    outcome.append(JobStatus(event.new_state))
+                    ended.set()
+
+            jobmanager.status_listeners.append(status_changed)
+            # The answer comes once the sources run, or never if the job fails first.
+            submitted = asyncio.ensure_future(jobmanager.ask_self(SubmitJob(job_graph=job_graph)))
+            done = asyncio.ensure_future(ended.wait())
+            print(f"Job {job_graph.job_id} submitted; REST API at {rest.url}", flush=True)
+            await asyncio.wait([submitted, done], return_when=asyncio.FIRST_COMPLETED)
+            if submitted.done() and isinstance(submitted.result(), JobSubmissionFailure):
+                outcome.append(submitted.result().reason)
+                done.cancel()
+                return
+            await done
+            submitted.cancel()
+
+        async def stop() -> None:
+            await rest.stop()
+            await jobmanager.stop()
+
+        run_until_signal(start, stop, run_the_job)
+    return outcome[0] if outcome else "stopped by a signal before the job ended"
 
 
 def run_minicluster(

@@ -5,6 +5,7 @@ Processes::
     flink-runtime jobmanager  [-c FILE] [-D key=value ...]
     flink-runtime taskmanager [-c FILE] [-D key=value ...]
     flink-runtime minicluster [-n TASKMANAGERS] [-s SLOTS]
+    flink-runtime run-application [-D key=value ...] job.json   (application mode)
 
 Jobs (`-m host:port` is the REST address, as in Flink; default rest.address:rest.port)::
 
@@ -218,6 +219,24 @@ def _cmd_minicluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_run_application(args: argparse.Namespace) -> int:
+    """Exit 0 if the job FINISHED, 1 if it failed or was cancelled, 2 if it was not accepted."""
+    from flink_runtime import entrypoints
+    from flink_runtime.client.job_graph_source import load_job_graph_document
+
+    config = _load_config(args)
+    try:
+        document = load_job_graph_document(args.file)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    _setup_logging(args, "INFO")
+    outcome = entrypoints.run_application(config, document)
+    if not isinstance(outcome, JobStatus):  # JobStatus is a str too: test it first
+        raise CliError(f"the job was not run: {outcome}", EXIT_USAGE)
+    print(f"Job ended {outcome.value}", flush=True)
+    return EXIT_OK if outcome is JobStatus.FINISHED else EXIT_FAILURE
+
+
 # -- jobs --------------------------------------------------------------------------------------------
 
 
@@ -415,6 +434,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "jobmanager": _cmd_jobmanager,
     "taskmanager": _cmd_taskmanager,
     "minicluster": _cmd_minicluster,
+    "run-application": _cmd_run_application,
     "run": _cmd_run,
     "list": _cmd_list,
     "info": _cmd_info,

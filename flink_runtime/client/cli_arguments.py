@@ -129,6 +129,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
 
+    application = add(
+        "run-application",
+        "Application mode: run one job on a JobManager of its own that starts its TaskManagers on demand "
+        "(resourcemanager.driver process, or docker) and stops everything when the job ends.",
+    )
+    application.add_argument("file", metavar="FILE.json", help="the JobGraph as JSON")
+
     list_ = add("list", "List jobs (by default those not finished yet).", address)
     which = list_.add_mutually_exclusive_group()
     which.add_argument("-a", "--all", action="store_true", help="all jobs, finished ones included")

@@ -34,6 +34,7 @@ from flink_runtime.configuration.jobmanager_options import (
 )
 from flink_runtime.configuration.option import ConfigOption, Parser
 from flink_runtime.configuration.registry import GROUPS, OPTIONS, options_of
+from flink_runtime.configuration.resourcemanager_options import ResourceManagerOptions
 from flink_runtime.configuration.rest_options import RestOptions, SecurityOptions, WebOptions
 from flink_runtime.configuration.taskmanager_options import TaskManagerOptions
 
@@ -52,6 +53,7 @@ __all__ = [
     "JobStoreOptions",
     "MiniClusterOptions",
     "Parser",
+    "ResourceManagerOptions",
     "RestOptions",
     "RestartStrategyOptions",
     "SavepointConfigOptions",

@@ -22,6 +22,7 @@ from flink_runtime.configuration.jobmanager_options import (
     JobStoreOptions,
 )
 from flink_runtime.configuration.option import ConfigOption
+from flink_runtime.configuration.resourcemanager_options import ResourceManagerOptions
 from flink_runtime.configuration.rest_options import RestOptions, SecurityOptions, WebOptions
 from flink_runtime.configuration.taskmanager_options import TaskManagerOptions
 
@@ -32,6 +33,7 @@ GROUPS: tuple[type, ...] = (
     JobStoreOptions,
     HighAvailabilityOptions,
     TaskManagerOptions,
+    ResourceManagerOptions,
     ClusterOptions,
     RestOptions,
     WebOptions,

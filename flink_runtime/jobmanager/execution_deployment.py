@@ -125,10 +125,11 @@ class ExecutionDeployer:
 
     def request_timed_out(self, request_id: str, timeout: float) -> None:
         """No slot came for this request in time: the attempts waiting on it fail."""
-        self._fail(self.slots.request_timed_out(request_id), no_slot_reason(timeout))
+        self.request_failed(request_id, no_slot_reason(timeout))
 
     def request_failed(self, request_id: str, reason: str) -> None:
-        """No TaskManager could ever hold this request: the attempts waiting on it fail."""
+        """No slot will come for this request (it timed out, no TaskManager could ever hold
+        it, or the resource manager's bounds never allow one): the attempts waiting fail."""
         self._fail(self.slots.request_timed_out(request_id), reason)
 
     def allocation_lost(self, allocation_id: str, reason: str) -> None:

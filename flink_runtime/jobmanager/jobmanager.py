@@ -20,6 +20,8 @@ see the JobManager only through a small Protocol of their module:
   task_fencing.py      TaskFencing: whether a task's message is this run's, and its job
   spark_session.py     JobManagerSpark: the JobManager's SparkSession (plan checks, paths)
   submission.py        validate_submission: what this cluster accepts of a JobGraph
+  resourcemanager/     ActiveResourceManager (resourcemanager.driver process or docker):
+                       starts TaskManagers for waiting slot requests, stops idle ones
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from flink_runtime.jobmanager.submission import validate_submission
 from flink_runtime.jobmanager.task_fencing import JobTaskMessage, TaskFencing
 from flink_runtime.jobmanager.task_reports import UnknownExecution
 from flink_runtime.planner import InProcessPlanner, Planner, PlannerPool
+from flink_runtime.resourcemanager import ActiveResourceManager
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
@@ -131,6 +134,17 @@ class JobManager(RpcEndpoint):
         self.resource_manager = ResourceManager(self, config, self.cluster_secret)
         self.task_managers: dict[str, RegisteredTaskManager] = self.resource_manager.task_managers
         self.slot_pool = self.resource_manager.slot_pool
+        # resourcemanager.driver process or docker: TaskManagers started for waiting slot
+        # requests and stopped when idle (None: standalone, they are started by hand).
+        self.active_resources = (
+            ActiveResourceManager(config, self.resource_manager, self.slot_pool, self)
+            if config.get(cfg.ResourceManagerOptions.DRIVER) != "standalone"
+            else None
+        )
+        if self.active_resources is not None:
+            # A request the registered TaskManagers cannot hold waits for one started for it
+            # (the active resource manager fails it when its bounds never allow one).
+            self.slot_pool.fail_unfulfillable = False
         # Called by the RPC layer outside the mailbox; handled inside it.
         rpc.on_disconnect = lambda address: self.run_in_mailbox(self.resource_manager.on_connection_lost, address)
         self.events = JobEventLog()
@@ -171,6 +185,8 @@ class JobManager(RpcEndpoint):
 
     def on_stop(self) -> None:
         self.leadership.stop()
+        if self.active_resources is not None:
+            self.active_resources.close()
         self.planner.close()
         self.persistence.close()
         self.leadership.release_store_lock()
@@ -220,6 +236,8 @@ class JobManager(RpcEndpoint):
 
     def _check_timeouts(self) -> None:
         self.resource_manager.check_timeouts()
+        if self.active_resources is not None:
+            self.active_resources.tick()
         self.persistence.expire_finished_jobs()
 
     # -- the JobMasterGateway: slots and TaskManagers are the ResourceManager's ----------------------
@@ -231,7 +249,10 @@ class JobManager(RpcEndpoint):
         preferred_hosts: list[str],
         profile: ResourceProfile = ResourceProfile.UNKNOWN,
     ) -> PhysicalSlot | None:
-        return self.resource_manager.request_slot(job, request_id, preferred_hosts, profile)
+        slot = self.resource_manager.request_slot(job, request_id, preferred_hosts, profile)
+        if slot is None and self.active_resources is not None:
+            self.active_resources.request_waiting()
+        return slot
 
     def allocated_slots_of(self, task_manager_id: str) -> list[tuple[PhysicalSlot, str | None]]:
         """A TaskManager's slots in use and the job holding each (REST's allocatedSlots)."""

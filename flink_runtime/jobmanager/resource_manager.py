@@ -394,6 +394,33 @@ class ResourceManager:
                 allocated.append((slot, job.job_id if job is not None else None))
         return allocated
 
+    # -- what the active resource manager reads and asks (resourcemanager/active.py) ---------------
+
+    def free_slot_count(self) -> int:
+        return self.slot_pool.free_slots
+
+    def slots_of_task_manager(self, task_manager_id: str) -> int:
+        registration = self.task_managers.get(task_manager_id)
+        return registration.slots if registration is not None else 0
+
+    def busy_task_managers(self) -> set[str]:
+        """TaskManagers with a slot allocated or still held by an earlier registration's task."""
+        return {tm for tm, r in self.task_managers.items() if self.slot_pool.free_slots_of(tm) < r.slots}
+
+    def slot_demand_by_job(self) -> dict[str, int]:
+        """Per job: the slots it holds plus those it waits for."""
+        demand: dict[str, int] = {}
+        for job in [*self._job_of_request.values(), *self._job_of_allocation.values()]:
+            demand[job.job_id] = demand.get(job.job_id, 0) + 1
+        return demand
+
+    def fail_slot_requests_of(self, job_id: str, reason: str) -> None:
+        """No slot will ever come for this job's waiting requests: they fail with `reason`."""
+        for request_id, job in list(self._job_of_request.items()):
+            if job.job_id == job_id:
+                self.cancel_slot_request(request_id)
+                job.on_slot_request_failed(request_id, reason)
+
     def task_manager_address(self, task_manager_id: str) -> str | None:
         registration = self.task_managers.get(task_manager_id)
         return registration.address if registration is not None else None

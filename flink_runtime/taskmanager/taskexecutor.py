@@ -22,6 +22,7 @@ place, `create_task`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import uuid
@@ -76,6 +77,8 @@ from flink_runtime.taskmanager.task_channels import TaskChannels
 from flink_runtime.taskmanager.task_table import FINAL_STATE_ATTEMPTS, RunningTask, TaskStateChanged, TaskTable
 
 log = logging.getLogger(__name__)
+# How long a SubmitTask that arrived before the registration's acknowledgement waits for it.
+REGISTRATION_ANSWER_GRACE = 2.0
 
 __all__ = ["FINAL_STATE_ATTEMPTS", "TaskExecutor", "default_data_dir"]
 
@@ -234,7 +237,20 @@ class TaskExecutor(RpcEndpoint):
     # -- tasks ---------------------------------------------------------------------------------------
 
     @handles(SubmitTask)
-    def on_submit_task(self, message: SubmitTask) -> TaskOperationResult:
+    def on_submit_task(self, message: SubmitTask) -> TaskOperationResult | Awaitable[TaskOperationResult]:
+        if self.connection.jobmanager_id is None:
+            return self._submit_once_registered(message)
+        return self._submit_task(message)
+
+    async def _submit_once_registered(self, message: SubmitTask) -> TaskOperationResult:
+        """A JobManager offers a new TaskManager's slots in the handler that acknowledges its
+        registration, so the SubmitTask may arrive (on another socket) before the
+        acknowledgement: wait for it a little before answering "not registered"."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.registered.wait(), REGISTRATION_ANSWER_GRACE)
+        return await self.call_in_mailbox(self._submit_task, message)
+
+    def _submit_task(self, message: SubmitTask) -> TaskOperationResult:
         descriptor = message.descriptor
         jobmanager_id = self.connection.jobmanager_id
         if jobmanager_id is None:
