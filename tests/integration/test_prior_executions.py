@@ -11,24 +11,12 @@ import pytest
 
 from flink_runtime.client import JobClient
 from flink_runtime.client.local_cluster import StandaloneCluster
-from flink_runtime.jobgraph import JobGraph, JobVertex
+from tests.helpers.jobs import flaky_job
 
 pytestmark = pytest.mark.integration
 
 # Times and durations of an attempt that are measured at answer time ("until now").
 GROWING = {"status-duration"}
-
-
-def flaky_job() -> JobGraph:
-    """One subtask whose first attempt fails; the restart strategy runs a second that finishes."""
-    graph = JobGraph(
-        name="flaky",
-        vertices=[
-            JobVertex(id="flaky", name="Flaky", invokable="fail", config={"attempts": 1, "message": "flaky on purpose"})
-        ],
-    )
-    graph.config.update({"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "100 ms"})
-    return graph
 
 
 def attempts(rest_url: str, job_id: str) -> dict[str, Any]:
