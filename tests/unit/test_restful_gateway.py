@@ -310,3 +310,31 @@ def test_an_archived_job_keeps_its_prior_attempts(store: JobStore, tmp_path: Pat
         assert old.job_details(OLD_JOB).subtasks == {}
         with pytest.raises(JobNotFound, match="unknown, or expired from the job store"):
             old.subtask_attempt(OLD_JOB, "sink", 0, 0)
+
+
+def test_the_attempt_routes_leave_the_subtasks_metrics_route_alone() -> None:
+    """/subtasks/:n only matches a number: /subtasks/metrics stays the metric route's."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from flink_runtime.rest.errors import install_error_handlers
+    from flink_runtime.rest.job_routes import job_routes
+    from flink_runtime.rest.metric_routes import metric_routes
+
+    host = Host()
+    job = restarted_job()
+    host.jobs[job.job_id] = job
+    gateway = RestfulGateway(host, None)  # type: ignore[arg-type]
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(job_routes(gateway, 1.0, "http://rest"))
+    app.include_router(metric_routes(gateway))
+    http = TestClient(app, raise_server_exceptions=False)
+    subtask = f"/jobs/{job.job_id}/vertices/sink/subtasks"
+    assert http.get(f"{subtask}/0/attempts/0").json()["status"] == "FAILED"
+    assert http.get(f"{subtask}/0").json()["prior-attempts"][0]["attempt"] == 0
+    metrics = http.get(f"{subtask}/metrics")
+    assert metrics.status_code == 200 and isinstance(metrics.json(), list)
+    for wrong in (f"{subtask}/0/attempts/x", f"{subtask}/0/attempts/-1", f"{subtask}/0/attempts/7", f"{subtask}/3"):
+        answer = http.get(wrong)
+        assert answer.status_code == 404 and answer.json()["errors"], wrong
