@@ -50,6 +50,15 @@ class JobManagerOptions:
         "A job whose recovery was started this many times without reaching RUNNING (the JobManager "
         "died recovering it) is marked FAILED instead of recovered again, so the JobManager comes up.",
     )
+    EXECUTION_ATTEMPTS_HISTORY_SIZE = ConfigOption(
+        "jobmanager.execution.attempts-history-size",
+        integer(minimum=0),
+        16,
+        "How many ended attempts (prior Executions) each subtask keeps, the oldest dropped first: "
+        "REST /jobs/:id/vertices/:vid/subtasks/:n/attempts/:attempt, the subtasks' prior-attempts "
+        "and the job store's archive show them.",
+        job_overridable=True,
+    )
     EXECUTION_FAILOVER_STRATEGY = ConfigOption(
         "jobmanager.execution.failover-strategy",
         lower_choice("region", "full", what="failover strategy"),

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from flink_runtime.executiongraph import wiring
 from flink_runtime.executiongraph.vertices import (
+    DEFAULT_ATTEMPTS_HISTORY_SIZE,
     Execution,
     ExecutionJobVertex,
     ExecutionVertex,
@@ -29,8 +30,11 @@ from flink_runtime.jobgraph.topology import topological_order
 class ExecutionGraph:
     """The runtime view of one job: what runs, where its data goes, which attempt is current."""
 
-    def __init__(self, job_graph: JobGraph):
+    def __init__(self, job_graph: JobGraph, attempts_history_size: int = DEFAULT_ATTEMPTS_HISTORY_SIZE):
+        """attempts_history_size: how many ended attempts each subtask keeps (Flink's
+        jobmanager.execution.attempts-history-size; 0 keeps none)."""
         self.job_graph = job_graph
+        self.attempts_history_size = attempts_history_size
         self.job_id = job_graph.job_id
         # Like Flink's ExecutionGraphID: part of every attempt id, so a graph rebuilt
         # for the same job (after a JobManager failover) never reuses one.

@@ -25,6 +25,7 @@ ExecutionRegistry it is to them.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import Any, Protocol
 
@@ -39,6 +40,9 @@ from flink_runtime.jobgraph.jobgraph import (
 )
 
 _CREATED = ExecutionState.CREATED
+
+# Flink's jobmanager.execution.attempts-history-size default: prior attempts kept per subtask.
+DEFAULT_ATTEMPTS_HISTORY_SIZE = 16
 
 # Flink's lower bound for a derived max parallelism (KeyGroupRangeAssignment).
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
@@ -55,6 +59,7 @@ class ExecutionRegistry(Protocol):
     """The ExecutionGraph, as its vertices use it."""
 
     graph_id: str
+    attempts_history_size: int
 
     def register_execution(self, execution: Execution, replaces: Execution | None = None) -> None: ...
 
@@ -169,6 +174,7 @@ class ExecutionVertex:
         "job_vertex",
         "subtask_index",
         "current_execution",
+        "prior_executions",
         "produced_partitions",
         "consumed_partition_groups",
         "earlier_rounds_io_metrics",
@@ -184,6 +190,10 @@ class ExecutionVertex:
         # One per input, in the order of job_vertex.inputs; appended by wiring.
         self.consumed_partition_groups: list[ConsumedPartitionGroup] = []
         self.current_execution = Execution(self, 0)
+        # The attempts before the current one, oldest first, as Flink's priorExecutions
+        # (an EvictingBoundedList): at most the graph's attempts_history_size, the oldest
+        # evicted first, so a subtask restarted a thousand times stays small.
+        self.prior_executions: deque[Execution] = deque(maxlen=job_vertex.graph.attempts_history_size)
         # A continuous job's subtask runs once per round; what its finished rounds read
         # and wrote is kept here (see end_round), the current round's on its Execution.
         self.earlier_rounds_io_metrics = NO_IO
@@ -202,6 +212,14 @@ class ExecutionVertex:
     @property
     def execution_state(self) -> ExecutionState:
         return self.current_execution.state
+
+    def prior_execution_attempt(self, attempt_number: int) -> Execution | None:
+        """Flink's getPriorExecutionAttempt: the ended attempt with this number; None if
+        it is the current one, was never made, or was evicted from the bounded history."""
+        for execution in self.prior_executions:
+            if execution.attempt_number == attempt_number:
+                return execution
+        return None
 
     def end_round(self) -> None:
         """A continuous job's round is over: keep what this subtask's attempt of it read
@@ -236,6 +254,8 @@ class ExecutionVertex:
                 f"attempt {previous.attempt_number} is still {previous.state.value}"
             )
         execution = Execution(self, previous.attempt_number + 1)
+        if self.prior_executions.maxlen:
+            self.prior_executions.append(previous)
         self.current_execution = execution
         self.job_vertex.graph.register_execution(execution, replaces=previous)
         for partition in self.produced_partitions:

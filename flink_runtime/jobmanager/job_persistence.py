@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +36,7 @@ from flink_runtime.rpc.messages import JobStatusChanged, JobSubmissionFailure, M
 
 if TYPE_CHECKING:
     from flink_runtime.jobmanager.jobmaster import JobMaster
+    from flink_runtime.jobmanager.resource_manager import RegisteredTaskManager
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ class PersistenceHost(Protocol):
 
     def owns(self, job: JobMaster) -> bool:
         """`job` is the one registered under its id."""
+
+    @property
+    def task_managers(self) -> Mapping[str, RegisteredTaskManager]:
+        """The registered TaskManagers (where an archived job's attempts ran)."""
 
 
 class JobPersistence:
@@ -261,7 +266,8 @@ class JobPersistence:
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
             if job.status.is_globally_terminal and self.job_store is not None:
-                self._write("archive", job.job_id, *job_snapshots.archive_documents(job))
+                documents = job_snapshots.archive_documents(job, self._host.task_managers.get)
+                self._write("archive", job.job_id, *documents)
                 self._write("prune", *self._retention())
 
     # -- recovery --------------------------------------------------------------------------------

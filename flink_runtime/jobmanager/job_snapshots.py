@@ -24,6 +24,7 @@ from flink_runtime.executiongraph import (
     vertex_task_counts,
 )
 from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.jobmanager.live_snapshots import SubtaskSnapshot, TaskManagerLookup, subtask_snapshot
 from flink_runtime.scheduler.exception_history import ExceptionEntry
 
 if TYPE_CHECKING:
@@ -91,7 +92,9 @@ class JobSummary(msgspec.Struct, kw_only=True):
 
 
 class JobSnapshot(msgspec.Struct, kw_only=True):
-    """A job as its details show it (Flink's ArchivedExecutionGraph, without the attempts)."""
+    """A job as its details show it (Flink's ArchivedExecutionGraph). Only an archived
+    one carries its subtasks' attempts (`subtasks`, by vertex id): a running job's are
+    read from its ExecutionGraph when asked for."""
 
     job_id: str
     name: str
@@ -105,6 +108,8 @@ class JobSnapshot(msgspec.Struct, kw_only=True):
     status_timestamps: dict[str, int]  # each JobStatus reached, when
     vertices: list[VertexSnapshot]
     plan: list[PlanNode]
+    # Archived jobs only; empty in archives written before attempts were kept.
+    subtasks: dict[str, list[SubtaskSnapshot]] = {}
 
     def summary(self) -> JobSummary:
         counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
@@ -252,6 +257,19 @@ def exception_history(job: JobMaster, limit: int = ARCHIVED_EXCEPTIONS) -> Excep
 # -- the job store's documents ------------------------------------------------------------------
 
 
-def archive_documents(job: JobMaster) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the job store keeps of an ended job: its snapshot and exception history."""
-    return msgspec.to_builtins(job_snapshot(job)), msgspec.to_builtins(exception_history(job))
+def _no_task_manager(task_manager_id: str) -> None:
+    return None
+
+
+def archive_documents(
+    job: JobMaster, task_manager: TaskManagerLookup = _no_task_manager
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the job store keeps of an ended job: its snapshot with every subtask's
+    attempts (current and prior), and its exception history."""
+    snapshot = job_snapshot(job)
+    if job.graph is not None:
+        snapshot.subtasks = {
+            ejv.id: [subtask_snapshot(vertex, task_manager) for vertex in ejv.task_vertices]
+            for ejv in job.graph.vertices.values()
+        }
+    return msgspec.to_builtins(snapshot), msgspec.to_builtins(exception_history(job))

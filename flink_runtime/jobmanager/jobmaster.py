@@ -31,7 +31,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from flink_runtime.configuration import Configuration, CoreOptions
+from flink_runtime.configuration import Configuration, CoreOptions, JobManagerOptions
 from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionState, ExecutionVertex, JobStatus
 from flink_runtime.invokable import Prepared
 from flink_runtime.jobgraph.jobgraph import JobGraph
@@ -201,7 +201,9 @@ class JobMaster:
         """Build the ExecutionGraph, then prepare the vertices off the mailbox (input
         splits, plan checks: file listings and Spark analysis take time)."""
         try:
-            self.graph = graph = ExecutionGraph(self.job_graph)
+            self.graph = graph = ExecutionGraph(
+                self.job_graph, self.config.get(JobManagerOptions.EXECUTION_ATTEMPTS_HISTORY_SIZE)
+            )
         except Exception as exc:
             self._fail_before_running(exc, invalid=True)
             return

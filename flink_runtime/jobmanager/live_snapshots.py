@@ -1,7 +1,9 @@
 """What only a running JobManager tells about its jobs, as records: a vertex's subtasks
 and where they run, the job's configuration, its per-vertex I/O and input splits (what
-Flink's accumulators show), and its metrics. The job store keeps none of these; the
-REST API (rest/job_views.py, rest/metric_routes.py) shapes them into Flink's JSON.
+Flink's accumulators show), and its metrics. The job store keeps none of these but the
+subtasks and their prior attempts (JobSnapshot.subtasks, as Flink's ArchivedExecutionVertex
+keeps its prior executions); the REST API (rest/job_views.py, rest/metric_routes.py)
+shapes them into Flink's JSON.
 
 Times here are epoch seconds as the JobMaster keeps them; the REST API renders them.
 """
@@ -13,8 +15,15 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from flink_runtime.executiongraph import ExecutionJobVertex, ExecutionState, subtask_io_metrics, vertex_io_metrics
-from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.executiongraph import (
+    Execution,
+    ExecutionJobVertex,
+    ExecutionState,
+    ExecutionVertex,
+    subtask_io_metrics,
+    vertex_io_metrics,
+)
+from flink_runtime.io.metrics import NO_IO, IOMetrics
 from flink_runtime.jobmanager import metrics
 from flink_runtime.scheduler.restart import restart_strategy
 
@@ -33,7 +42,9 @@ class SplitCounts(msgspec.Struct, kw_only=True):
 
 
 class SubtaskSnapshot(msgspec.Struct, kw_only=True):
-    """A subtask's current attempt, and where it runs."""
+    """One attempt of a subtask (Flink's AccessExecution), and where it ran: the current
+    one carries the ended ones before it in `prior_attempts` (oldest first, at most
+    jobmanager.execution.attempts-history-size)."""
 
     subtask: int
     status: str
@@ -48,6 +59,13 @@ class SubtaskSnapshot(msgspec.Struct, kw_only=True):
     io: IOMetrics
     io_complete: bool
     failure_cause: str | None
+    prior_attempts: list[SubtaskSnapshot] = []  # none in an archive written before they were kept
+
+    def find_attempt(self, attempt: int) -> SubtaskSnapshot | None:
+        """The attempt with this number: this one, or a prior one still kept."""
+        if attempt == self.attempt:
+            return self
+        return next((prior for prior in self.prior_attempts if prior.attempt == attempt), None)
 
 
 class VertexSubtasks(msgspec.Struct, kw_only=True):
@@ -100,37 +118,51 @@ def split_counts(job: JobMaster, vertex_id: str) -> SplitCounts | None:
     )
 
 
-def vertex_subtasks(
-    job: JobMaster, ejv: ExecutionJobVertex, task_manager: Callable[[str], RegisteredTaskManager | None]
-) -> VertexSubtasks:
-    subtasks = []
-    for vertex in ejv.task_vertices:
-        execution = vertex.current_execution
-        registration = task_manager(execution.task_manager_id or "")
-        io, complete = subtask_io_metrics(vertex)
-        subtasks.append(
-            SubtaskSnapshot(
-                subtask=vertex.subtask_index,
-                status=execution.state.value,
-                attempt=execution.attempt_number,
-                attempt_id=execution.attempt_id,
-                task_manager_id=execution.task_manager_id,
-                endpoint=registration.address if registration is not None else None,
-                host=registration.host if registration is not None else None,
-                start=execution.state_timestamps.get(ExecutionState.DEPLOYING),
-                end=execution.state_timestamps[execution.state] if execution.is_terminal else None,
-                state_timestamps={state.value: at for state, at in execution.state_timestamps.items()},
-                io=io,
-                io_complete=complete,
-                failure_cause=execution.failure_cause,
-            )
-        )
+TaskManagerLookup = Callable[[str], "RegisteredTaskManager | None"]
+
+
+def attempt_snapshot(
+    execution: Execution, task_manager: TaskManagerLookup, io: IOMetrics, io_complete: bool
+) -> SubtaskSnapshot:
+    registration = task_manager(execution.task_manager_id or "")
+    # A prior attempt's TaskManager may be gone: its slot still says on which host it ran.
+    host = registration.host if registration is not None else getattr(execution.assigned_resource, "host", None)
+    return SubtaskSnapshot(
+        subtask=execution.vertex.subtask_index,
+        status=execution.state.value,
+        attempt=execution.attempt_number,
+        attempt_id=execution.attempt_id,
+        task_manager_id=execution.task_manager_id,
+        endpoint=registration.address if registration is not None else None,
+        host=host,
+        start=execution.state_timestamps.get(ExecutionState.DEPLOYING),
+        end=execution.state_timestamps[execution.state] if execution.is_terminal else None,
+        state_timestamps={state.value: at for state, at in execution.state_timestamps.items()},
+        io=io,
+        io_complete=io_complete,
+        failure_cause=execution.failure_cause,
+    )
+
+
+def subtask_snapshot(vertex: ExecutionVertex, task_manager: TaskManagerLookup) -> SubtaskSnapshot:
+    """The subtask's current attempt, with its prior attempts."""
+    io, complete = subtask_io_metrics(vertex)
+    current = attempt_snapshot(vertex.current_execution, task_manager, io, complete)
+    # A prior attempt's I/O is what it reported when it ended (nothing if it failed first).
+    current.prior_attempts = [
+        attempt_snapshot(prior, task_manager, prior.io_metrics or NO_IO, prior.io_metrics is not None)
+        for prior in vertex.prior_executions
+    ]
+    return current
+
+
+def vertex_subtasks(job: JobMaster, ejv: ExecutionJobVertex, task_manager: TaskManagerLookup) -> VertexSubtasks:
     return VertexSubtasks(
         id=ejv.id,
         name=ejv.name,
         parallelism=ejv.parallelism,
         max_parallelism=ejv.max_parallelism,
-        subtasks=subtasks,
+        subtasks=[subtask_snapshot(vertex, task_manager) for vertex in ejv.task_vertices],
         splits=split_counts(job, ejv.id),
     )
 

@@ -37,6 +37,7 @@ from flink_runtime.jobmanager.job_snapshots import ExceptionHistory, JobPlan, Jo
 from flink_runtime.jobmanager.live_snapshots import (
     JobConfiguration,
     JobMetrics,
+    SubtaskSnapshot,
     VertexAccumulators,
     VertexMetrics,
     VertexSubtasks,
@@ -137,6 +138,12 @@ class TaskManagerSnapshot:
 _METRICS_KEPT = "metrics are kept for jobs of this JobManager run"
 
 
+def _no_subtask(job_id: str, vertex_id: str, subtask_index: int, parallelism: int) -> VertexNotFound:
+    return VertexNotFound(
+        f"Job {job_id}'s vertex {vertex_id!r} has no subtask {subtask_index}: its subtasks are 0 to {parallelism - 1}."
+    )
+
+
 def _not_found(job_id: str) -> JobNotFound:
     return JobNotFound(f"Job {job_id} not found (unknown, or expired from the job store).")
 
@@ -233,8 +240,56 @@ class RestfulGateway:
         )
 
     def vertex_subtasks(self, job_id: str, vertex_id: str) -> VertexSubtasks:
-        job = self._live_job(job_id)
-        return live_snapshots.vertex_subtasks(job, self._vertex(job, vertex_id), self._host.task_managers.get)
+        """The vertex's subtasks: a running job's, or those the job store archived (with
+        their prior attempts) for a job of an earlier run."""
+        job = self._host.jobs.get(job_id)
+        if job is not None:
+            return live_snapshots.vertex_subtasks(job, self._vertex(job, vertex_id), self._host.task_managers.get)
+        snapshot = self._archived_subtasks_or_404(job_id)
+        vertex = next((v for v in snapshot.vertices if v.id == vertex_id), None)
+        if vertex is None:
+            raise VertexNotFound(f"Job {job_id} has no vertex {vertex_id!r}.")
+        return VertexSubtasks(
+            id=vertex.id,
+            name=vertex.name,
+            parallelism=vertex.parallelism,
+            max_parallelism=vertex.max_parallelism,
+            subtasks=snapshot.subtasks.get(vertex_id, []),
+            splits=None,
+        )
+
+    def _archived_subtasks_or_404(self, job_id: str) -> JobSnapshot:
+        archived = self._archived(job_id)
+        if archived is None or not archived[0].subtasks:  # archived before subtasks were kept
+            raise JobNotFound(f"Job {job_id} not found (unknown, or expired from the job store).")
+        return archived[0]
+
+    def subtask(self, job_id: str, vertex_id: str, subtask_index: int) -> SubtaskSnapshot:
+        """A subtask's current attempt, with its prior ones (Flink's SubtaskCurrentAttemptDetails)."""
+        job = self._host.jobs.get(job_id)
+        if job is not None:
+            ejv = self._vertex(job, vertex_id)
+            if not 0 <= subtask_index < ejv.parallelism:
+                raise _no_subtask(job_id, vertex_id, subtask_index, ejv.parallelism)
+            return live_snapshots.subtask_snapshot(ejv.task_vertices[subtask_index], self._host.task_managers.get)
+        subtasks = self.vertex_subtasks(job_id, vertex_id).subtasks
+        if not 0 <= subtask_index < len(subtasks):
+            raise _no_subtask(job_id, vertex_id, subtask_index, len(subtasks))
+        return subtasks[subtask_index]
+
+    def subtask_attempt(self, job_id: str, vertex_id: str, subtask_index: int, attempt: int) -> SubtaskSnapshot:
+        """One attempt of a subtask, current or prior (Flink's SubtaskExecutionAttemptDetails);
+        VertexNotFound if it was never made or was evicted from the bounded history."""
+        current = self.subtask(job_id, vertex_id, subtask_index)
+        found = current.find_attempt(attempt)
+        if found is None:
+            kept = [prior.attempt for prior in current.prior_attempts] + [current.attempt]
+            raise VertexNotFound(
+                f"Attempt {attempt} not found in subtask {subtask_index} of vertex {vertex_id!r} of job {job_id}: "
+                f"the attempts kept are {kept} (at most jobmanager.execution.attempts-history-size "
+                "prior ones, the oldest dropped first)."
+            )
+        return found
 
     def job_configuration(self, job_id: str) -> JobConfiguration:
         return live_snapshots.job_configuration(self._live_job(job_id))

@@ -38,11 +38,14 @@ class SleepInvokable(AbstractInvokable):
 
 
 class FailingInvokable(AbstractInvokable):
-    """Fails with `message` after `after_seconds` (only subtask `subtask`, if given)."""
+    """Fails with `message` after `after_seconds` (only subtask `subtask`, if given; only
+    its first `attempts` attempts, if given: a task that recovers after a restart)."""
 
     def invoke(self) -> None:
         config = self.environment.config
         time.sleep(float(config.get("after_seconds", 0)))
+        if "attempts" in config and self.environment.attempt_number >= int(config["attempts"]):
+            return
         if config.get("subtask") in (None, self.environment.subtask_index):
             raise RuntimeError(config.get("message", "task failed on purpose"))
 

@@ -81,6 +81,22 @@ def job_routes(gateway: RestfulGateway, submit_wait: float, rest_url: str) -> AP
     async def vertex_details(job_id: str, vertex_id: str) -> dict[str, Any]:
         return job_views.vertex_subtasks(gateway.vertex_subtasks(job_id, vertex_id))
 
+    # `:int`: only a number matches, so /subtasks/metrics (metric_routes, included after
+    # this router) is not taken for a subtask index.
+    @router.get(
+        "/jobs/{job_id}/vertices/{vertex_id}/subtasks/{subtask_index:int}",
+        summary="A subtask's current attempt, with its prior attempts",
+    )
+    async def subtask_details(job_id: str, vertex_id: str, subtask_index: int) -> dict[str, Any]:
+        return job_views.subtask_details(gateway.subtask(job_id, vertex_id, subtask_index))
+
+    @router.get(
+        "/jobs/{job_id}/vertices/{vertex_id}/subtasks/{subtask_index:int}/attempts/{attempt:int}",
+        summary="One attempt of a subtask, current or prior",
+    )
+    async def subtask_attempt(job_id: str, vertex_id: str, subtask_index: int, attempt: int) -> dict[str, Any]:
+        return job_views.subtask_attempt(gateway.subtask_attempt(job_id, vertex_id, subtask_index, attempt))
+
     @router.get("/jobs/{job_id}/config", summary="The job's execution configuration")
     async def job_config(job_id: str) -> dict[str, Any]:
         return job_views.job_config(gateway.job_configuration(job_id))

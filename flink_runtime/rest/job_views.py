@@ -23,6 +23,7 @@ from flink_runtime.jobmanager.job_snapshots import (
 from flink_runtime.jobmanager.live_snapshots import (
     JobConfiguration,
     SplitCounts,
+    SubtaskSnapshot,
     VertexAccumulators,
     VertexSubtasks,
 )
@@ -122,25 +123,35 @@ def vertex_details(vertex: VertexSnapshot) -> dict[str, Any]:
     }
 
 
+def subtask_attempt(attempt: SubtaskSnapshot) -> dict[str, Any]:
+    """One attempt of a subtask (Flink's SubtaskExecutionAttemptDetailsInfo):
+    GET /jobs/:id/vertices/:vid/subtasks/:n/attempts/:attempt."""
+    return {
+        "subtask": attempt.subtask,
+        "status": attempt.status,
+        "attempt": attempt.attempt,
+        "attempt-id": attempt.attempt_id,
+        "taskmanager-id": attempt.task_manager_id,
+        "endpoint": attempt.endpoint,
+        "host": attempt.host,
+        **_times(attempt.start, attempt.end),
+        "start_time": ms(attempt.start),
+        "metrics": io_metrics_json(VertexIOMetrics(attempt.io, attempt.io_complete)),
+        "status-duration": _status_durations(attempt.state_timestamps),
+        "failure-cause": attempt.failure_cause,
+    }
+
+
+def subtask_details(subtask: SubtaskSnapshot) -> dict[str, Any]:
+    """A subtask's current attempt and, under "prior-attempts" (oldest first), the ended
+    attempts it keeps: GET /jobs/:id/vertices/:vid/subtasks/:n, and each subtask of
+    GET /jobs/:id/vertices/:vid."""
+    return {**subtask_attempt(subtask), "prior-attempts": [subtask_attempt(prior) for prior in subtask.prior_attempts]}
+
+
 def vertex_subtasks(vertex: VertexSubtasks) -> dict[str, Any]:
-    """GET /jobs/:id/vertices/:vid: each subtask's current attempt and where it runs."""
-    subtasks = [
-        {
-            "subtask": subtask.subtask,
-            "status": subtask.status,
-            "attempt": subtask.attempt,
-            "attempt-id": subtask.attempt_id,
-            "taskmanager-id": subtask.task_manager_id,
-            "endpoint": subtask.endpoint,
-            "host": subtask.host,
-            **_times(subtask.start, subtask.end),
-            "start_time": ms(subtask.start),
-            "metrics": io_metrics_json(VertexIOMetrics(subtask.io, subtask.io_complete)),
-            "status-duration": _status_durations(subtask.state_timestamps),
-            "failure-cause": subtask.failure_cause,
-        }
-        for subtask in vertex.subtasks
-    ]
+    """GET /jobs/:id/vertices/:vid: each subtask's current attempt (and prior ones) and where it runs."""
+    subtasks = [subtask_details(subtask) for subtask in vertex.subtasks]
     return {
         "id": vertex.id,
         "name": vertex.name,

@@ -1,6 +1,7 @@
 """The web dashboard in a real browser (headless Chromium driven by selenium) against a
-real MiniCluster: the overview, a TaskManager's resources, a running job in the jobs list, its graph, a cancel
-pressed on its page, a failed job's exception, and a token-protected cluster.
+real MiniCluster: the overview, a TaskManager's resources, a running job in the jobs
+list, its graph, a cancel pressed on its page, a failed job's exception, every attempt
+of a restarted subtask in the timeline, and a token-protected cluster.
 
 Each test saves a screenshot under its pytest tmp dir (look there when one fails).
 """
@@ -18,6 +19,7 @@ from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.browser.conftest import script_errors, wait_until
 from tests.conftest import fast_config
+from tests.helpers.jobs import flaky_job
 
 pytestmark = pytest.mark.integration
 
@@ -172,6 +174,25 @@ def test_a_failed_jobs_page_shows_its_exception(
     wait_until("the stack trace on the page", lambda: FAILURE_MESSAGE in text_of(driver, "#exceptions pre.stacktrace"))
     assert text_of(driver, "#job-state") == "FAILED"
     driver.save_screenshot(str(tmp_path / "failed.png"))
+
+
+def test_the_timeline_shows_every_attempt_of_a_restarted_subtask(
+    driver: Any, minicluster: MiniCluster, client: JobClient, tmp_path: Path
+) -> None:
+    job_id = client.submit(flaky_job())
+    assert client.wait(job_id, timeout=60).value == "FINISHED"
+    driver.get(f"{minicluster.rest_url}/#/jobs/{job_id}")
+    row = '#timeline .timeline-row[data-vertex-id="flaky"]'
+    bars = wait_until("both attempts in the timeline", lambda: len(by_css(driver, f"{row} .timeline-attempt")) == 2)
+    assert bars
+    attempts = [
+        (bar.get_attribute("data-attempt"), bar.get_attribute("data-status"))
+        for bar in by_css(driver, f"{row} .timeline-attempt")
+    ]
+    assert attempts == [("0", "FAILED"), ("1", "FINISHED")]
+    tip = by_css(driver, f'{row} .timeline-attempt[data-attempt="0"] title')[0].get_attribute("textContent")
+    assert "attempt 0: FAILED" in tip and "flaky on purpose" in tip
+    driver.save_screenshot(str(tmp_path / "attempts.png"))
 
 
 def test_a_token_protected_cluster(driver: Any, tmp_path: Path) -> None:

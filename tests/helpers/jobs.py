@@ -33,3 +33,16 @@ def sleep_job(seconds: float = 30.0, name: str = "sleeper") -> JobGraph:
         name=name,
         vertices=[JobVertex(id="zzz", name="Sleep", invokable="sleep", config={"seconds": seconds})],
     )
+
+
+def flaky_job(name: str = "flaky") -> JobGraph:
+    """One subtask (vertex "flaky") whose first attempt fails with "flaky on purpose"; the
+    restart strategy runs a second attempt, which finishes."""
+    graph = JobGraph(
+        name=name,
+        vertices=[
+            JobVertex(id="flaky", name="Flaky", invokable="fail", config={"attempts": 1, "message": "flaky on purpose"})
+        ],
+    )
+    graph.config.update({"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "100 ms"})
+    return graph

@@ -431,6 +431,40 @@ def test_reset_creates_and_registers_the_next_attempt():
     assert ev.reset_for_new_execution().attempt_number == 2
 
 
+def test_prior_executions_are_kept_bounded_by_the_history_size():
+    job = JobGraph(name="one", job_id=new_job_id(), vertices=[vertex("src", 1)])
+    ev = ExecutionGraph(job, attempts_history_size=3).vertices["src"].task_vertices[0]
+    ended = []
+    for number in range(5):
+        execution = ev.current_execution
+        drive(execution, E.RUNNING, E.FAILED)
+        execution.failure_cause = f"boom {number}"
+        ended.append(execution)
+        ev.reset_for_new_execution()
+    # As Flink's EvictingBoundedList: the newest 3 ended attempts, oldest first; 0 and 1 evicted.
+    assert [e.attempt_number for e in ev.prior_executions] == [2, 3, 4]
+    assert ev.prior_execution_attempt(3) is ended[3] and ev.prior_execution_attempt(3).state is E.FAILED
+    assert ev.prior_execution_attempt(1) is None  # evicted
+    assert ev.prior_execution_attempt(5) is None  # the current attempt is not a prior one
+    assert ev.current_execution.attempt_number == 5
+
+
+def test_a_history_size_of_zero_keeps_no_prior_executions():
+    job = JobGraph(name="one", job_id=new_job_id(), vertices=[vertex("src", 1)])
+    ev = ExecutionGraph(job, attempts_history_size=0).vertices["src"].task_vertices[0]
+    drive(ev.current_execution, E.RUNNING, E.FAILED)
+    ev.reset_for_new_execution()
+    assert list(ev.prior_executions) == [] and ev.prior_execution_attempt(0) is None
+
+
+def test_the_default_history_keeps_16_prior_executions():
+    ev = two_vertex_graph(1, 1, ALL_TO_ALL).vertices["src"].task_vertices[0]
+    for _ in range(20):
+        drive(ev.current_execution, E.RUNNING, E.FAILED)
+        ev.reset_for_new_execution()
+    assert [e.attempt_number for e in ev.prior_executions] == list(range(4, 20))
+
+
 def test_reset_forgets_the_produced_partitions():
     graph = two_vertex_graph(2, 3, ALL_TO_ALL)
     result = graph.results["src-to-dst"]

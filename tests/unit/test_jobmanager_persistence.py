@@ -77,6 +77,7 @@ class FakeHost:
     def __init__(self) -> None:
         self.jobs: dict[str, FakeJob] = {}
         self.removed: list[str] = []
+        self.task_managers: dict[str, Any] = {}
         self._pending: list[asyncio.Future[Any]] = []
 
     def run_async(self, awaitable: Any, on_done: Any = None) -> Any:
@@ -127,7 +128,7 @@ def snapshots_of_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         job_persistence.job_snapshots,
         "archive_documents",
-        lambda job: ({"jid": job.job_id, "state": "X"}, {"root-exception": None}),
+        lambda job, task_manager=None: ({"jid": job.job_id, "state": "X"}, {"root-exception": None}),
     )
 
 

@@ -224,3 +224,117 @@ async def test_an_accepted_submission_answers_the_job_id() -> None:
     host = Host()
     host.answer = "accept"
     assert await RestfulGateway(host, None).submit_job(b'{"jid": "j1"}', 1.0) == "j1"  # type: ignore[arg-type]
+
+
+# -- prior attempts (Flink's priorExecutions) -------------------------------------------------------
+
+
+def restarted_job() -> JobMaster:
+    """A real JobMaster whose sink failed once, was restarted, and finished."""
+    graph = job_graph(("source", 1), ("sink", 1), edges=(("source", "sink"),))
+    config = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.delay": "1 s"}
+    job, gateway = start_job(graph, config)
+    run_to(job, current(job, "source"), ExecutionState.FINISHED)
+    gateway.settle()
+    sink = current(job, "sink")
+    sink.task_manager_id = "tm-1"
+    run_to(job, sink, ExecutionState.FAILED, "ValueError: bad record 7")
+    gateway.settle()
+    gateway.advance(1.0)
+    io = IOMetrics(records_in=5, records_out=0, bytes_in=50, bytes_out=0, busy_ms=10, idle_ms=1)
+    run_to(job, current(job, "sink"), ExecutionState.FINISHED, io_metrics=io)
+    gateway.settle()
+    assert job.status is JobStatus.FINISHED and current(job, "sink").attempt_number == 1
+    return job
+
+
+def test_a_subtasks_prior_attempts_answer_as_flinks_attempts(store: JobStore) -> None:
+    host = Host()
+    job = restarted_job()
+    host.jobs[job.job_id] = job
+    gateway = RestfulGateway(host, None)  # type: ignore[arg-type]
+
+    failed = job_views.subtask_attempt(gateway.subtask_attempt(job.job_id, "sink", 0, 0))
+    assert failed["subtask"] == 0 and failed["attempt"] == 0 and failed["status"] == "FAILED"
+    assert failed["failure-cause"] == "ValueError: bad record 7"
+    assert (failed["taskmanager-id"], failed["endpoint"], failed["host"]) == ("tm-1", "tcp://tm-1", "host-1")
+    assert 0 < failed["start-time"] <= failed["end-time"] and failed["duration"] >= 0
+    assert set(failed) >= {"start_time", "metrics", "status-duration"}
+    assert "FAILED" in failed["status-duration"] and "prior-attempts" not in failed
+    now = job_views.subtask_attempt(gateway.subtask_attempt(job.job_id, "sink", 0, 1))
+    assert (now["attempt"], now["status"], now["metrics"]["read-records"]) == (1, "FINISHED", 5)
+
+    details = job_views.subtask_details(gateway.subtask(job.job_id, "sink", 0))
+    assert details["attempt"] == 1 and [p["attempt"] for p in details["prior-attempts"]] == [0]
+    assert details["prior-attempts"][0] == {
+        **failed,
+        "status-duration": details["prior-attempts"][0]["status-duration"],
+    }
+    vertex = job_views.vertex_subtasks(gateway.vertex_subtasks(job.job_id, "sink"))
+    assert [p["status"] for p in vertex["subtasks"][0]["prior-attempts"]] == ["FAILED"]
+    assert (
+        job_views.vertex_subtasks(gateway.vertex_subtasks(job.job_id, "source"))["subtasks"][0]["prior-attempts"] == []
+    )
+
+    with pytest.raises(VertexNotFound, match=r"Attempt 2 not found in subtask 0 .* the attempts kept are \[0, 1\]"):
+        gateway.subtask_attempt(job.job_id, "sink", 0, 2)
+    with pytest.raises(VertexNotFound, match="has no subtask 1: its subtasks are 0 to 0"):
+        gateway.subtask(job.job_id, "sink", 1)
+    with pytest.raises(VertexNotFound, match="has no vertex 'nope'"):
+        gateway.subtask(job.job_id, "nope", 0)
+
+
+def test_an_archived_job_keeps_its_prior_attempts(store: JobStore, tmp_path: Path) -> None:
+    job = restarted_job()
+    live = RestfulGateway(Host(), None)  # type: ignore[arg-type]
+    live._host.jobs[job.job_id] = job  # type: ignore[attr-defined]
+    expected = job_views.subtask_attempt(live.subtask_attempt(job.job_id, "sink", 0, 0))
+    details, exceptions = job_snapshots.archive_documents(job, Host().task_managers.get)
+    store.add_job(job.job_id, job.name, job.job_graph.to_json(), 1.0)
+    store.update_status(job.job_id, "FINISHED", 2.0)
+    store.archive(job.job_id, details, exceptions)
+    [record] = store.archived_jobs()
+
+    gateway = RestfulGateway(Host({job.job_id: record}), None)  # type: ignore[arg-type]
+    archived = job_views.subtask_attempt(gateway.subtask_attempt(job.job_id, "sink", 0, 0))
+    durations = archived.pop("status-duration")
+    assert archived == {k: v for k, v in expected.items() if k != "status-duration"}
+    assert set(durations) == set(expected["status-duration"])
+    assert gateway.subtask_attempt(job.job_id, "sink", 0, 1).status == "FINISHED"
+    assert [s.attempt for s in gateway.vertex_subtasks(job.job_id, "sink").subtasks] == [1]
+    with pytest.raises(VertexNotFound, match="Attempt 5 not found"):
+        gateway.subtask_attempt(job.job_id, "sink", 0, 5)
+    # A row archived before attempts were kept still reads, and says it has no subtasks.
+    with JobStore(f"sqlite:///{tmp_path / 'old.db'}") as old_store:
+        old = RestfulGateway(Host({OLD_JOB: archive_old_row(old_store)}), None)  # type: ignore[arg-type]
+        assert old.job_details(OLD_JOB).subtasks == {}
+        with pytest.raises(JobNotFound, match="unknown, or expired from the job store"):
+            old.subtask_attempt(OLD_JOB, "sink", 0, 0)
+
+
+def test_the_attempt_routes_leave_the_subtasks_metrics_route_alone() -> None:
+    """/subtasks/:n only matches a number: /subtasks/metrics stays the metric route's."""
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    from flink_runtime.rest.errors import install_error_handlers
+    from flink_runtime.rest.job_routes import job_routes
+    from flink_runtime.rest.metric_routes import metric_routes
+
+    host = Host()
+    job = restarted_job()
+    host.jobs[job.job_id] = job
+    gateway = RestfulGateway(host, None)  # type: ignore[arg-type]
+    app = FastAPI()
+    install_error_handlers(app)
+    app.include_router(job_routes(gateway, 1.0, "http://rest"))
+    app.include_router(metric_routes(gateway))
+    http = TestClient(app, raise_server_exceptions=False)
+    subtask = f"/jobs/{job.job_id}/vertices/sink/subtasks"
+    assert http.get(f"{subtask}/0/attempts/0").json()["status"] == "FAILED"
+    assert http.get(f"{subtask}/0").json()["prior-attempts"][0]["attempt"] == 0
+    metrics = http.get(f"{subtask}/metrics")
+    assert metrics.status_code == 200 and isinstance(metrics.json(), list)
+    for wrong in (f"{subtask}/0/attempts/x", f"{subtask}/0/attempts/-1", f"{subtask}/0/attempts/7", f"{subtask}/3"):
+        answer = http.get(wrong)
+        assert answer.status_code == 404 and answer.json()["errors"], wrong

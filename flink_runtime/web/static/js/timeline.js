@@ -1,6 +1,7 @@
-// The subtasks' timeline: one row per subtask, a bar from its start-time (deployed) to
-// its end-time (or now), split into the states it passed (its "status-duration", in the
-// order it entered them) and coloured as the graph.
+// The subtasks' timeline: one row per subtask, a bar per attempt (its prior attempts, as
+// the subtasks answer's "prior-attempts" keeps them, then the current one) from its
+// start-time (deployed) to its end-time (or now), split into the states it passed (its
+// "status-duration", in the order it entered them) and coloured as the graph.
 
 import { h, placeholder, s } from "./dom.js";
 import * as fmt from "./format.js";
@@ -25,35 +26,50 @@ function segments(subtask, end) {
   return parts;
 }
 
+// A subtask's attempts that were deployed, oldest first.
+function attemptsOf(subtask) {
+  return [...(subtask["prior-attempts"] || []), subtask].filter((attempt) => attempt["start-time"] > 0);
+}
+
 // vertices: [{id, name, subtasks: [...]}] from GET /jobs/:id/vertices/:vid; now: the server's clock.
 export function timeline(vertices, now) {
   const rows = [];
   for (const vertex of vertices) {
     for (const subtask of vertex.subtasks || []) {
-      if (subtask["start-time"] > 0) rows.push({ vertex, subtask });
+      const attempts = attemptsOf(subtask);
+      if (attempts.length) rows.push({ vertex, subtask, attempts });
     }
   }
   if (!rows.length) return placeholder("No subtask has been deployed yet.");
-  const start = Math.min(...rows.map((row) => row.subtask["start-time"]));
-  const end = Math.max(now, ...rows.map((row) => row.subtask["end-time"]));
+  const all = rows.flatMap((row) => row.attempts);
+  const start = Math.min(...all.map((attempt) => attempt["start-time"]));
+  const end = Math.max(now, ...all.map((attempt) => attempt["end-time"]));
   const span = Math.max(1, end - start);
   const scale = (WIDTH - LABEL - 10) / span;
   const x = (t) => LABEL + (t - start) * scale;
   const height = rows.length * ROW + 24;
 
-  const drawn = rows.map(({ vertex, subtask }, index) => {
+  const drawn = rows.map(({ vertex, subtask, attempts }, index) => {
     const y = index * ROW + 4;
-    const finish = subtask["end-time"] > 0 ? subtask["end-time"] : now;
     const name = `${vertex.name} (${subtask.subtask + 1}/${vertex.parallelism})`;
-    const tip = `${name}, attempt ${subtask.attempt}: ${subtask.status}, ${fmt.duration(finish - subtask["start-time"])}`;
+    const bars = attempts.map((attempt) => {
+      const finish = attempt["end-time"] > 0 ? attempt["end-time"] : now;
+      const cause = attempt["failure-cause"] ? ` (${attempt["failure-cause"].split("\n")[0]})` : "";
+      const tip = `${name}, attempt ${attempt.attempt}: ${attempt.status}, ${fmt.duration(finish - attempt["start-time"])}${cause}`;
+      return s(
+        "g",
+        { class: "timeline-attempt", "data-attempt": attempt.attempt, "data-status": attempt.status },
+        s("title", {}, tip),
+        segments(attempt, finish).map((part) =>
+          s("rect", { x: x(part.from), y, width: Math.max(1, (part.to - part.from) * scale), height: ROW - 4, class: `bar state-${part.state}` }),
+        ),
+      );
+    });
     return s(
       "g",
-      { class: "timeline-row", "data-vertex-id": vertex.id, "data-subtask": subtask.subtask },
-      s("title", {}, tip),
+      { class: "timeline-row", "data-vertex-id": vertex.id, "data-subtask": subtask.subtask, "data-attempts": attempts.length },
       s("text", { x: LABEL - 6, y: y + 12, "text-anchor": "end", class: "timeline-label" }, name.length > 38 ? `…${name.slice(-37)}` : name),
-      segments(subtask, finish).map((part) =>
-        s("rect", { x: x(part.from), y, width: Math.max(1, (part.to - part.from) * scale), height: ROW - 4, class: `bar state-${part.state}` }),
-      ),
+      bars,
     );
   });
   const axis = [0, 0.25, 0.5, 0.75, 1].map((fraction) =>
