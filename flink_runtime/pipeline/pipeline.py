@@ -15,6 +15,7 @@ into vertices and edges and validates the result.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Self
@@ -328,7 +329,7 @@ class DataSet(_Operator):
             )
         sink = {
             "format": file_format,
-            "path": path.strip(),
+            "path": _absolute(path.strip()),
             "mode": mode,
             "options": _options(defaults, options, method),
         }
@@ -437,7 +438,15 @@ def _paths(paths: Any, method: str) -> list[str]:
     for path in listed:
         if not isinstance(path, str) or not path.strip():
             raise ValueError(f"{method}(): every path must be a non-empty string, got {path!r}.")
-    return [path.strip() for path in listed]
+    return [_absolute(path.strip()) for path in listed]
+
+
+def _absolute(path: str) -> str:
+    """A relative local path is relative to where the pipeline is built (as a Spark
+    driver's are to its working directory), not to the TaskManager that reads it."""
+    if "://" in path or path.startswith("file:") or os.path.isabs(path):
+        return path
+    return os.path.abspath(path)
 
 
 def _schema(schema: Any, method: str) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from flink_runtime.configuration import parse_size_bytes as parse_size
@@ -62,7 +64,7 @@ def test_word_count_is_two_vertices_with_a_partial_aggregate_in_the_source_chain
     assert source.config == {
         "source": {
             "format": "text",
-            "paths": ["data/*.txt"],
+            "paths": [os.path.abspath("data/*.txt")],
             "options": {},
             "schema": None,
             "split_size": 64 * 1024 * 1024,
@@ -76,7 +78,7 @@ def test_word_count_is_two_vertices_with_a_partial_aggregate_in_the_source_chain
     }
     assert final.config == {
         "operators": [{"op": "aggregate", "keys": ["word"], "aggregates": ["count(*) AS count"], "phase": "final"}],
-        "sink": {"format": "parquet", "path": "out/counts", "mode": "overwrite", "options": {}},
+        "sink": {"format": "parquet", "path": os.path.abspath("out/counts"), "mode": "overwrite", "options": {}},
     }
     assert wiring(graph) == [("read-text-1", "aggregate-2", ALL_TO_ALL, Partitioner.HASH, ["word"])]
     round_trip(graph)
@@ -103,7 +105,7 @@ def test_without_chaining_every_operator_is_a_vertex():
     assert operators(graph, "aggregate-4")[0]["phase"] == "final"
     assert vertices(graph)["write-parquet-5"] == {
         "operators": [],
-        "sink": {"format": "parquet", "path": "out/counts", "mode": "error", "options": {}},
+        "sink": {"format": "parquet", "path": os.path.abspath("out/counts"), "mode": "error", "options": {}},
     }
     assert wiring(graph) == [
         ("read-text-1", "select-2", POINTWISE, Partitioner.FORWARD, []),
@@ -151,7 +153,10 @@ def test_a_parallelism_change_breaks_the_chain_with_a_rebalance():
         {"op": "select", "exprs": ["x"]},
         {"op": "transform", "function": "my_pkg.udfs:clean"},
     ]
-    assert vertices(graph)["read-parquet-1"]["source"]["paths"] == ["a.parquet", "b.parquet"]
+    assert vertices(graph)["read-parquet-1"]["source"]["paths"] == [
+        os.path.abspath("a.parquet"),
+        os.path.abspath("b.parquet"),
+    ]
     assert wiring(graph) == [("read-parquet-1", "select-2", ALL_TO_ALL, Partitioner.REBALANCE, [])]
 
 
@@ -260,7 +265,7 @@ def test_union_of_three_rebalances_every_input_into_one_vertex():
     assert [vertex.id for vertex in graph.vertices] == ["read-json-1", "read-json-2", "read-json-3", "union-4"]
     assert vertices(graph)["union-4"] == {
         "operators": [{"op": "union"}],
-        "sink": {"format": "csv", "path": "out", "mode": "error", "options": {"header": "false"}},
+        "sink": {"format": "csv", "path": os.path.abspath("out"), "mode": "error", "options": {"header": "false"}},
     }
     assert wiring(graph) == [(f"read-json-{i}", "union-4", ALL_TO_ALL, Partitioner.REBALANCE, []) for i in (1, 2, 3)]
     # Three "Read JSON" vertices: vertex names must be unique.
@@ -357,14 +362,19 @@ def test_a_source_written_directly_is_one_vertex_with_source_and_sink():
     assert vertex.config == {
         "source": {
             "format": "csv",
-            "paths": ["in.csv"],
+            "paths": [os.path.abspath("in.csv")],
             "options": {"header": "false", "sep": ";", "inferSchema": "true"},
             "schema": None,
             "split_size": 128 * 1024 * 1024,
             "monitor_interval": None,
         },
         "operators": [],
-        "sink": {"format": "csv", "path": "out", "mode": "error", "options": {"header": "true", "compression": "gzip"}},
+        "sink": {
+            "format": "csv",
+            "path": os.path.abspath("out"),
+            "mode": "error",
+            "options": {"header": "true", "compression": "gzip"},
+        },
     }
 
 
