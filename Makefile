@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup runtime java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast simulate lint format config-docs bench docker-smoke clean
+.PHONY: setup runtime java chromium postgresql flink-tools spark-cds demo demo-pipeline test test-fast test-docker simulate lint format config-docs bench docker-smoke clean
 
 # What running the runtime needs: the demo waits for this only.
 runtime: $(STAMP) java
@@ -59,10 +59,16 @@ spark-cds: setup
 TEST_WORKERS ?= 2
 
 test: setup flink-tools spark-cds
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not docker"
 
 test-fast: setup
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not integration"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not integration and not docker"
+
+# The tests that need a Docker engine and the project's image (the docker resource
+# manager driver): docker-smoke builds the image and leaves dockerd running.
+test-docker: setup docker-smoke
+	$(BIN)/uv pip install --python $(BIN)/python --quiet -e ".[dev,airflow,docker]"
+	$(BIN)/python -m pytest -m docker
 
 # The control plane on a simulated clock and network (tests/simulation/): SCHEDULES seeded
 # fault schedules from seed START (default 10000 from 0) over 2 processes, or with SEED=n

@@ -143,7 +143,9 @@ def test_an_empty_cluster_starts_three_taskmanagers_for_a_three_slot_job_and_sto
     started = started_taskmanagers(cluster.jobmanager.pid)
     assert set(started) <= {"tm-active-1", "tm-active-2", "tm-active-3"}
     log = cluster.jobmanager.log()
-    assert "Starting TaskManager tm-active-3 (1 slots, 1 cores)" in log
+    # Sized by the waiting requests' profiles: a slot of the default group holds a source
+    # and a sum subtask of 1 core each, so each TaskManager gets 2 cores for its one slot.
+    assert "Starting TaskManager tm-active-3 (1 slots, 2 cores)" in log
     assert "Starting TaskManager tm-active-4" not in log
 
     # Idle for resourcemanager.taskmanager-timeout (3 s): unregistered and their processes gone.

@@ -4,9 +4,10 @@ Engine API, and removes them when idle.
 
 Needs what `make docker-smoke` sets up: a running dockerd (scripts/ensure-docker.sh)
 and the image flink-runtime:0.1.0 (built by scripts/docker-smoke.sh), plus the `docker`
-Python package (`pip install 'flink-runtime[docker]'`). Skipped, saying which is
-missing, otherwise. The containers use the host's network (the JobManager's loopback
-RPC) and see the test's folder at the same path.
+Python package (the `docker` extra). Marked `docker`: `make test` leaves it out (the
+image build takes minutes), `make test-docker` sets all of that up and runs it; it fails
+saying which is missing otherwise. The containers use the host's network (the
+JobManager's loopback RPC) and see the test's folder at the same path.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from flink_runtime.executiongraph.states import JobStatus
 from tests.helpers.waiting import eventually
 from tests.integration.test_active_resource_manager import PROPERTIES, assert_exact_output, three_slot_job
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.docker]
 
 IMAGE = "flink-runtime:0.1.0"
 LABEL_CLUSTER = "org.flink-runtime.cluster-id"
@@ -32,18 +33,22 @@ LABEL_CLUSTER = "org.flink-runtime.cluster-id"
 def docker_client() -> Any:
     # docker.errors, not docker: the repository's docker/ folder imports as an empty
     # namespace package when the real one is not installed.
-    errors = pytest.importorskip("docker.errors", reason="the docker Python package is not installed")
-    import docker
+    try:
+        import docker.errors as errors
+
+        import docker
+    except ImportError:
+        pytest.fail("the docker Python package is not installed: make test-docker installs the docker extra")
 
     try:
         client = docker.from_env()
         client.ping()
     except errors.DockerException as exc:
-        pytest.skip(f"no Docker engine answers ({exc}); start one with scripts/ensure-docker.sh")
+        pytest.fail(f"no Docker engine answers ({exc}); start one with scripts/ensure-docker.sh")
     try:
         client.images.get(IMAGE)
     except errors.ImageNotFound:
-        pytest.skip(f"image {IMAGE} missing; build it with make docker-smoke")
+        pytest.fail(f"image {IMAGE} missing; build it with make docker-smoke")
     return client
 
 
