@@ -12,10 +12,8 @@ from the scheduler:
   no registered TaskManager could ever hold fails at once with the numbers;
 * a request is served at once if it fits and nobody waits, otherwise it waits in a
   FIFO queue and is served when a slot is released or a TaskManager registers;
-* the scheduler may name preferred TaskManagers (where the execution's inputs
-  were produced) and preferred hosts (where its input split lives); with no
-  preference met, the slot comes from the TaskManager with most free slots, so
-  load spreads over the cluster instead of filling one machine first;
+* the scheduler may name preferred TaskManagers and hosts; where a request goes is
+  slot_placement.py's choice;
 * a request expires once the pool could not serve *any* request for
   ``slot.request.timeout``, because no TaskManager offers a slot at all; the scheduler
   then fails the execution (Flink's ``NoResourceAvailableException``). A request that
@@ -46,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from flink_runtime.scheduler.resource_profile import ResourceProfile
+from flink_runtime.scheduler.slot_placement import SlotPlacement
 from flink_runtime.scheduler.taskmanager_slots import PhysicalSlot, TaskManagerSlots, unfulfillable_reason
 
 __all__ = ["PhysicalSlot", "SlotOffer", "SlotPool", "Fulfilment", "UnfulfillableSlotRequest"]
@@ -89,13 +88,7 @@ class SlotPool:
     def __init__(self, fail_unfulfillable: bool = True) -> None:
         self.fail_unfulfillable = fail_unfulfillable
         self._task_managers: dict[str, TaskManagerSlots] = {}
-        # host -> TaskManagers on it (dicts as ordered sets).
-        self._task_managers_by_host: dict[str, dict[str, None]] = {}
-        # free-slot count -> TaskManagers with exactly that many free (default-sized)
-        # slots (only counts > 0). With ``_max_free`` this finds "the TaskManager with
-        # most free slots" in O(1) for the usual UNKNOWN request.
-        self._by_free_count: dict[int, dict[str, None]] = {}
-        self._max_free = 0
+        self._placement = SlotPlacement(self._task_managers)
         self._total_slots = 0
         self._free_slots = 0
         self._occupied_slots = 0
@@ -237,12 +230,12 @@ class SlotPool:
             raise ValueError(f"num_slots must be >= 0, got {num_slots}")
         tm = TaskManagerSlots.create(tm_id, host, num_slots, total_resource, slot_profiles, dynamic, occupied)
         self._task_managers[tm_id] = tm
-        self._task_managers_by_host.setdefault(host, {})[tm_id] = None
+        self._placement.task_manager_added(tm_id, host)
+        self._free_slots += tm.free_count
         self._total_slots += tm.num_slots
         self._occupied_slots += len(tm.occupied)
         if tm.num_slots:
             self._slotless_since = None
-        self._update_free_count(tm_id, 0)
         # A request queued while no TaskManager was registered may fit none of them.
         self._recheck_fit = bool(self._pending)
         return self._serve_pending()
@@ -276,15 +269,12 @@ class SlotPool:
         tm = self._task_managers.get(tm_id)
         if tm is None:
             return []
-        self._update_free_count(tm_id, tm.free_count, new=0)
+        self._placement.task_manager_removed(tm_id, tm.host, tm.free_count)
+        self._free_slots -= tm.free_count
         del self._task_managers[tm_id]
         lost = [slot.allocation_id for slot in tm.slots.values() if slot.allocation_id is not None]
         for allocation_id in lost:
             del self._allocations[allocation_id]
-        on_host = self._task_managers_by_host[tm.host]
-        del on_host[tm_id]
-        if not on_host:
-            del self._task_managers_by_host[tm.host]
         self._total_slots -= tm.num_slots
         self._occupied_slots -= len(tm.occupied)
         self._recheck_fit = bool(self._pending)
@@ -450,62 +440,13 @@ class SlotPool:
         return slot
 
     def _choose(self, request: _PendingRequest) -> tuple[str, int] | None:
-        """The TaskManager and slot index (-1: a new dynamic slot) to allocate from, or
-        None when nothing has room for the request now."""
-        profile = request.profile
-        for tm_id in request.preferred_task_managers:
-            tm = self._task_managers.get(tm_id)
-            index = tm.slot_for(profile) if tm is not None else None
-            if index is not None:
-                return tm_id, index
-        for host in request.preferred_hosts:
-            best: tuple[str, int] | None = None
-            best_free = -1
-            # A host runs few TaskManagers, so a scan here is cheap.
-            for tm_id in self._task_managers_by_host.get(host, ()):
-                tm = self._task_managers[tm_id]
-                index = tm.slot_for(profile)
-                if index is not None and tm.free_count > best_free:
-                    best, best_free = (tm_id, index), tm.free_count
-            if best is not None:
-                return best
-        if profile.is_unknown:
-            if self._max_free == 0:
-                return None
-            # Insertion order within a bucket makes equally loaded TaskManagers
-            # take turns, which spreads consecutive requests round-robin.
-            tm_id = next(iter(self._by_free_count[self._max_free]))
-            return tm_id, self._task_managers[tm_id].free[0]
-        # A specified profile: scan for room (the most free slots first, then the
-        # earliest registered), O(TaskManagers).
-        best = None
-        best_free = -1
-        for tm_id, tm in self._task_managers.items():
-            index = tm.slot_for(profile)
-            if index is not None and tm.free_count > best_free:
-                best, best_free = (tm_id, index), tm.free_count
-        return best
+        return self._placement.choose(request.profile, request.preferred_task_managers, request.preferred_hosts)
 
-    def _update_free_count(self, tm_id: str, old: int, new: int | None = None) -> None:
-        """Move a TaskManager between free-count buckets after its free count changed
-        from ``old`` (to its current count, or ``new``)."""
-        if new is None:
-            new = self._task_managers[tm_id].free_count
+    def _update_free_count(self, tm_id: str, old: int) -> None:
+        """A TaskManager's free count changed from ``old``: the totals and placement follow."""
+        new = self._task_managers[tm_id].free_count
         self._free_slots += new - old
-        if old == new:
-            return
-        if old > 0:
-            bucket = self._by_free_count[old]
-            del bucket[tm_id]
-            if not bucket:
-                del self._by_free_count[old]
-        if new > 0:
-            self._by_free_count.setdefault(new, {})[tm_id] = None
-            self._max_free = max(self._max_free, new)
-        # Counts usually move by one, so this walk is short; only removing a
-        # large TaskManager makes it longer, bounded by its slot count.
-        while self._max_free > 0 and self._max_free not in self._by_free_count:
-            self._max_free -= 1
+        self._placement.free_count_changed(tm_id, old, new)
 
     def _compact_queue(self) -> None:
         # Without this, a caller that requests and cancels while no slot ever
