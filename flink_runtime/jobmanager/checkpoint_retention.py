@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
@@ -81,17 +82,15 @@ class JobEndCleanup:
             protected={str(restored_from)} if restored_from and not claims else set(),
             claimed=str(restored_from) if claims else None,
         )
-        # A FINISHED job published its output already; any other end discards what its
-        # sinks staged, after the kept checkpoints copied the part they record. Either
-        # way the job then forgets what only its recovery needed (a continuous job's
-        # sinks' marker of published rounds).
-        discard_staged = None
-        if job.prepared and (job.status is not JobStatus.FINISHED or job.is_continuous):
-
-            def discard_staged() -> None:
-                if job.status is not JobStatus.FINISHED:
-                    job.run_terminal_hooks(job.status)
-                job.forget()
+        # A FINISHED job published its output already (a continuous one only forgets its
+        # sinks' marker of published rounds, which only its recovery needed); any other
+        # end discards what its sinks staged, marker included, after the kept
+        # checkpoints copied the part they record.
+        discard_staged: Callable[[], None] | None = None
+        if job.prepared and job.status is not JobStatus.FINISHED:
+            discard_staged = partial(job.run_terminal_hooks, job.status)
+        elif job.prepared and job.is_continuous:
+            discard_staged = job.forget
 
         # Marked now: a job submitted from a kept checkpoint waits from now on, not only
         # once the store answered.

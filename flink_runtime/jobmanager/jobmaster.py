@@ -417,7 +417,7 @@ class JobMaster:
                     self.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
-                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED, self.is_continuous)
+                    hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
                     self.gateway.run_async(hooks, on_done)
                 case js.TriggerStopSavepoint():
                     self.rounds.take_idle()  # a continuous job's stop: no round starts meanwhile
@@ -467,11 +467,11 @@ class JobMaster:
         assert self.graph is not None
         self.deployer.schedule_all(sources_to_restart(self.graph))
 
-    def run_terminal_hooks(self, status: JobStatus, more_rounds: bool = False) -> None:
+    def run_terminal_hooks(self, status: JobStatus) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
-        process; `more_rounds`: the job runs in rounds. Runs in a worker thread (also from
-        the JobManager's job-end cleanup, with forget)."""
-        self.planning.run_terminal_hooks(status, self.data_namespace, self.rounds.published > 0, more_rounds)
+        process. Runs in a worker thread (also from the JobManager's job-end cleanup)."""
+        continuation = self.rounds.published > 0
+        self.planning.run_terminal_hooks(status, self.data_namespace, continuation, self.is_continuous)
 
     def forget(self) -> None:
         """Worker thread, once the job's end is stored: what only a recovery needed goes."""
