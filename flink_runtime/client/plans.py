@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -68,16 +68,27 @@ class Pause:
 Plan = Generator[Call[Any] | Pause, Any, T]
 
 
+class _Done(Generic[T]):
+    """The plan's result (its StopIteration's value)."""
+
+    def __init__(self, value: T) -> None:
+        self.value = value
+
+
+def _advance(plan: Plan[T], answer: Any, error: JobClientError | None) -> Call[Any] | Pause | _Done[T]:
+    """The plan's next step, given the last one's answer or error."""
+    try:
+        return plan.send(answer) if error is None else plan.throw(error)
+    except StopIteration as done:
+        return _Done(done.value)
+
+
 def drive(plan: Plan[T], send: Callable[[Call[Any]], Any], sleep: Callable[[float], None] = time.sleep) -> T:
     """Run `plan` to its result, sending its calls with `send` (JobClient's)."""
     answer: Any = None
     error: JobClientError | None = None
     try:
-        while True:
-            try:
-                step = plan.send(answer) if error is None else plan.throw(error)
-            except StopIteration as done:
-                return done.value
+        while not isinstance(step := _advance(plan, answer, error), _Done):
             answer, error = None, None
             try:
                 if isinstance(step, Pause):
@@ -86,6 +97,7 @@ def drive(plan: Plan[T], send: Callable[[Call[Any]], Any], sleep: Callable[[floa
                     answer = send(step)
             except JobClientError as exc:
                 error = exc
+        return step.value
     finally:
         plan.close()
 
@@ -97,11 +109,7 @@ async def a_drive(
     answer: Any = None
     error: JobClientError | None = None
     try:
-        while True:
-            try:
-                step = plan.send(answer) if error is None else plan.throw(error)
-            except StopIteration as done:
-                return done.value
+        while not isinstance(step := _advance(plan, answer, error), _Done):
             answer, error = None, None
             try:
                 if isinstance(step, Pause):
@@ -110,6 +118,7 @@ async def a_drive(
                     answer = await send(step)
             except JobClientError as exc:
                 error = exc
+        return step.value
     finally:
         plan.close()
 
