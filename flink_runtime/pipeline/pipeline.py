@@ -25,8 +25,8 @@ from flink_runtime.jobgraph.jobgraph import MAX_PARALLELISM_UPPER_BOUND, JobGrap
 from flink_runtime.operators.spark.io import DEFAULT_SPLIT_SIZE
 from flink_runtime.pipeline.plan import Kind, Node
 from flink_runtime.pipeline.resources import SlotSharingGroup, resource_spec
+from flink_runtime.pipeline.sinks import partition_columns, sink_mode
 
-SINK_MODES = ("overwrite", "append", "error")
 JOIN_TYPES = ("inner", "left", "full")
 MAX_NAME_LENGTH = 200
 
@@ -301,15 +301,39 @@ class DataSet(_Operator):
 
     # -- sinks --------------------------------------------------------------------------
 
-    def write_parquet(self, path: str, mode: str = "error", *, options: Mapping | None = None) -> Sink:
-        return self._sink("parquet", "write_parquet", path, mode, {}, options)
+    # Modes and partition_by: see pipeline/sinks.py (and docs/pipelines.md, "Sinks").
 
-    def write_csv(self, path: str, mode: str = "error", header: bool = True, options: Mapping | None = None) -> Sink:
-        return self._sink("csv", "write_csv", path, mode, {"header": header}, options)
+    def write_parquet(
+        self,
+        path: str,
+        mode: str = "error",
+        *,
+        options: Mapping | None = None,
+        partition_by: str | list[str] | None = None,
+    ) -> Sink:
+        return self._sink("parquet", "write_parquet", path, mode, {}, options, partition_by)
 
-    def write_json(self, path: str, mode: str = "error", *, options: Mapping | None = None) -> Sink:
+    def write_csv(
+        self,
+        path: str,
+        mode: str = "error",
+        header: bool = True,
+        options: Mapping | None = None,
+        *,
+        partition_by: str | list[str] | None = None,
+    ) -> Sink:
+        return self._sink("csv", "write_csv", path, mode, {"header": header}, options, partition_by)
+
+    def write_json(
+        self,
+        path: str,
+        mode: str = "error",
+        *,
+        options: Mapping | None = None,
+        partition_by: str | list[str] | None = None,
+    ) -> Sink:
         """JSON Lines files."""
-        return self._sink("json", "write_json", path, mode, {}, options)
+        return self._sink("json", "write_json", path, mode, {}, options, partition_by)
 
     def _sink(
         self,
@@ -319,20 +343,20 @@ class DataSet(_Operator):
         mode: str,
         defaults: dict[str, Any],
         options: Mapping | None,
+        partition_by: str | list[str] | None = None,
     ) -> Sink:
         if not isinstance(path, str) or not path.strip():
             raise ValueError(f"{method}() needs a non-empty output path, got {path!r}.")
-        if mode not in SINK_MODES:
-            raise ValueError(
-                f"{method}() mode must be one of {', '.join(map(repr, SINK_MODES))}, got {mode!r}; "
-                "'error' (the default) fails when the path exists."
-            )
+        mode = sink_mode(mode, method)
+        columns = partition_columns(partition_by, mode, method)
         sink = {
             "format": file_format,
             "path": _absolute(path.strip()),
             "mode": mode,
             "options": _options(defaults, options, method),
         }
+        if columns:  # only when given: the JSON of an unpartitioned sink stays as it was
+            sink["partition_by"] = columns
         label = {"csv": "Write CSV", "json": "Write JSON", "parquet": "Write Parquet"}[file_format]
         node = self._pipeline._add(Kind.SINK, [self._node], sink, label, f"write-{file_format}")
         return Sink(self._pipeline, node)

@@ -86,3 +86,10 @@ def make_links(df):
             shutil.rmtree(link)
         os.symlink(target, link)
     return df
+
+
+def fail_on_data(df):
+    """Fails every task that gets rows (the JobManager's plan check, on empty input, passes)."""
+    if not df.isEmpty():
+        raise RuntimeError("injected failure: this job must change nothing")
+    return df

@@ -16,9 +16,11 @@ job publishes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,7 @@ from flink_runtime.io import filesystem
 from flink_runtime.io.partitions import chunk_file_sizes, committed_chunk_file_sizes
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
+from flink_runtime.operators.spark import partitioned_sink
 from flink_runtime.security.paths import AllowedDirectories, local_resolved
 
 if TYPE_CHECKING:
@@ -37,7 +40,10 @@ if TYPE_CHECKING:
 SUBPARTITION_COLUMN = "__sub"
 BROADCAST_SUBPARTITION = "all"
 STAGING_DIR = "_flink_staging"
-SINK_MODES = ("overwrite", "append", "error")
+# 'error' fails at submit when the path has data, 'ignore' then publishes nothing,
+# 'overwrite' replaces all of it, 'append' adds, 'overwrite_partitions' replaces only the
+# partitions the job produced (partitioned_sink.py).
+SINK_MODES = ("error", "overwrite", "append", "ignore", "overwrite_partitions")
 
 _GLOB_CHARS = set("*?[{")
 _NOWHERE = AllowedDirectories()
@@ -226,10 +232,15 @@ def sink_staging_root(sink: dict[str, Any], data_namespace: str) -> str:
 
 
 def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
-    """Phase one, part one: a chunk's output in its in-progress directory (then renamed);
-    returns the size of the files written."""
-    df.write.mode("append").format(sink["format"]).options(**sink.get("options", {})).save(directory)
+    """Phase one, part one: a chunk's output in its in-progress directory (then renamed),
+    in `col=value/` directories with partition_by; returns the size of the files written."""
+    writer = df.write.mode("append").format(sink["format"]).options(**sink.get("options", {}))
+    if sink.get("partition_by"):
+        writer = writer.partitionBy(*sink["partition_by"])
+    writer.save(directory)
     fs = filesystem.filesystem_for(directory)
+    if sink.get("partition_by"):
+        partitioned_sink.check_partition_values(directory, sink["partition_by"])
     return sum(status.size for status in fs.list_files(directory)) if fs.exists(directory) else 0
 
 
@@ -269,6 +280,8 @@ def check_sink_target(sink: dict[str, Any]) -> None:
     """At submit: mode 'error' refuses a path that already has data."""
     if sink.get("mode", "error") not in SINK_MODES:
         raise ValueError(f"sink mode must be one of {', '.join(SINK_MODES)}, not {sink.get('mode')!r}")
+    if sink.get("mode") == "overwrite_partitions" and not sink.get("partition_by"):
+        raise ValueError(f"sink {sink['path']!r}: mode 'overwrite_partitions' needs partition_by columns")
     if sink.get("mode", "error") == "error" and _visible_entries(sink["path"]):
         raise ValueError(
             f"output path {sink['path']!r} already exists and is not empty (mode 'error'); "
@@ -308,28 +321,40 @@ def publish_sink(
     mode = sink.get("mode", "error")
     if mode == "error" and not continuation:
         check_sink_target(sink)  # nothing appeared at the path while the job ran
+    if mode == "ignore" and not continuation and _visible_entries(path):
+        log.info("Not publishing to %s: it has data and the sink's mode is 'ignore'", path)
+        discard_sink_staging(sink, job_id, allowed)
+        return 0
     if more_rounds:
         fs.write_text(_published_marker(sink, job_id), "")
-    if mode == "overwrite" and replace:
-        for entry in _visible_entries(path):
-            fs.delete(entry)
-    # Committed chunks only (`moves`): `split-<n>` of source subtasks, `subtask-<i>` of the
-    # others; in-progress ones (dot names) of failed attempts are skipped and deleted below.
-    for source, target in moves:
-        fs.rename(source, target)
+    if mode == "overwrite_partitions":
+        # Only the partitions this job produced, each swapped whole (partitioned_sink.py).
+        partitions = partitioned_sink.swap_partitions(fs, root, path, moves, len(sink["partition_by"]))
+        log.info("Replaced partitions %s of %s", ", ".join(partitions) or "(none)", path)
+    else:
+        if mode == "overwrite" and replace:
+            for entry in _visible_entries(path):
+                fs.delete(entry)
+        # Committed chunks only (`moves`): `split-<n>` of source subtasks, `subtask-<i>` of the
+        # others; in-progress ones (dot names) of failed attempts are skipped and deleted below.
+        for source, target in moves:
+            fs.rename(source, target)
     discard_sink_staging(sink, job_id, allowed, keep_published_marker=more_rounds)
     fs.write_text(filesystem.join(path, "_SUCCESS"), "")
     return len(moves)
 
 
 def _staged_moves(fs: filesystem.FileSystem, root: str, path: str) -> list[tuple[str, str]]:
-    """(staged file, its published name) for every file of every committed chunk."""
+    """(staged file, its published name) for every file of every committed chunk; a file
+    in partition directories (`day=1/part-0`) keeps them (`<path>/day=1/<chunk>-part-0`)."""
     moves = []
     for chunk in _visible_entries(root):
         chunk_name = chunk.rstrip("/").rsplit("/", 1)[-1]
         for status in fs.list_files(chunk):
-            name = status.path.rstrip("/").rsplit("/", 1)[-1]
-            moves.append((status.path, filesystem.join(path, f"{chunk_name}-{name}")))
+            relative = status.path.rstrip("/")[len(chunk.rstrip("/")) + 1 :]
+            directory, _, name = relative.rpartition("/")
+            target = filesystem.join(path, directory, f"{chunk_name}-{name}") if directory else None
+            moves.append((status.path, target or filesystem.join(path, f"{chunk_name}-{name}")))
     return moves
 
 
@@ -352,7 +377,12 @@ def discard_sink_staging(
     if not keep_published_marker:
         fs.delete(_published_marker(sink, data_namespace))
     staging = filesystem.join(sink["path"], STAGING_DIR)
-    if fs.exists(staging) and not fs.glob(filesystem.join(staging, "*")):
+    if filesystem.is_local(staging):
+        # rmdir removes it only while empty: another job writing to the same path (the
+        # runs of a backfill, say) may have just staged its first chunk in it.
+        with contextlib.suppress(OSError):
+            os.rmdir(filesystem.local_path(staging))
+    elif fs.exists(staging) and not fs.glob(filesystem.join(staging, "*")):
         fs.delete(staging)
 
 

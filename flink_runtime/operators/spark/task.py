@@ -42,7 +42,7 @@ from flink_runtime.io.partitions import (
     write_partition_manifest,
 )
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
-from flink_runtime.operators.spark import io
+from flink_runtime.operators.spark import io, partitioned_sink
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
 from flink_runtime.security.paths import AllowedDirectories
 from flink_runtime.spark.session import TaskScope
@@ -90,6 +90,10 @@ class SparkTask(AbstractInvokable):
             files = [status.path for status in statuses]
             split_size = parse_size_bytes(source.get("split_size") or io.DEFAULT_SPLIT_SIZE, "source.split_size", 1)
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
+        if "sink" in config and config["sink"].get("mode") == "overwrite_partitions":
+            job_id = context.data_namespace.split("/")[0]
+            staging = join(io.sink_staging_dir(config["sink"]), job_id)
+            partitioned_sink.complete_interrupted_publish(config["sink"], staging, job_id, allowed)
         if "sink" in config:
             # A later round, or a run recovered after a JobManager restart that goes on from
             # rounds it published: the data there is the job's own.
@@ -98,6 +102,8 @@ class SparkTask(AbstractInvokable):
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
         resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
+        if "sink" in config:
+            partitioned_sink.check_partition_columns(config["sink"], io.schema_from_json(output_schema))
         monitor = config.get("source", {}).get("monitor_interval")
         operators = config.get("operators") or []
         return Prepared(
