@@ -23,6 +23,7 @@ from typing import Any, Self
 from flink_runtime.configuration import parse_size_bytes
 from flink_runtime.jobgraph.jobgraph import MAX_PARALLELISM_UPPER_BOUND, JobGraph
 from flink_runtime.operators.spark.io import DEFAULT_SPLIT_SIZE
+from flink_runtime.operators.spark.ordering import parse_order
 from flink_runtime.pipeline.plan import Kind, Node
 from flink_runtime.pipeline.resources import SlotSharingGroup, resource_spec
 from flink_runtime.pipeline.sinks import partition_columns, sink_mode
@@ -294,6 +295,29 @@ class DataSet(_Operator):
         inputs = [self._node, *(other._node for other in others)]
         return DataSet(self._pipeline, self._pipeline._add(Kind.UNION, inputs, {}, "Union", "union"))
 
+    def order_by(self, *columns: str) -> DataSet:
+        """The whole data set in order: order_by("amount DESC NULLS LAST", "id"). Subtask i
+        gets the i-th range of keys, sorted (range partitioning from a sample), so the
+        sink's files read in subtask order are in global order. Directions and null
+        ordering as Spark SQL's (ASC NULLS FIRST and DESC NULLS LAST by default)."""
+        order = _expressions(columns, "order_by", 'order_by("amount DESC", "id")', what="order column")
+        for text in order:
+            parse_order(text)
+        node = self._pipeline._add(Kind.ORDER, [self._node], {"order": order}, "Order by", "order-by")
+        return DataSet(self._pipeline, node)
+
+    def limit(self, n: int) -> DataSet:
+        """The first `n` rows; after order_by the top n in that order (each producer keeps
+        its own top n, one subtask the final n, in order). Without an order, any n rows."""
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 <= n < 2**31:
+            raise ValueError(f"limit() needs a row count from 0 to {2**31 - 1}, got {n!r}.")
+        node, order = self._node, []
+        if node.kind is Kind.ORDER:  # top-N: the order travels with the limit, not as a range sort
+            node, order = node.inputs[0], list(node.spec["order"])
+        label = "Top-N" if order else "Limit"
+        spec = {"n": n, "order": order}
+        return DataSet(self._pipeline, self._pipeline._add(Kind.LIMIT, [node], spec, label, "limit"))
+
     def rebalance(self) -> DataSet:
         """Spread the rows evenly (round robin) over the next operator's subtasks."""
         node = self._pipeline._add(Kind.REBALANCE, [self._node], {}, "Rebalance", "rebalance")
@@ -390,6 +414,18 @@ class KeyedDataSet:
         spec = {"keys": list(self.keys), "aggregates": aggregates}
         node = pipeline._add(Kind.AGGREGATE, [self._dataset._node], spec, "Aggregate", "aggregate")
         return DataSet(pipeline, node)
+
+    def sql(self, query: str) -> DataSet:
+        """A Spark SQL query over all rows of each key at once (the view `input`): for
+        window functions, sql("SELECT *, rank() OVER (PARTITION BY region ORDER BY amount
+        DESC) AS r FROM input") after key_by("region"). Its PARTITION BY must include the
+        keys: a window over rows of several subtasks would see only its own share."""
+        query = _text(
+            query, "sql", "a query", 'sql("SELECT *, rank() OVER (PARTITION BY k ORDER BY v) AS r FROM input")'
+        )
+        pipeline = self._dataset._pipeline
+        spec = {"keys": list(self.keys), "query": query}
+        return DataSet(pipeline, pipeline._add(Kind.KEYED_SQL, [self._dataset._node], spec, "SQL", "sql"))
 
     def __repr__(self) -> str:
         return f"KeyedDataSet({self._dataset!r}, keys={self.keys!r})"

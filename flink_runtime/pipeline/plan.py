@@ -28,6 +28,12 @@ class Kind(enum.Enum):
     JOIN = "join"
     UNION = "union"
     REBALANCE = "rebalance"
+    # Global order: range-partitioned behind a broadcast exchange (operators/spark/ordering.py).
+    ORDER = "order"
+    # The first n rows (in an order, when it follows order_by): partial per producer, final in one subtask.
+    LIMIT = "limit"
+    # A sql() over all rows of each key (window functions): behind a hash exchange on the keys.
+    KEYED_SQL = "keyed_sql"
 
 
 @dataclass(eq=False)

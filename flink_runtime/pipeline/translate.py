@@ -16,7 +16,9 @@ parallelism) or rebalanced (different parallelism).
 Operators that need the rows of a key, or all rows, in one place start a vertex
 behind an exchange: aggregate and distinct (hash on the keys, after a partial phase
 in the producer where possible), join (hash on the join columns, left input first)
-and union and rebalance (round robin).
+and union and rebalance (round robin); order_by (broadcast: each subtask cuts its own
+range, operators/spark/ordering.py), limit (a partial top-N in the producer, the final
+one in a single subtask) and a keyed sql (hash on the keys, for window functions).
 """
 
 from __future__ import annotations
@@ -127,6 +129,9 @@ class _Builder:
             Kind.JOIN: self._join,
             Kind.UNION: self._union,
             Kind.REBALANCE: self._rebalance,
+            Kind.ORDER: self._order,
+            Kind.LIMIT: self._limit,
+            Kind.KEYED_SQL: self._keyed_sql,
         }
         vertex = self._vertex_of[node] = handlers[node.kind](node)
         if node.resources is not None:
@@ -209,6 +214,36 @@ class _Builder:
         vertex.labels.append(node.display_name)
         return vertex
 
+    def _order(self, node: Node) -> _Vertex:
+        # Every subtask sees all rows' keys to draw the same range boundaries, and keeps its
+        # range (operators/spark/ordering.py): producers write their rows once, broadcast.
+        (producer,) = node.inputs
+        vertex = self._new_vertex(node)
+        self._connect(self._vertex_of[producer], vertex, DistributionPattern.ALL_TO_ALL, Partitioner.BROADCAST)
+        vertex.append(node.display_name, {"op": "order", "order": node.spec["order"]})
+        return vertex
+
+    def _limit(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        upstream = self._vertex_of[producer]
+        operator = {"op": "limit", "n": node.spec["n"], "order": node.spec["order"]}
+        # Each producer keeps its own first n (the partial top-N) when it feeds nobody else.
+        if self._consumers[producer] == 1:
+            upstream.append(_phase_label(node, f"Partial {node.label.lower()}", "partial"), operator)
+        vertex = self._new_vertex(node)
+        vertex.parallelism = 1  # the final top-N sees every producer's candidates
+        self._connect(upstream, vertex, DistributionPattern.ALL_TO_ALL, Partitioner.REBALANCE)
+        vertex.append(node.display_name, operator)
+        return vertex
+
+    def _keyed_sql(self, node: Node) -> _Vertex:
+        (producer,) = node.inputs
+        vertex = self._new_vertex(node)
+        keys = node.spec["keys"]
+        self._connect(self._vertex_of[producer], vertex, DistributionPattern.ALL_TO_ALL, Partitioner.HASH, keys)
+        vertex.append(node.display_name, {"op": "sql", "query": node.spec["query"]})
+        return vertex
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _chains(self, node: Node, producer: Node, upstream: _Vertex) -> bool:
@@ -221,7 +256,11 @@ class _Builder:
         )
 
     def _parallelism(self, node: Node) -> int:
-        return node.parallelism if node.parallelism is not None else self._pipeline.parallelism
+        if node.parallelism is not None:
+            return node.parallelism
+        if node.inputs and all(producer.kind is Kind.LIMIT for producer in node.inputs):
+            return 1  # what follows a limit stays in its one subtask (and keeps its order)
+        return self._pipeline.parallelism
 
     def _new_vertex(self, node: Node) -> _Vertex:
         group = node.slot_sharing_group

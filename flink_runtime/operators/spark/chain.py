@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.operators.aggregates import final_expressions, partial_expressions
+from flink_runtime.operators.spark.ordering import sort_columns, top_n
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -120,6 +121,12 @@ def _apply(spark: SparkSession, df: DataFrame, spec: dict[str, Any], views: list
             return df.distinct()
         case "aggregate":
             return _aggregate(df, spec)
+        case "order":
+            # In a task, the vertex's range is cut first (SparkTask, ordering.py); this
+            # sorts what it kept (and resolves the order's columns at submit).
+            return df.orderBy(*sort_columns(list(spec["order"])))
+        case "limit":
+            return top_n(df, list(spec.get("order") or []), int(spec["n"]))
         case _:
             raise OperatorError(f"unknown operator {op!r}")
 

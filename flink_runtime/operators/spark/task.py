@@ -44,6 +44,7 @@ from flink_runtime.io.partitions import (
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
 from flink_runtime.operators.spark import io, partitioned_sink
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
+from flink_runtime.operators.spark.ordering import range_of_subtask
 from flink_runtime.security.paths import AllowedDirectories
 from flink_runtime.spark.session import TaskScope
 
@@ -191,6 +192,10 @@ class SparkTask(AbstractInvokable):
                         observed.append(rows)
                     inputs.append(df)
                 df, rest = combine_inputs(inputs, operators)
+                if rest and rest[0].get("op") == "order":
+                    # Behind a broadcast exchange: this subtask keeps its range (ordering.py).
+                    order = list(rest[0]["order"])
+                    df, rest = range_of_subtask(df, order, env.subtask_index, env.parallelism), rest[1:]
                 if final_stateful:
                     df, rest = self._stateful_final_aggregate(spark, df, rest[0], state), rest[1:]
                 chunks = [f"subtask-{env.subtask_index}"]
