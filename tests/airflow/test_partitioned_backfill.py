@@ -1,0 +1,155 @@
+"""dags/partitioned_backfill.py under a real Airflow scheduler (tests/helpers/airflow_deployment.py)
+against a standalone cluster (JobManager and TaskManagers as processes, so one can be
+killed with SIGKILL): a backfill of three days, then day 2 re-run with changed input
+while a TaskManager is killed. Days 1 and 3 stay byte for byte what the backfill
+wrote; day 2 is exactly the new input's totals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+
+from flink_runtime.client.local_cluster import StandaloneCluster
+from tests.helpers.airflow_deployment import AirflowDeployment
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "partitioned_backfill.py"
+DAG_ID = "partitioned_backfill"
+DAYS = ("2026-01-01", "2026-01-02", "2026-01-03")
+TASK = "daily_totals"
+
+
+def write_orders(base: Path, day: str, scale: int, files: int = 4) -> dict[str, tuple[int, int]]:
+    """The day's orders as CSV files; returns the expected totals: item -> (orders, total)."""
+    directory = base / "orders" / day
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    totals: dict[str, list[int]] = {}
+    for index in range(files):
+        lines = ["item,amount"]
+        for n in range(1, 21):
+            item, amount = f"i{(n + index) % 4}", n * scale + index
+            totals.setdefault(item, []).append(amount)
+            lines.append(f"{item},{amount}")
+        (directory / f"part-{index}.csv").write_text("\n".join(lines) + "\n")
+    return {item: (len(amounts), sum(amounts)) for item, amounts in totals.items()}
+
+
+def day_hashes(out: Path, day: str) -> dict[str, str]:
+    directory = out / f"day={day}"
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def day_totals(out: Path, day: str) -> dict[str, tuple[int, int]]:
+    table = pq.read_table(out / f"day={day}")
+    return {row["item"]: (row["orders"], row["total"]) for row in table.to_pylist()}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    properties = {
+        "heartbeat.interval": "300 ms",
+        "heartbeat.timeout": "4 s",
+        "spark.master": "local[2]",
+    }
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("backfill-cluster"), properties)
+    try:
+        yield cluster.start(taskmanagers=2, slots=2)
+    finally:
+        cluster.stop()
+
+
+def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(cluster: StandaloneCluster, tmp_path: Path) -> None:
+    base = tmp_path / "data"
+    expected = {day: write_orders(base, day, scale=1) for day in DAYS}
+    out = base / "daily_totals"
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    shutil.copy(DAG_FILE, dags / DAG_FILE.name)
+    connection = {"conn_type": "flink_runtime", "host": "127.0.0.1", "port": cluster.rest_port}
+    env = {"FLINK_RUNTIME_DATA": str(base)}
+    with AirflowDeployment(tmp_path / "home", dags, {"flink_runtime_default": connection}, env=env) as airflow:
+        airflow.wait_for_dag(DAG_ID)
+        # The backfill, as `airflow backfill create --dag-id ... --from-date ... --to-date ...`.
+        backfill = airflow._json(
+            "POST",
+            "/backfills",
+            json={
+                "dag_id": DAG_ID,
+                "from_date": f"{DAYS[0]}T00:00:00Z",
+                "to_date": f"{DAYS[-1]}T00:00:00Z",
+                # Slow splits (0.5 s each): the re-run still runs when its TaskManager dies.
+                "dag_run_conf": {"transform": "tests.helpers.transforms:slow"},
+            },
+        )
+        runs = wait_for_runs(airflow, backfill["id"], len(DAYS))
+        for run_id in runs.values():
+            airflow.wait_for_task(DAG_ID, run_id, TASK, ["success"], timeout=300)
+        for day in DAYS:
+            assert day_totals(out, day) == expected[day], day
+        before = {day: day_hashes(out, day) for day in DAYS}
+        assert all(before.values())
+
+        # Upstream data for day 2 was late: new input, and the day's run cleared; a
+        # TaskManager running a task of its job is killed.
+        new_day2 = write_orders(base, DAYS[1], scale=7, files=8)
+        jobs_before = {job["jid"] for job in jobs(cluster)}
+        airflow._json(
+            "POST",
+            f"/dags/{DAG_ID}/dagRuns/{runs[DAYS[1]]}/clear",
+            json={"dry_run": False, "only_failed": False},
+        )
+        job_id, taskmanager_id = wait_for_new_running_job(cluster, jobs_before)
+        next(tm for tm in cluster.taskmanagers if tm.name == f"taskmanager-{taskmanager_id}").kill()
+        airflow.wait_for_task(DAG_ID, runs[DAYS[1]], TASK, ["success"], timeout=300)
+
+    job = httpx.get(f"{cluster.rest_url}/jobs/{job_id}", timeout=10).json()
+    assert job["state"] == "FINISHED"
+    history = httpx.get(f"{cluster.rest_url}/jobs/{job_id}/exceptions", timeout=10).json()
+    assert history["exceptionHistory"]["entries"], "the TaskManager was not killed while the job ran"
+    assert day_hashes(out, DAYS[0]) == before[DAYS[0]]
+    assert day_hashes(out, DAYS[2]) == before[DAYS[2]]
+    assert day_totals(out, DAYS[1]) == new_day2
+    assert not (out / "_flink_staging").exists()
+
+
+def wait_for_runs(airflow: AirflowDeployment, backfill_id: int, count: int, timeout: float = 60) -> dict[str, str]:
+    """The backfill's runs by day, once the scheduler created them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listed = airflow._json("GET", f"/dags/{DAG_ID}/dagRuns", params={"run_type": "backfill"})["dag_runs"]
+        runs = {run["logical_date"][:10]: run["dag_run_id"] for run in listed}
+        if len(runs) >= count:
+            return runs
+        time.sleep(0.5)
+    raise AssertionError(f"backfill {backfill_id} made no {count} runs within {timeout} s\n{airflow.output_tails()}")
+
+
+def jobs(cluster: StandaloneCluster) -> list[dict]:
+    return httpx.get(f"{cluster.rest_url}/jobs/overview", timeout=10).json()["jobs"]
+
+
+def wait_for_new_running_job(cluster: StandaloneCluster, known: set[str], timeout: float = 120) -> tuple[str, str]:
+    """The re-run's job and a TaskManager running a task of it, once one does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for job in jobs(cluster):
+            if job["jid"] in known or job["state"] != "RUNNING":
+                continue
+            details = httpx.get(f"{cluster.rest_url}/jobs/{job['jid']}", timeout=10).json()
+            for vertex in details["vertices"]:
+                url = f"{cluster.rest_url}/jobs/{job['jid']}/vertices/{vertex['id']}"
+                for subtask in httpx.get(url, timeout=10).json()["subtasks"]:
+                    if subtask["status"] == "RUNNING" and subtask.get("taskmanager-id"):
+                        return job["jid"], subtask["taskmanager-id"]
+        time.sleep(0.1)
+    raise AssertionError(f"no new job ran within {timeout} s: {jobs(cluster)}")
