@@ -5,7 +5,6 @@ Modes, as Spark's DataFrameWriter and Flink's INSERT name them:
 - "error" (Spark's "errorifexists", the default): refuse the job when the path has data;
 - "overwrite": replace everything at the path when the job finishes;
 - "append": add the job's files;
-- "ignore": publish nothing when the path has data;
 - "overwrite_partitions": with `partition_by`, replace only the partitions the job
   produced (Spark's dynamic partition overwrite, Flink's INSERT OVERWRITE into a
   partitioned table): the re-run of one day of a backfill replaces that day only.
@@ -17,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-SINK_MODES = ("error", "overwrite", "append", "ignore", "overwrite_partitions")
+SINK_MODES = ("overwrite", "append", "error", "overwrite_partitions")
 MODE_ALIASES = {"errorifexists": "error", "default": "error"}
 
 # A column name as Spark writes it into a directory name: no path separators, no '='.

@@ -40,10 +40,10 @@ if TYPE_CHECKING:
 SUBPARTITION_COLUMN = "__sub"
 BROADCAST_SUBPARTITION = "all"
 STAGING_DIR = "_flink_staging"
-# 'error' fails at submit when the path has data, 'ignore' then publishes nothing,
-# 'overwrite' replaces all of it, 'append' adds, 'overwrite_partitions' replaces only the
-# partitions the job produced (partitioned_sink.py).
-SINK_MODES = ("error", "overwrite", "append", "ignore", "overwrite_partitions")
+# 'error' fails at submit when the path has data, 'overwrite' replaces all of it,
+# 'append' adds, 'overwrite_partitions' replaces only the partitions the job produced
+# (partitioned_sink.py).
+SINK_MODES = ("overwrite", "append", "error", "overwrite_partitions")
 
 _GLOB_CHARS = set("*?[{")
 _NOWHERE = AllowedDirectories()
@@ -321,10 +321,6 @@ def publish_sink(
     mode = sink.get("mode", "error")
     if mode == "error" and not continuation:
         check_sink_target(sink)  # nothing appeared at the path while the job ran
-    if mode == "ignore" and not continuation and _visible_entries(path):
-        log.info("Not publishing to %s: it has data and the sink's mode is 'ignore'", path)
-        discard_sink_staging(sink, job_id, allowed)
-        return 0
     if more_rounds:
         fs.write_text(_published_marker(sink, job_id), "")
     if mode == "overwrite_partitions":
