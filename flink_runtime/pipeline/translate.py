@@ -42,6 +42,8 @@ from flink_runtime.pipeline.plan import Kind, LogicalPlan, Node
 from flink_runtime.pipeline.resources import add_specs
 
 INVOKABLE = "spark"
+# Operators whose output order the operators after them keep (in the same subtasks).
+_ORDERED = (Kind.ORDER, Kind.LIMIT)
 MAX_VERTEX_NAME = 256
 
 
@@ -118,6 +120,8 @@ class _Builder:
         self._vertices: list[_Vertex] = []
         # The vertex whose output is the node's output.
         self._vertex_of: dict[Node, _Vertex] = {}
+        # Vertices whose output is in order (an order_by's or a limit's, and what they feed forward).
+        self._ordered: set[_Vertex] = set()
 
     def add(self, node: Node) -> None:
         handlers = {
@@ -134,6 +138,8 @@ class _Builder:
             Kind.KEYED_SQL: self._keyed_sql,
         }
         vertex = self._vertex_of[node] = handlers[node.kind](node)
+        if node.kind in _ORDERED:
+            self._ordered.add(vertex)
         if node.resources is not None:
             vertex.resources.append(node.resources)
 
@@ -152,6 +158,14 @@ class _Builder:
             vertex = upstream
         else:
             vertex = self._new_vertex(node)
+            if upstream in self._ordered:
+                if upstream.parallelism != vertex.parallelism:
+                    raise ValueError(
+                        f"{node.display_name} runs with parallelism {vertex.parallelism} after an order_by or limit "
+                        f"with {upstream.parallelism}: redistributing the rows would lose their order; leave its "
+                        "parallelism unset (it follows the order's), or set the order's instead."
+                    )
+                self._ordered.add(vertex)  # fed forward, subtask by subtask: still in order
             if upstream.parallelism == vertex.parallelism:
                 self._connect(upstream, vertex, DistributionPattern.POINTWISE, Partitioner.FORWARD)
             else:
@@ -258,8 +272,9 @@ class _Builder:
     def _parallelism(self, node: Node) -> int:
         if node.parallelism is not None:
             return node.parallelism
-        if node.inputs and all(producer.kind is Kind.LIMIT for producer in node.inputs):
-            return 1  # what follows a limit stays in its one subtask (and keeps its order)
+        if node.inputs and all(self._vertex_of[producer] in self._ordered for producer in node.inputs):
+            # What follows an order or a limit stays in its subtasks, so it keeps the order.
+            return self._vertex_of[node.inputs[0]].parallelism
         return self._pipeline.parallelism
 
     def _new_vertex(self, node: Node) -> _Vertex:

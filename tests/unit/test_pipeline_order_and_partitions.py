@@ -74,3 +74,13 @@ def test_order_by_is_a_broadcast_to_range_subtasks_and_limit_a_two_phase_top_n()
 )
 def test_orders_read_as_spark_sql_reads_them(text, parsed) -> None:
     assert parse_order(text) == parsed
+
+
+def test_what_follows_an_order_keeps_its_subtasks_or_is_refused() -> None:
+    ds = source()
+    ds.order_by("amount").set_parallelism(4).select("id", "amount").write_parquet("out")
+    assert [v.parallelism for v in ds.pipeline.job_graph().vertices] == [3, 4]
+    refused = source()
+    refused.order_by("amount").write_parquet("out").set_parallelism(2)
+    with pytest.raises(ValueError, match="would lose their order"):
+        refused.pipeline.job_graph()
