@@ -56,14 +56,20 @@ def day_totals(out: Path, day: str) -> dict[str, tuple[int, int]]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A JobManager and two TaskManagers (2 slots each: one left when the other is killed).
+    The TaskManagers register while Airflow starts (the test waits for them then)."""
     properties = {
         "heartbeat.interval": "300 ms",
         "heartbeat.timeout": "4 s",
         "spark.master": "local[2]",
+        "taskmanager.numberOfTaskSlots": 2,
     }
     cluster = StandaloneCluster(tmp_path_factory.mktemp("backfill-cluster"), properties)
     try:
-        yield cluster.start(taskmanagers=2, slots=2)
+        cluster.start_jobmanager()
+        for index in range(2):
+            cluster.start_taskmanager(f"tm-{index}", wait=False)
+        yield cluster
     finally:
         cluster.stop()
 
@@ -78,6 +84,7 @@ def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(cluster: Sta
     connection = {"conn_type": "flink_runtime", "host": "127.0.0.1", "port": cluster.rest_port}
     env = {"FLINK_RUNTIME_DATA": str(base)}
     with AirflowDeployment(tmp_path / "home", dags, {"flink_runtime_default": connection}, env=env) as airflow:
+        cluster.wait_for_taskmanagers(lambda ids: {"tm-0", "tm-1"} <= ids, timeout=120)
         airflow.wait_for_dag(DAG_ID)
         # The backfill, as `airflow backfill create --dag-id ... --from-date ... --to-date ...`.
         backfill = airflow._json(

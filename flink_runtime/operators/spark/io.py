@@ -349,8 +349,8 @@ def _staged_moves(fs: filesystem.FileSystem, root: str, path: str) -> list[tuple
         for status in fs.list_files(chunk):
             relative = status.path.rstrip("/")[len(chunk.rstrip("/")) + 1 :]
             directory, _, name = relative.rpartition("/")
-            target = filesystem.join(path, directory, f"{chunk_name}-{name}") if directory else None
-            moves.append((status.path, target or filesystem.join(path, f"{chunk_name}-{name}")))
+            parents = [directory] if directory else []
+            moves.append((status.path, filesystem.join(path, *parents, f"{chunk_name}-{name}")))
     return moves
 
 
