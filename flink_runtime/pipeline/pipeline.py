@@ -124,6 +124,32 @@ class Pipeline:
     ) -> DataSet:
         return self._source("parquet", "read_parquet", paths, None, {}, options, split_size, monitor_interval)
 
+    def read_jdbc(
+        self,
+        url: str,
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        partition_column: str | None = None,
+        lower: int | None = None,
+        upper: int | None = None,
+        splits: int | None = None,
+        options: Mapping | None = None,
+    ) -> DataSet:
+        """Rows of a PostgreSQL table or query (docs/pipelines.md, "JDBC").
+
+        With `partition_column` (an integer column) the rows are read in key ranges, one
+        input split each, between `lower` and `upper` (asked of the database when not
+        given) in `splits` ranges (default: one per 500,000 rows, at least one per
+        subtask). `password` is a secret reference, `secret://<name>`, resolved by the
+        cluster (security.secrets.dir or FLINK_SECRET_<NAME>): never the password."""
+        from flink_runtime.pipeline.jdbc_specs import source_spec
+
+        spec = source_spec(url, table, query, user, password, partition_column, lower, upper, splits, options)
+        return DataSet(self, self._add(Kind.SOURCE, [], spec, "Read JDBC", "read-jdbc"))
+
     def _source(
         self,
         file_format: str,
@@ -310,6 +336,25 @@ class DataSet(_Operator):
     def write_json(self, path: str, mode: str = "error", *, options: Mapping | None = None) -> Sink:
         """JSON Lines files."""
         return self._sink("json", "write_json", path, mode, {}, options)
+
+    def write_jdbc(
+        self,
+        url: str,
+        table: str,
+        mode: str = "append",
+        *,
+        keys: list[str] | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        options: Mapping | None = None,
+    ) -> Sink:
+        """Write to a PostgreSQL table, exactly once: `mode` append, overwrite (the table's
+        rows replaced) or upsert (rows merged on `keys`), all published in one transaction
+        when the job finishes (docs/pipelines.md, "JDBC"). `password`: `secret://<name>`."""
+        from flink_runtime.pipeline.jdbc_specs import sink_spec
+
+        spec = sink_spec(url, table, mode, keys, user, password, options)
+        return Sink(self._pipeline, self._pipeline._add(Kind.SINK, [self._node], spec, "Write JDBC", "write-jdbc"))
 
     def _sink(
         self,
