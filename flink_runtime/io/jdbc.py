@@ -22,6 +22,7 @@ Sink protocol (two phases, as the file sinks'):
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import re
@@ -211,11 +212,19 @@ def staging_prefix(sink: dict[str, Any], job_id: str) -> str:
     return f"{STAGING_PREFIX}{_digest(f'{job_id}|{schema}.{table}', 10)}_"
 
 
+def split_chunk(payload: dict[str, Any]) -> str:
+    """A source split's chunk, named by what the split reads: a run recovered after a
+    JobManager restart numbers its splits anew (without those a checkpoint completed),
+    and the chunks committed by the earlier run must keep their own names."""
+    return "r" + _digest(json.dumps(payload.get("files"), sort_keys=True), 12)
+
+
 def staging_table(sink: dict[str, Any], data_namespace: str, chunk: str, execution_id: str | None = None) -> str:
-    """The committed (or, with `execution_id`, in-progress) staging table of a chunk."""
+    """The committed (or, with `execution_id`, in-progress) staging table of a chunk
+    (`split_chunk`, or `subtask-<i>`). Named by job, not by run: the committed chunks of
+    every run of the job (recovered after a JobManager restart) are published together."""
     job_id = data_namespace.split("/")[0]
-    code = chunk.replace("split-", "s").replace("subtask-", "t")
-    name = f"{staging_prefix(sink, job_id)}{_digest(data_namespace, 6)}_{code}"
+    name = f"{staging_prefix(sink, job_id)}{chunk.replace('subtask-', 't')}"
     return f"{name}_ip{_digest(execution_id, 8)}" if execution_id else name
 
 
@@ -260,7 +269,6 @@ def publish(connection: Any, sink: dict[str, Any], data_namespace: str) -> int:
     schema, table = split_table(sink["table"])
     job_id = data_namespace.split("/")[0]
     prefix = staging_prefix(sink, job_id)
-    run_prefix = f"{prefix}{_digest(data_namespace, 6)}_"
     with connection.transaction():
         # One publisher at a time per target (a JobManager that lost leadership may still run).
         connection.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{schema}.{table}",))
@@ -268,7 +276,7 @@ def publish(connection: Any, sink: dict[str, Any], data_namespace: str) -> int:
         done = connection.execute(
             f"SELECT 1 FROM {marker} WHERE job_id = %s AND target = %s", (job_id, f"{schema}.{table}")
         ).fetchone()
-        chunks = [name for name in _tables_like(connection, schema, run_prefix) if "_ip" not in name[len(run_prefix) :]]
+        chunks = [name for name in _tables_like(connection, schema, prefix) if "_ip" not in name[len(prefix) :]]
         published = 0
         if done is None:
             published = _insert_chunks(connection, sink, schema, table, chunks)

@@ -104,12 +104,12 @@ def test_publish_is_one_idempotent_transaction(postgres: PostgresServer) -> None
     sink = {"format": "jdbc", "url": f"jdbc:postgresql://127.0.0.1:{postgres.port}/{name}", "table": "totals"}
     upsert = {**sink, "mode": "upsert", "keys": ["k"]}
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        for chunk, rows in [("split-0", [(1, 10), (2, 20)]), ("split-1", [(3, 30)])]:
+        for chunk, rows in [("r0", [(1, 10), (2, 20)]), ("r1", [(3, 30)])]:
             table = jdbc.staging_table(upsert, "job-a", chunk)
             conn.execute(f'CREATE TABLE "{table}" (k integer, v integer)')
             for row in rows:
                 conn.execute(f'INSERT INTO "{table}" VALUES (%s, %s)', row)
-        orphan = jdbc.staging_table(upsert, "job-a", "split-2", execution_id="dead-attempt")
+        orphan = jdbc.staging_table(upsert, "job-a", "r2", execution_id="dead-attempt")
         conn.execute(f'CREATE TABLE "{orphan}" (k integer, v integer)')
         conn.execute(f'INSERT INTO "{orphan}" VALUES (99, 99)')
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import jdbc
+from flink_runtime.io.jdbc import split_chunk  # noqa: F401 - for the Spark task
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.security.secret_store import SecretStore
 

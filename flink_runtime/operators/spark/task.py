@@ -196,7 +196,8 @@ class SparkTask(AbstractInvokable):
                         df = io.read_source(spark, config["source"], paths, schema)
                     env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
-                    self._emit(apply_operators(spark, df, operators), chunks[-1])
+                    sink_chunk = jdbc.split_chunk(split.payload)
+                    self._emit(apply_operators(spark, df, operators), chunks[-1], sink_chunk)
                     env.check_cancelled()
             else:
                 state = config.get(STATE_CONFIG_KEY)
@@ -270,9 +271,10 @@ class SparkTask(AbstractInvokable):
                 if not number.isdigit() or int(number) not in completed:
                     fs.delete(chunk.path)
 
-    def _emit(self, df: DataFrame, chunk: str) -> bool:
+    def _emit(self, df: DataFrame, chunk: str, sink_chunk: str | None = None) -> bool:
         """Write one chunk to every output and commit it (rename into place). False when
-        the vertex has no output at all (nothing ran on `df`)."""
+        the vertex has no output at all (nothing ran on `df`). `sink_chunk`: a JDBC sink's
+        name for the chunk (jdbc.split_chunk), when it is not `chunk`."""
         env = self.environment
         targets = [
             (partition_dir(env.data_dir, env.data_namespace, p.result_id, p.partition_number), p)
@@ -289,7 +291,7 @@ class SparkTask(AbstractInvokable):
             io.write_partition(df, partition, in_progress)
             written += write_chunk_manifest(in_progress)
         if jdbc.is_jdbc(sink):
-            jdbc.write_chunk(df, sink, env.data_namespace, chunk, env.execution_id, env.secrets)  # type: ignore[arg-type]
+            jdbc.write_chunk(df, sink, env.data_namespace, sink_chunk or chunk, env.execution_id, env.secrets)  # type: ignore[arg-type]
         elif sink is not None:
             sink_chunk = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
             # Before writing and again before committing: the sink's folders may have
