@@ -228,6 +228,29 @@ def staging_table(sink: dict[str, Any], data_namespace: str, chunk: str, executi
     return f"{name}_ip{_digest(execution_id, 8)}" if execution_id else name
 
 
+def check_target(connection: Any, sink: dict[str, Any]) -> None:
+    """At submit: an upsert into an existing table needs a unique index on exactly its keys
+    (ON CONFLICT names one); JdbcError saying which otherwise."""
+    if sink.get("mode") != "upsert":
+        return
+    schema, table = split_table(sink["table"])
+    exists = connection.execute("SELECT to_regclass(%s)", (qualified(schema, table),)).fetchone()[0]
+    if exists is None:
+        return  # the publish creates it with the keys as primary key
+    unique = connection.execute(
+        "SELECT 1 FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
+        "AND i.indisunique AND (SELECT array_agg(a.attname::text ORDER BY a.attname::text) FROM pg_attribute a "
+        "WHERE a.attrelid = c.oid AND a.attnum = ANY(i.indkey)) = %s::text[]",
+        (schema, table, sorted(sink["keys"])),
+    ).fetchone()
+    if unique is None:
+        raise JdbcError(
+            f"write_jdbc(mode='upsert'): table {schema}.{table} has no primary key or unique index on exactly "
+            f"{sink['keys']}; add one (ALTER TABLE ... ADD PRIMARY KEY ({', '.join(sink['keys'])})) or change keys"
+        )
+
+
 def commit_staging(connection: Any, schema: str, in_progress: str, committed: str) -> None:
     """A chunk's rows become its committed table in one transaction (replacing a rerun's)."""
     with connection.transaction():

@@ -138,13 +138,8 @@ class Pipeline:
         splits: int | None = None,
         options: Mapping | None = None,
     ) -> DataSet:
-        """Rows of a PostgreSQL table or query (docs/pipelines.md, "JDBC").
-
-        With `partition_column` (an integer column) the rows are read in key ranges, one
-        input split each, between `lower` and `upper` (asked of the database when not
-        given) in `splits` ranges (default: one per 500,000 rows, at least one per
-        subtask). `password` is a secret reference, `secret://<name>`, resolved by the
-        cluster (security.secrets.dir or FLINK_SECRET_<NAME>): never the password."""
+        """Rows of a PostgreSQL table or query, in key ranges of `partition_column` (one
+        input split each); `password` is `secret://<name>` (docs/pipelines.md, "JDBC")."""
         from flink_runtime.pipeline.jdbc_specs import source_spec
 
         spec = source_spec(url, table, query, user, password, partition_column, lower, upper, splits, options)
@@ -348,9 +343,8 @@ class DataSet(_Operator):
         password: str | None = None,
         options: Mapping | None = None,
     ) -> Sink:
-        """Write to a PostgreSQL table, exactly once: `mode` append, overwrite (the table's
-        rows replaced) or upsert (rows merged on `keys`), all published in one transaction
-        when the job finishes (docs/pipelines.md, "JDBC"). `password`: `secret://<name>`."""
+        """Write to a PostgreSQL table exactly once (append, overwrite, or upsert on `keys`),
+        published in one transaction when the job finishes (docs/pipelines.md, "JDBC")."""
         from flink_runtime.pipeline.jdbc_specs import sink_spec
 
         spec = sink_spec(url, table, mode, keys, user, password, options)

@@ -173,6 +173,14 @@ def test_failed_job_drops_its_staging_tables_and_publishes_nothing(
     assert staging_tables(conninfo) == []
     assert rows(conninfo, "SELECT to_regclass('never_written')") == [(None,)]
 
+    # An upsert into a table without a unique index on the keys is refused at submit.
+    upsert = Pipeline("jdbc upsert without a key")
+    upsert.read_jdbc(url, table="orders", user="postgres").write_jdbc(
+        url, "orders", mode="upsert", keys=["customer"], user="postgres"
+    )
+    with JobClient(jdbc_cluster.rest_url) as client, pytest.raises(Exception, match="no primary key or unique index"):
+        client.submit(upsert.job_graph())
+
     # A secret the cluster does not have fails the submission, naming it.
     missing = Pipeline("jdbc missing secret")
     missing.read_jdbc(url, table="orders", password="secret://nope").write_jdbc(url, "x", password="secret://nope")

@@ -128,6 +128,12 @@ def write_chunk(
         jdbc.commit_staging(connection, schema, in_progress, committed)
 
 
+def check_sink(sink: dict[str, Any], secrets: SecretStore) -> None:
+    """At submit: the database answers, and an upsert's table has a unique index on its keys."""
+    with connection_factory(sink, secrets, "write_jdbc")() as connection:
+        jdbc.check_target(connection, sink)
+
+
 def publish(sink: dict[str, Any], data_namespace: str, secrets: SecretStore) -> int:
     with connection_factory(sink, secrets, "write_jdbc")() as connection:
         return jdbc.publish(connection, sink, data_namespace)

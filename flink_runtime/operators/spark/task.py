@@ -102,6 +102,7 @@ class SparkTask(AbstractInvokable):
             splits = io.file_splits(statuses, split_size, vertex.parallelism)
         if jdbc.is_jdbc(config.get("sink")):
             jdbc.check_driver(context.spark())
+            jdbc.check_sink(config["sink"], SecretStore.of(context.config))
         elif "sink" in config:
             # A later round, or a run recovered after a JobManager restart that goes on from
             # rounds it published: the data there is the job's own.
