@@ -155,6 +155,7 @@ def main() -> None:
             fill(conninfo, args.rows)
             print(f"filled orders with {args.rows:,} rows in {time.monotonic() - started:.1f} s")
             plain = plain_pyspark(url, conninfo, args.rows, args.splits, args.runs, work)
+            print(f"plain PySpark: read {plain[0]:.1f} s, write {plain[1]:.1f} s", flush=True)
             ours = runtime(url, conninfo, args.rows, args.splits, args.runs, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)

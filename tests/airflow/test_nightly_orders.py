@@ -19,7 +19,9 @@ from tests.helpers.postgres import PostgresServer
 pytestmark = pytest.mark.integration
 
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
-DAY = "2026-11-25"
+# Long before the run: the run the scheduler makes by itself for the latest day (the DAG has
+# a schedule) finds no orders, and its job adds no summary rows.
+DAY = "2024-03-05"
 
 
 def fill(conninfo: str) -> None:
@@ -31,16 +33,16 @@ def fill(conninfo: str) -> None:
         )
         conn.execute(
             "INSERT INTO orders VALUES "
-            "(1, 1, 10, '2026-11-24 23:59:59'),"  # the day before: not this run's
-            "(2, 1, 20, '2026-11-25 00:00:00'), (3, 2, 5, '2026-11-25 12:00:00'),"
-            "(4, 3, 7, '2026-11-25 23:59:59'), (5, 3, 1, '2026-11-26 00:00:00')"
+            "(1, 1, 10, '2024-03-04 23:59:59'),"  # the day before: not this run's
+            "(2, 1, 20, '2024-03-05 00:00:00'), (3, 2, 5, '2024-03-05 12:00:00'),"
+            "(4, 3, 7, '2024-03-05 23:59:59'), (5, 3, 1, '2024-03-06 00:00:00')"
         )
         # A summary row of another day, written by an earlier run: kept as it is.
         conn.execute(
             "CREATE TABLE daily_region_summary (day date, region text, orders bigint, revenue bigint, "
             "PRIMARY KEY (day, region))"
         )
-        conn.execute("INSERT INTO daily_region_summary VALUES ('2026-11-24', 'eu', 1, 10)")
+        conn.execute("INSERT INTO daily_region_summary VALUES ('2024-03-04', 'eu', 1, 10)")
 
 
 @pytest.mark.timeout(600)
@@ -69,7 +71,7 @@ def test_one_night_under_the_real_scheduler(minicluster: MiniCluster, postgres: 
         summary = conn.execute(
             "SELECT day::text, region, orders, revenue FROM daily_region_summary ORDER BY day, region"
         ).fetchall()
-    assert summary == [("2026-11-24", "eu", 1, 10), (DAY, "eu", 2, 25), (DAY, "us", 1, 7)]
+    assert summary == [("2024-03-04", "eu", 1, 10), (DAY, "eu", 2, 25), (DAY, "us", 1, 7)]
     enriched = pq.read_table(tmp_path / "data" / "orders" / f"day={DAY}")
     assert sorted(zip(enriched.column("id").to_pylist(), enriched.column("region").to_pylist(), strict=True)) == [
         (2, "eu"),
