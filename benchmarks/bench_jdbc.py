@@ -65,7 +65,9 @@ def drop(conninfo: str, table: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def plain_pyspark(url: str, conninfo: str, rows: int, splits: int, runs: int, work: Path) -> tuple[float, float]:
+def plain_pyspark(
+    url: str, conninfo: str, rows: int, splits: int, runs: int, work: Path, tuned: bool = False
+) -> tuple[float, float]:
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -75,6 +77,10 @@ def plain_pyspark(url: str, conninfo: str, rows: int, splits: int, runs: int, wo
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     properties = {"user": "postgres", "driver": "org.postgresql.Driver"}
+    write_url = url
+    if tuned:  # the options the runtime's JDBC source and sink set (operators/spark/jdbc.py)
+        properties.update({"fetchsize": "10000", "batchsize": "10000"})
+        write_url = f"{url}?reWriteBatchedInserts=true"
     try:
         spark.read.jdbc(url, "(SELECT * FROM orders WHERE id <= 1000) AS w", properties=properties).count()
         reads, writes = [], []
@@ -88,7 +94,7 @@ def plain_pyspark(url: str, conninfo: str, rows: int, splits: int, runs: int, wo
             reads.append(time.monotonic() - started)
             drop(conninfo, "plain_copy")
             started = time.monotonic()
-            spark.read.parquet(out).write.jdbc(url, "plain_copy", mode="append", properties=properties)
+            spark.read.parquet(out).write.jdbc(write_url, "plain_copy", mode="append", properties=properties)
             writes.append(time.monotonic() - started)
             assert count(conninfo, "plain_copy") == rows
         return min(reads), min(writes)
@@ -144,6 +150,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--splits", type=int, default=4)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument(
+        "--tuned-plain-only",
+        action="store_true",
+        help="only plain PySpark, with the runtime's JDBC options (fetchsize, batchsize, reWriteBatchedInserts)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="flink-runtime-bench-jdbc-"))
     try:
@@ -154,8 +165,12 @@ def main() -> None:
             started = time.monotonic()
             fill(conninfo, args.rows)
             print(f"filled orders with {args.rows:,} rows in {time.monotonic() - started:.1f} s")
-            plain = plain_pyspark(url, conninfo, args.rows, args.splits, args.runs, work)
+            plain = plain_pyspark(url, conninfo, args.rows, args.splits, args.runs, work, args.tuned_plain_only)
             print(f"plain PySpark: read {plain[0]:.1f} s, write {plain[1]:.1f} s", flush=True)
+            if args.tuned_plain_only:
+                read_rate, write_rate = args.rows / plain[0], args.rows / plain[1]
+                print(f"tuned plain PySpark: read {read_rate:,.0f} rows/s, write {write_rate:,.0f} rows/s")
+                return
             ours = runtime(url, conninfo, args.rows, args.splits, args.runs, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
