@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from flink_runtime.io.metrics import NO_IO, IOMetrics
 from flink_runtime.security.paths import AllowedDirectories
+from flink_runtime.security.secret_store import SecretStore
 
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
@@ -88,6 +89,9 @@ class Environment:
     # security.allowed-directories, the JobManager's and this TaskManager's: checked again
     # where files are opened or committed (a link may have appeared since submit).
     allowed_directories: AllowedDirectories = field(default_factory=AllowedDirectories)
+    # Resolves the secret://<name> references of the task's config (security.secrets.dir of
+    # this TaskManager, then its environment): secrets never travel in the job graph.
+    secrets: SecretStore = field(default_factory=SecretStore)
 
     def input_splits(
         self, commits_per_split: bool = False, on_confirmed: Callable[[], None] | None = None

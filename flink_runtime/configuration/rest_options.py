@@ -82,6 +82,15 @@ class SecurityOptions:
         "and savepoint, symbolic links resolved; empty: anywhere the processes may. Paths with '..' are "
         "refused always. A TaskManager enforces the JobManager's list (sent with each task) and its own.",
     )
+    SECRETS_DIR = ConfigOption(
+        "security.secrets.dir",
+        STRING,
+        "",
+        "A directory of secrets a job names as 'secret://<name>' (e.g. a JDBC password): the file "
+        "<dir>/<name> holds the value (first line). Read by the process that needs it (the planner, a "
+        "TaskManager), never sent in a job graph. Empty, or no such file: the environment variable "
+        "FLINK_SECRET_<NAME> (upper case, '-' and '.' as '_').",
+    )
     SSL_REST_ENABLED = ConfigOption("security.ssl.rest.enabled", BOOLEAN, False, "Serve the REST API over HTTPS.")
     SSL_REST_CERTIFICATE = ConfigOption(
         "security.ssl.rest.certificate", STRING, "", "PEM file with the REST server's certificate (chain)."

@@ -18,6 +18,7 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
 )
 from flink_runtime.security.paths import AllowedDirectories
+from flink_runtime.security.secret_store import SecretStore
 
 
 def task_deployment_descriptor(
@@ -128,6 +129,7 @@ def task_environment(
     data_dir: str,
     spark: Callable[[], Any],
     own_allowed_directories: list[str] | None = None,
+    secrets: SecretStore | None = None,
 ) -> Environment:
     """Everything the running subtask may touch, from its descriptor and its TaskManager."""
     return Environment(
@@ -154,4 +156,5 @@ def task_environment(
         input_gates=descriptor.input_gates,
         spark=spark,
         allowed_directories=AllowedDirectories(descriptor.allowed_directories, own_allowed_directories or []),
+        secrets=secrets or SecretStore(),
     )

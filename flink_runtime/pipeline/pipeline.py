@@ -138,6 +138,27 @@ class Pipeline:
     ) -> DataSet:
         return self._source("parquet", "read_parquet", paths, None, {}, options, split_size, monitor_interval)
 
+    def read_jdbc(
+        self,
+        url: str,
+        *,
+        table: str | None = None,
+        query: str | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        partition_column: str | None = None,
+        lower: int | None = None,
+        upper: int | None = None,
+        splits: int | None = None,
+        options: Mapping | None = None,
+    ) -> DataSet:
+        """Rows of a PostgreSQL table or query, in key ranges of `partition_column` (one
+        input split each); `password` is `secret://<name>` (docs/pipelines.md, "JDBC")."""
+        from flink_runtime.pipeline.jdbc_specs import source_spec
+
+        spec = source_spec(url, table, query, user, password, partition_column, lower, upper, splits, options)
+        return DataSet(self, self._add(Kind.SOURCE, [], spec, "Read JDBC", "read-jdbc"))
+
     def _source(
         self,
         file_format: str,
@@ -371,6 +392,24 @@ class DataSet(_Operator):
     ) -> Sink:
         """JSON Lines files."""
         return self._sink("json", "write_json", path, mode, {}, options, partition_by)
+
+    def write_jdbc(
+        self,
+        url: str,
+        table: str,
+        mode: str = "append",
+        *,
+        keys: list[str] | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        options: Mapping | None = None,
+    ) -> Sink:
+        """Write to a PostgreSQL table exactly once (append, overwrite, or upsert on `keys`),
+        published in one transaction when the job finishes (docs/pipelines.md, "JDBC")."""
+        from flink_runtime.pipeline.jdbc_specs import sink_spec
+
+        spec = sink_spec(url, table, mode, keys, user, password, options)
+        return Sink(self._pipeline, self._pipeline._add(Kind.SINK, [self._node], spec, "Write JDBC", "write-jdbc"))
 
     def _sink(
         self,

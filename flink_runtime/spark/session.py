@@ -30,6 +30,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from flink_runtime.io.jdbc import driver_jars
 from flink_runtime.security import mask_url_password
 
 if TYPE_CHECKING:
@@ -68,6 +69,12 @@ def spark_properties(config: Mapping[str, Any]) -> dict[str, str]:
     """The `spark.*` keys of a flat configuration, over the runtime's defaults."""
     properties = dict(_DEFAULTS)
     properties.update({key: str(value) for key, value in config.items() if key.startswith("spark.")})
+    # The JDBC sources and sinks' driver (io/jdbc.py), when installed: a session's classpath
+    # is fixed when its JVM starts, and sessions outlive jobs.
+    jars = [jar for jar in properties.get("spark.jars", "").split(",") if jar]
+    jars += [jar for jar in driver_jars() if jar not in jars]
+    if jars:
+        properties["spark.jars"] = ",".join(jars)
     properties.setdefault("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "flink-runtime-warehouse"))
     return properties
 

@@ -43,6 +43,7 @@ from flink_runtime.logs.context import bind_task
 if TYPE_CHECKING:
     from flink_runtime.io.splits import InputSplit
     from flink_runtime.rpc.messages import ResultPartitionDeploymentDescriptor, TaskDeploymentDescriptor
+    from flink_runtime.security.secret_store import SecretStore
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Task:
         blob_server: BlobServer | None = None,
         fetch_inputs: FetchInputs | None = None,
         allowed_directories: list[str] | None = None,
+        secrets: SecretStore | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -76,6 +78,7 @@ class Task:
         self._fetch_inputs = fetch_inputs
         # This TaskManager's own security.allowed-directories (the JobManager's come with the task).
         self._allowed_directories = allowed_directories or []
+        self._secrets = secrets
         # Set when the task fails because a finished input partition could not be fetched
         # from its producer's TaskManager: the JobManager runs those producers again.
         self.missing_partitions: list[str] = []
@@ -195,6 +198,7 @@ class Task:
                 data_dir=self.data_dir,
                 spark=spark,
                 own_allowed_directories=self._allowed_directories,
+                secrets=self._secrets,
             )
             self.invokable = invokable_class(environment)
             self._environment = environment

@@ -65,6 +65,7 @@ from flink_runtime.rpc.transport import RpcTransport
 from flink_runtime.security import bearer, client_verify, rest_token
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 from flink_runtime.security.paths import allowed_directories
+from flink_runtime.security.secret_store import SecretStore
 from flink_runtime.taskmanager.errors import CommandRefused
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection
 from flink_runtime.taskmanager.log_service import LogService
@@ -125,6 +126,8 @@ class TaskExecutor(RpcEndpoint):
         # Its own security.allowed-directories, enforced beside the JobManager's (sent with
         # each task): a TaskManager without the key still confines tasks to the cluster's list.
         self.allowed_directories = allowed_directories(config)
+        # secret://<name> references of the jobs' sources and sinks resolve here, on the TaskManager.
+        self.secrets = SecretStore.of(config)
         self.ask_timeout = config.get_seconds(cfg.ASK_TIMEOUT)
         # Job libraries come from the JobManager's REST API, asked with its token and TLS trust.
         self._rest_headers = bearer(rest_token(config))
@@ -311,6 +314,7 @@ class TaskExecutor(RpcEndpoint):
             blob_server=BlobServer(self.jobmanager_rest_url, self._rest_headers, self._rest_verify),
             fetch_inputs=self.partitions.input_fetcher(self.address, self.channels.blocking_ask()),
             allowed_directories=self.allowed_directories,
+            secrets=self.secrets,
         )
 
     @handles(TaskStateChanged)

@@ -32,7 +32,7 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 DAGS_FOLDER = ROOT / "dags"
-EXAMPLE_DAGS = {"daily_word_count", "savepoint_resume", "long_job_deferrable", "partitioned_backfill"}
+EXAMPLE_DAGS = {"daily_word_count", "savepoint_resume", "long_job_deferrable", "partitioned_backfill", "nightly_orders"}
 SAVEPOINT_VARIABLE = "flink_runtime_savepoint_resume"
 DEPRECATIONS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
 

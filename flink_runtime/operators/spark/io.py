@@ -157,6 +157,8 @@ def infer_source_schema(spark: SparkSession, source: dict[str, Any], files: list
 
     if source["format"] == "text":
         return StructType([StructField("value", StringType(), True)])
+    if "__resolved__" in source:  # asked of a database already (a JDBC source)
+        return schema_from_json(source["__resolved__"])
     if source.get("schema"):
         return spark.createDataFrame([], source["schema"]).schema
     if not files:

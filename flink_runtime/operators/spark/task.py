@@ -42,10 +42,11 @@ from flink_runtime.io.partitions import (
     write_partition_manifest,
 )
 from flink_runtime.operators.aggregates import final_values, merge_partials, partial_columns
-from flink_runtime.operators.spark import io, partitioned_sink
+from flink_runtime.operators.spark import io, jdbc, partitioned_sink
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs, reemits_all_it_read
 from flink_runtime.operators.spark.ordering import range_of_subtask
 from flink_runtime.security.paths import AllowedDirectories
+from flink_runtime.security.secret_store import SecretStore
 from flink_runtime.spark.session import TaskScope
 
 if TYPE_CHECKING:
@@ -74,7 +75,16 @@ class SparkTask(AbstractInvokable):
         files: list[str] = []
         restored = context.restored.get(vertex.id)
         allowed = AllowedDirectories.of(context.config)
-        if "source" in config:
+        if jdbc.is_jdbc(config.get("source")):
+            done = set(restored.completed_files) if restored is not None else set()
+            secrets = SecretStore.of(context.config)
+            splits = jdbc.source_splits(config["source"], vertex.parallelism, secrets, done)
+            spark = context.spark()
+            jdbc.check_driver(spark)
+            schema = jdbc.infer_schema(spark, config["source"], secrets)
+            # The columns the database answered, for the plan check (io.infer_source_schema).
+            config = {**config, "source": {**config["source"], RESOLVED: io.schema_to_json(schema)}}
+        elif "source" in config:
             source = config["source"]
             # Files a savepoint recorded as read are never read again.
             done = set(restored.completed_files) if restored is not None else set()
@@ -95,7 +105,10 @@ class SparkTask(AbstractInvokable):
             job_id = context.data_namespace.split("/")[0]
             staging = join(io.sink_staging_dir(config["sink"]), job_id)
             partitioned_sink.complete_interrupted_publish(config["sink"], staging, job_id, allowed)
-        if "sink" in config:
+        if jdbc.is_jdbc(config.get("sink")):
+            jdbc.check_driver(context.spark())
+            jdbc.check_sink(config["sink"], SecretStore.of(context.config))
+        elif "sink" in config:
             # A later round, or a run recovered after a JobManager restart that goes on from
             # rounds it published: the data there is the job's own.
             if not context.continuation and not io.published_before(config["sink"], context.data_namespace):
@@ -119,12 +132,20 @@ class SparkTask(AbstractInvokable):
     @classmethod
     def output_staging_dir(cls, vertex: JobVertex) -> str | None:
         sink = vertex.config.get("sink")
-        return io.sink_staging_dir(sink) if sink is not None else None
+        return io.sink_staging_dir(sink) if sink is not None and not jdbc.is_jdbc(sink) else None
 
     @classmethod
     def on_job_terminal(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext, status: JobStatus) -> None:
         sink = vertex.config.get("sink")
         if sink is None:
+            return
+        if jdbc.is_jdbc(sink):
+            secrets = SecretStore.of(context.config)
+            if status is JobStatus.FINISHED:
+                published = jdbc.publish(sink, context.data_namespace, secrets)
+                log.info("Published %d chunks of %s to table %s", published, vertex.name, sink["table"])
+            else:
+                jdbc.discard(sink, context.data_namespace, secrets)
             return
         allowed = AllowedDirectories.of(context.config)
         if status is JobStatus.FINISHED:
@@ -145,7 +166,9 @@ class SparkTask(AbstractInvokable):
     @classmethod
     def on_job_gone(cls, vertex: JobVertex, prepared: Prepared, context: MasterContext) -> None:
         sink = vertex.config.get("sink")
-        if sink is not None:
+        if jdbc.is_jdbc(sink):
+            jdbc.forget(sink, context.data_namespace, SecretStore.of(context.config))
+        elif sink is not None:
             io.forget_published_rounds(sink, context.data_namespace, AllowedDirectories.of(context.config))
 
     # -- in the TaskManager -------------------------------------------------------------------
@@ -171,13 +194,18 @@ class SparkTask(AbstractInvokable):
                     commits_per_split=True, on_confirmed=lambda: self._remove_unreported_chunks(completed)
                 )
                 for split in splits:
-                    # Resolved when listed; a link made since (by this job's own code, say)
-                    # must not lead the read outside the allowed directories.
-                    io.check_paths(env.allowed_directories, split.payload["files"], f"input split {split.split_number}")
-                    df = io.read_source(spark, config["source"], split.payload["files"], schema)
+                    if jdbc.is_jdbc(config["source"]):
+                        df = jdbc.read_split(spark, config["source"], split.payload["where"], env.secrets, schema)
+                    else:
+                        # Resolved when listed; a link made since (by this job's own code, say)
+                        # must not lead the read outside the allowed directories.
+                        paths = split.payload["files"]
+                        io.check_paths(env.allowed_directories, paths, f"input split {split.split_number}")
+                        df = io.read_source(spark, config["source"], paths, schema)
                     env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
-                    self._emit(apply_operators(spark, df, operators), chunks[-1])
+                    sink_chunk = jdbc.split_chunk(split.payload)
+                    self._emit(apply_operators(spark, df, operators), chunks[-1], sink_chunk)
                     env.check_cancelled()
             else:
                 state = config.get(STATE_CONFIG_KEY)
@@ -255,9 +283,10 @@ class SparkTask(AbstractInvokable):
                 if not number.isdigit() or int(number) not in completed:
                     fs.delete(chunk.path)
 
-    def _emit(self, df: DataFrame, chunk: str) -> bool:
+    def _emit(self, df: DataFrame, chunk: str, sink_chunk: str | None = None) -> bool:
         """Write one chunk to every output and commit it (rename into place). False when
-        the vertex has no output at all (nothing ran on `df`)."""
+        the vertex has no output at all (nothing ran on `df`). `sink_chunk`: a JDBC sink's
+        name for the chunk (jdbc.split_chunk), when it is not `chunk`."""
         env = self.environment
         targets = [
             (partition_dir(env.data_dir, env.data_namespace, p.result_id, p.partition_number), p)
@@ -273,7 +302,9 @@ class SparkTask(AbstractInvokable):
             in_progress, _ = chunk_dirs(directory, chunk, env.execution_id)
             io.write_partition(df, partition, in_progress)
             written += write_chunk_manifest(in_progress)
-        if sink is not None:
+        if jdbc.is_jdbc(sink):
+            jdbc.write_chunk(df, sink, env.data_namespace, sink_chunk or chunk, env.execution_id, env.secrets)  # type: ignore[arg-type]
+        elif sink is not None:
             sink_chunk = chunk_dirs(io.sink_staging_root(sink, env.data_namespace), chunk, env.execution_id)
             # Before writing and again before committing: the sink's folders may have
             # become links out of the allowed directories since submit.
@@ -283,7 +314,7 @@ class SparkTask(AbstractInvokable):
         env.check_cancelled()
         for directory, _partition in targets:
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
-        if sink is not None:
+        if sink is not None and not jdbc.is_jdbc(sink):
             io.check_paths(env.allowed_directories, sink_chunk, "sink")
             commit_partition_dir(*sink_chunk)
         return True
