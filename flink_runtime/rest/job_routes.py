@@ -104,7 +104,7 @@ def job_routes(gateway: RestfulGateway, submit_wait: float, rest_url: str) -> AP
     @router.get("/jobs/{job_id}/plan", summary="The job's dataflow plan")
     async def job_plan(job_id: str) -> dict[str, Any]:
         job = gateway.job_plan(job_id)
-        return {"plan": job_views.job_plan(job.job_id, job.name, job.job_type, job.plan)}
+        return {"plan": job_views.job_plan(job.job_id, job.name, job.job_type, job.nodes)}
 
     @router.get("/jobs/{job_id}/exceptions", summary="The job's exception history")
     async def job_exceptions(job_id: str, maxExceptions: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:  # noqa: N803

@@ -95,6 +95,8 @@ def test_job_details_status_and_execution_result(rest: httpx.Client, jobs: dict[
         assert metrics["src"]["write-records"] == metrics["sum"]["read-records"] == 1000
         assert metrics["sum"]["write-records"] == metrics["sink"]["read-records"] == 3
         assert metrics["sink"]["write-bytes"] > 0 and metrics["sink"]["write-records-complete"] is True
+    plan = get(rest, f"/jobs/{job_id}/plan")["plan"]
+    assert plan["jid"] == job_id and plan == details["plan"]
     if which == "running":
         assert result == {"status": {"id": "IN_PROGRESS"}}
     else:
