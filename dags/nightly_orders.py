@@ -5,14 +5,15 @@ For each day D (the run's `ds`) one flink-runtime job:
     read_jdbc(orders of day D, in key ranges of `id`)  ─┐
                                                          ├─ join on customer_id
     read_jdbc(customers: the region lookup)            ─┘
-        ├─ write_parquet(<base>/orders/day=D, mode="overwrite")       the day's enriched orders
+        ├─ write_parquet(<base>/orders, partition_by=["day"],
+        │                mode="overwrite_partitions")   the day's enriched orders, in orders/day=D
         └─ key_by(day, region).agg(...) -> write_jdbc(daily_region_summary, mode="upsert",
                                                      keys=["day", "region"])
 
-Both outputs are exactly once and idempotent: the Parquet folder of the day is replaced
-when the job finishes, and the summary rows of the day are upserted in one transaction
-at the job's end (a re-run of D, e.g. after late orders arrived, replaces D's rows and
-leaves the other days' alone). The day's orders are selected by the `{{ ds }}`-templated
+Both outputs are exactly once and idempotent: the Parquet partition of the day is
+replaced when the job finishes (the other days' partitions untouched), and the summary
+rows of the day are upserted in one transaction at the job's end (a re-run of D, e.g.
+after late orders arrived, replaces D's rows and leaves the other days' alone). The day's orders are selected by the `{{ ds }}`-templated
 query below, rendered with the run's day.
 
 - The database is the Airflow connection `nightly_orders_db` (host, port, schema = the
@@ -85,7 +86,7 @@ def nightly_pipeline(context: Any, jinja_env: Any):
     orders = pipeline.read_jdbc(url, query=query, partition_column="id", **credentials)
     customers = pipeline.read_jdbc(url, table="customers", **credentials)
     enriched = orders.join(customers, on="customer_id")
-    enriched.write_parquet(str(data_dir() / "orders" / f"day={day}"), mode="overwrite")
+    enriched.write_parquet(str(data_dir() / "orders"), partition_by=["day"], mode="overwrite_partitions")
     (
         enriched.key_by("day", "region")
         .agg("count(*) AS orders", "sum(amount) AS revenue")
