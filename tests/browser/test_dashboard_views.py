@@ -1,6 +1,7 @@
 """The dashboard's views in headless Chromium against the session MiniCluster: an ended
-job's timeline ends at its end, times carry a date, tables sort by a clicked header, and
-the JobManager page shows its metrics, configuration and environment."""
+job's timeline ends at its end, a finished number source's splits count as done, times
+carry a date, tables sort by a clicked header, and the JobManager page shows its
+metrics, configuration and environment."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from flink_runtime.client import JobClient
 from flink_runtime.minicluster import MiniCluster
 from tests.browser.conftest import script_errors, wait_until
 from tests.browser.test_dashboard import by_css, text_of
-from tests.helpers.jobs import flaky_job
+from tests.helpers.jobs import modulo_sum_job
 
 pytestmark = pytest.mark.integration
 
@@ -24,9 +25,10 @@ DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
 
 
 @pytest.fixture(scope="module")
-def ended_job(minicluster: MiniCluster) -> Iterator[str]:
+def ended_job(minicluster: MiniCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A number-source job (5 splits) that finished."""
     with JobClient(minicluster.rest_url) as client:
-        job_id = client.submit(flaky_job("ended"))
+        job_id = client.submit(modulo_sum_job(tmp_path_factory.mktemp("ended-out"), name="dashboard ended job"))
         assert client.wait(job_id, timeout=60).value == "FINISHED"
         yield job_id
 
@@ -53,6 +55,9 @@ def test_dates_and_sortable_jobs_table(driver: Any, minicluster: MiniCluster, en
     wait_until("the ended job's row", lambda: text_of(driver, f'tr.job-row[data-job-id="{ended_job}"]'))
     started = by_css(driver, f'tr.job-row[data-job-id="{ended_job}"] td')[2].text
     assert DATE_TIME.match(started), started
+    # Its number source's splits all count as done once it finished (not "0/5").
+    splits = by_css(driver, f'tr.job-row[data-job-id="{ended_job}"] td')[5].text
+    assert splits.endswith("5/5"), splits
 
     def names() -> list[str]:
         return [row.text.split("\n")[0] for row in by_css(driver, "tr.job-row")]
