@@ -53,6 +53,12 @@ def test_process_metrics_and_ended_jobs_dropped_after_the_retention(minicluster:
             }
             assert values["Status.JVM.Memory.Heap.Used"] > 10e6 and values["Status.JVM.Threads.Count"] >= 2
 
+            # Flink's ThreadDumpInfo and EnvironmentInfo shapes, for this Python process.
+            dump = rest.get("/jobmanager/thread-dump").json()["threadInfos"]
+            assert any(info["threadName"] == "MainThread" and "File " in info["stringifiedThreadInfo"] for info in dump)
+            environment = rest.get("/jobmanager/environment").json()
+            assert environment["jvm"]["version"].startswith("CPython") and environment["classpath"]
+
             job_id = client.submit(modulo_sum_job(tmp_path / "out", name="retention"))
             assert client.wait(job_id, timeout=60) is JobStatus.FINISHED
             ended = time.time()
