@@ -6,6 +6,7 @@ generated corpus, and saves what headless Chromium shows to docs/images/:
     dashboard-overview.png       the overview while the job runs
     dashboard-taskmanagers.png   the TaskManagers page while the job runs
     dashboard-job.png            the job's page (graph, vertices, subtasks, timeline) once it finished
+    dashboard-jobmanager.png     the JobManager page (process metrics, configuration, environment, logs)
 
 Needs chromium and chromedriver (scripts/ensure-chromium.sh) and selenium (the dev extras):
 
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -58,7 +60,10 @@ def wait_for(what: str, condition: Callable[[], object], timeout: float = 60) ->
 
 def text(driver: webdriver.Chrome, selector: str) -> str:
     found = driver.find_elements(By.CSS_SELECTOR, selector)
-    return found[0].text if found else ""
+    try:
+        return found[0].text if found else ""
+    except StaleElementReferenceException:  # the page redrew it meanwhile: read it next time
+        return ""
 
 
 def shoot(driver: webdriver.Chrome, path: Path) -> None:
@@ -107,6 +112,12 @@ def main() -> int:
                 wait_for("the job graph", lambda: driver.find_elements(By.CSS_SELECTOR, "svg.job-graph .vertex"))
                 wait_for("the timeline", lambda: driver.find_elements(By.CSS_SELECTOR, ".timeline-row"))
                 shoot(driver, args.out / "dashboard-job.png")
+                driver.get(f"{cluster.rest_url}/#/jobmanager")
+                wait_for(
+                    "the JobManager's metrics", lambda: "Status.JVM.CPU.Load" in text(driver, "#jobmanager-metrics")
+                )
+                wait_for("its environment", lambda: "CPython" in text(driver, "#jobmanager-environment"))
+                shoot(driver, args.out / "dashboard-jobmanager.png")
             finally:
                 driver.quit()
     return 0

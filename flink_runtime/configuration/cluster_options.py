@@ -88,6 +88,13 @@ class ClusterOptions:
         "5 s",
         "How often a TaskManager samples its CPU and memory and its Spark JVM's (sent with heartbeats).",
     )
+    JOB_ENDED_RETENTION = ConfigOption(
+        "metrics.job.ended-retention",
+        DURATION,
+        "60 s",
+        "How long an ended job's metrics stay on the Prometheus endpoint (/metrics) after it ended "
+        "(Flink drops them when the job ends; the delay lets a scraper read the final values).",
+    )
 
 
 class BlobServerOptions:

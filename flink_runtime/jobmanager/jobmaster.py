@@ -367,7 +367,7 @@ class JobMaster:
             self.coordinator.execution_stopped(execution.attempt_id, finished=state is _E.FINISHED)
             vertex = execution.vertex
             if state is _E.FINISHED:
-                self.splits.attempt_finished(execution.attempt_id)
+                self.splits.attempt_finished(execution.attempt_id, vertex.job_vertex.id)
             else:
                 self.splits.attempt_stopped(vertex.job_vertex.id, execution.attempt_id, vertex.subtask_index)
             if state is _E.FAILED:

@@ -113,7 +113,7 @@ def split_counts(job: JobMaster, vertex_id: str) -> SplitCounts | None:
     progress = job.split_progress.get(vertex_id)
     return SplitCounts(
         total=job.prepared_splits[vertex_id],
-        completed=len(progress.completed) if progress else 0,
+        completed=progress.done() if progress else 0,
         assignments=progress.assignments if progress else 0,
     )
 

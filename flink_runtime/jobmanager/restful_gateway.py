@@ -15,12 +15,14 @@ the mailbox (`call_in_mailbox`, `ask_self`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from flink_runtime import configuration as cfg
 from flink_runtime.executiongraph import JobStatus
 from flink_runtime.jobmanager import job_snapshots, live_snapshots, metrics
 from flink_runtime.jobmanager.archived_jobs import from_archive
@@ -43,6 +45,7 @@ from flink_runtime.jobmanager.live_snapshots import (
     VertexSubtasks,
 )
 from flink_runtime.jobmanager.operations import JobOperations, Mailbox
+from flink_runtime.jobmanager.process_metrics import ProcessMetrics
 from flink_runtime.rpc.messages import JobSubmissionFailure, SubmitJob
 from flink_runtime.scheduler.exception_history import ExceptionEntry
 from flink_runtime.scheduler.resource_profile import ResourceProfile
@@ -155,6 +158,7 @@ class RestfulGateway:
         self._host = host
         self._operations = operations
         self._read_archive: dict[str, tuple[JobRecord, tuple[JobSnapshot, ExceptionHistory]]] = {}
+        self._process_metrics = ProcessMetrics()
 
     # -- jobs, live and archived ---------------------------------------------------------------
 
@@ -307,12 +311,20 @@ class RestfulGateway:
         return live_snapshots.vertex_metrics(job, self._vertex(job, vertex_id))
 
     def all_job_metrics(self) -> list[JobMetrics]:
-        """Every job of this run's metrics and its subtasks' (a Prometheus scrape)."""
-        return [live_snapshots.job_metrics(job) for job in self._host.jobs.values()]
+        """Every job of this run's metrics and its subtasks' (a Prometheus scrape); a job
+        that ended longer than metrics.job.ended-retention ago is left out (Flink drops
+        an ended job's metrics)."""
+        retention = self._host.config.get_seconds(cfg.METRICS_JOB_ENDED_RETENTION)
+        now = time.time()
+        return [
+            live_snapshots.job_metrics(job)
+            for job in self._host.jobs.values()
+            if not job.status.is_globally_terminal or now - job.status_timestamps.get(job.status, now) <= retention
+        ]
 
     def jobmanager_metrics(self) -> dict[str, float]:
-        """The JobManager's own metrics."""
-        return metrics.jobmanager_metrics(self._host)
+        """The JobManager's own metrics, with its process's and its planner's (Status.JVM.*)."""
+        return metrics.jobmanager_metrics(self._host) | self._process_metrics.read()
 
     async def submit_job(self, body: bytes, wait: float) -> str:
         """Decode, validate and submit a JobGraph; its id once accepted (its sources may
@@ -392,6 +404,10 @@ class RestfulGateway:
         counts = {"RUNNING": 0, "FINISHED": 0, "CANCELED": 0, "FAILED": 0}
         for job in self._host.jobs.values():
             counts[job.status.value if job.status.is_globally_terminal else "RUNNING"] += 1
+        # Jobs the job store archived in earlier runs count too, as the job list shows them.
+        for job_id, record in self._host.archived.items():
+            if job_id not in self._host.jobs and record.status in counts and record.status != "RUNNING":
+                counts[record.status] += 1
         return ClusterOverview(
             task_managers=len(self._host.task_managers),
             slots_total=self._host.slot_pool.total_slots,

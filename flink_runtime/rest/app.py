@@ -26,6 +26,7 @@ from flink_runtime.rest.blob_routes import blob_routes
 from flink_runtime.rest.cluster_routes import cluster_routes
 from flink_runtime.rest.errors import install_error_handlers
 from flink_runtime.rest.job_routes import job_routes
+from flink_runtime.rest.jobmanager_views import jobmanager_routes
 from flink_runtime.rest.log_routes import log_routes
 from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
@@ -49,6 +50,7 @@ def create_app(gateway: RestfulGateway, config: Configuration, rest_url: str = "
     app.include_router(metric_routes(gateway))
     app.include_router(blob_routes(gateway, rest_url))
     app.include_router(log_routes(gateway))
+    app.include_router(jobmanager_routes())
     app.include_router(web_routes())
 
     # OpenAPI: the JobGraph schema is published as a component.

@@ -21,6 +21,13 @@ class SplitProgress:
     # split number -> the subtask that completed it (whose partition holds its chunk)
     completed: dict[int, int] = field(default_factory=dict)
     assignments: int = 0
+    # Splits done by an attempt that finished without reporting each split (its output is
+    # committed as a whole when it finishes): counted as done for progress (REST, the
+    # dashboard), but not skipped by a restart, which reruns such an attempt whole.
+    finished: set[int] = field(default_factory=set)
+
+    def done(self) -> int:
+        return len(self.finished | self.completed.keys())
 
 
 class SourceSplits:
@@ -72,9 +79,11 @@ class SourceSplits:
             inflight.append(split)
         return split
 
-    def attempt_finished(self, execution_id: str) -> None:
-        """Every split it held is in its committed output."""
-        self._inflight.pop(execution_id, None)
+    def attempt_finished(self, execution_id: str, vertex_id: str | None = None) -> None:
+        """Every split it held is in its committed output (and counts as done)."""
+        splits = self._inflight.pop(execution_id, None)
+        if splits and vertex_id is not None:
+            self.progress.setdefault(vertex_id, SplitProgress()).finished.update(s.split_number for s in splits)
 
     def attempt_stopped(self, vertex_id: str, execution_id: str, subtask_index: int) -> None:
         """An attempt ended without finishing: its uncompleted splits are handed out again."""
@@ -110,6 +119,8 @@ class SourceSplits:
             )
             for vertex_id in self._assigners
         }
+        for progress in self.progress.values():
+            progress.finished.clear()  # those attempts run again
         self._inflight.clear()
 
     def new_round(self, splits: Mapping[str, list[InputSplit]]) -> None:

@@ -338,3 +338,11 @@ def test_the_attempt_routes_leave_the_subtasks_metrics_route_alone() -> None:
     for wrong in (f"{subtask}/0/attempts/x", f"{subtask}/0/attempts/-1", f"{subtask}/0/attempts/7", f"{subtask}/3"):
         answer = http.get(wrong)
         assert answer.status_code == 404 and answer.json()["errors"], wrong
+
+
+def test_the_overview_counts_jobs_archived_in_an_earlier_run(store: JobStore) -> None:
+    """After a JobManager restart the job list shows the archived jobs: /overview counts them too."""
+    host = Host({OLD_JOB: archive_old_row(store)})
+    host.slot_pool = SimpleNamespace(total_slots=2, free_slots=2)  # type: ignore[attr-defined]
+    overview = RestfulGateway(host, None).cluster_overview()  # type: ignore[arg-type]
+    assert (overview.jobs_failed, overview.jobs_finished, overview.jobs_running) == (1, 0, 0)

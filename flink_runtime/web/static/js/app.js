@@ -1,9 +1,10 @@
 // The dashboard's entry point: routes the URL fragment (#/overview, #/jobs, #/jobs/<id>,
-// #/taskmanagers, #/taskmanagers/<id>) to a page, refreshes that page every few
+// #/taskmanagers, #/taskmanagers/<id>, #/jobmanager) to a page, refreshes that page every few
 // seconds, and asks for the REST token when the JobManager answers 401.
 
 import * as api from "./api.js";
 import { jobPage } from "./job.js";
+import { jobManagerPage } from "./jobmanager.js";
 import { jobsPage } from "./jobs.js";
 import { overviewPage } from "./overview.js";
 import { taskManagerPage, taskManagersPage } from "./taskmanagers.js";
@@ -16,6 +17,7 @@ const ROUTES = [
   [/^\/jobs\/([0-9a-fA-F]{32})$/, jobPage, "jobs"],
   [/^\/taskmanagers$/, taskManagersPage, "taskmanagers"],
   [/^\/taskmanagers\/(.+)$/, taskManagerPage, "taskmanagers"],
+  [/^\/jobmanager$/, jobManagerPage, "jobmanager"],
 ];
 
 const main = document.getElementById("main");

@@ -28,14 +28,68 @@ export function s(tag, attrs, ...children) {
   return build(document.createElementNS(SVG_NS, tag), attrs, children);
 }
 
-// A table from column headers and rows of cells (a cell: text or a node).
+// A table from column headers and rows of cells (a cell: text or a node). A click on a
+// header sorts the rows by that column (again: the other way); the order is kept per table
+// class across the page's refreshes. A cell sorts by its data-sort attribute, else its text.
+const sortOrders = new Map();
+
+function sortKey(row, column) {
+  const cell = row.cells[column];
+  if (!cell) return "";
+  const raw = cell.dataset.sort !== undefined ? cell.dataset.sort : cell.textContent.trim();
+  const number = Number(raw.replace(/,/g, "").split(/[\s/]/)[0]);
+  return raw !== "" && Number.isFinite(number) ? number : raw.toLowerCase();
+}
+
+function applySort(element, column, descending) {
+  const body = element.tBodies[0];
+  const rows = [...body.rows];
+  rows.sort((a, b) => {
+    const x = sortKey(a, column);
+    const y = sortKey(b, column);
+    const order = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : typeof x === "number" ? -1 : 1;
+    return descending ? -order : order;
+  });
+  body.append(...rows);
+  element.querySelectorAll("th").forEach((th, index) => {
+    th.dataset.sorted = index === column ? (descending ? "desc" : "asc") : "";
+  });
+}
+
 export function table(headers, rows, attrs) {
-  return h(
+  const key = (attrs && attrs.class) || headers.join("|");
+  const element = h(
     "table",
     attrs || {},
-    h("thead", {}, h("tr", {}, headers.map((title) => h("th", {}, title)))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        headers.map((title, column) =>
+          h(
+            "th",
+            {
+              class: "sortable",
+              title: "Sort by this column",
+              onclick: () => {
+                const saved = sortOrders.get(key);
+                const descending = saved && saved.column === column ? !saved.descending : false;
+                sortOrders.set(key, { column, descending });
+                applySort(element, column, descending);
+              },
+            },
+            title,
+          ),
+        ),
+      ),
+    ),
     h("tbody", {}, rows),
   );
+  const saved = sortOrders.get(key);
+  if (saved) applySort(element, saved.column, saved.descending);
+  return element;
 }
 
 // A section that is rebuilt only when its data changed: a refresh every few seconds

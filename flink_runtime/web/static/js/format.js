@@ -25,11 +25,12 @@ export function duration(ms) {
   return `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`;
 }
 
+// Always a date with the time (YYYY-MM-DD HH:MM:SS, local time): a list of jobs spans days.
 export function time(epochMs) {
   if (!epochMs || epochMs < 0) return "–";
   const at = new Date(epochMs);
-  const sameDay = at.toDateString() === new Date().toDateString();
-  return sameDay ? at.toLocaleTimeString() : at.toLocaleString();
+  const two = (n) => String(n).padStart(2, "0");
+  return `${at.getFullYear()}-${two(at.getMonth() + 1)}-${two(at.getDate())} ${two(at.getHours())}:${two(at.getMinutes())}:${two(at.getSeconds())}`;
 }
 
 export function bytes(value) {

@@ -43,7 +43,9 @@ export function timeline(vertices, now) {
   if (!rows.length) return placeholder("No subtask has been deployed yet.");
   const all = rows.flatMap((row) => row.attempts);
   const start = Math.min(...all.map((attempt) => attempt["start-time"]));
-  const end = Math.max(now, ...all.map((attempt) => attempt["end-time"]));
+  // An ended job's axis ends where its last attempt ended, not at "now" (which runs on).
+  const ended = all.every((attempt) => attempt["end-time"] > 0);
+  const end = Math.max(ended ? 0 : now, ...all.map((attempt) => attempt["end-time"]));
   const span = Math.max(1, end - start);
   const scale = (WIDTH - LABEL - 10) / span;
   const x = (t) => LABEL + (t - start) * scale;
@@ -78,6 +80,6 @@ export function timeline(vertices, now) {
   return h(
     "div",
     { class: "timeline" },
-    s("svg", { viewBox: `0 0 ${WIDTH} ${height}`, width: "100%", preserveAspectRatio: "xMinYMin meet", class: "timeline-svg" }, drawn, axis),
+    s("svg", { viewBox: `0 0 ${WIDTH} ${height}`, width: "100%", preserveAspectRatio: "xMinYMin meet", class: "timeline-svg", "data-start": start, "data-end": end }, drawn, axis),
   );
 }

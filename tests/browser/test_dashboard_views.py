@@ -1,0 +1,81 @@
+"""The dashboard's views in headless Chromium against the session MiniCluster: an ended
+job's timeline ends at its end, a finished number source's splits count as done, times
+carry a date, tables sort by a clicked header, and the JobManager page shows its
+metrics, configuration and environment."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.client import JobClient
+from flink_runtime.minicluster import MiniCluster
+from tests.browser.conftest import script_errors, wait_until
+from tests.browser.test_dashboard import by_css, text_of
+from tests.helpers.jobs import modulo_sum_job
+
+pytestmark = pytest.mark.integration
+
+DATE_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$")
+
+
+@pytest.fixture(scope="module")
+def ended_job(minicluster: MiniCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A number-source job (5 splits) that finished."""
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(modulo_sum_job(tmp_path_factory.mktemp("ended-out"), name="dashboard ended job"))
+        assert client.wait(job_id, timeout=60).value == "FINISHED"
+        yield job_id
+
+
+@pytest.fixture(autouse=True)
+def no_script_errors(driver: Any) -> Iterator[None]:
+    script_errors(driver)
+    yield
+    assert script_errors(driver) == []
+
+
+def test_an_ended_jobs_timeline_ends_at_its_end(driver: Any, minicluster: MiniCluster, ended_job: str) -> None:
+    with JobClient(minicluster.rest_url) as client:
+        details = client.details(ended_job)
+    time.sleep(1.5)  # "now" moves on past the job's end
+    driver.get(f"{minicluster.rest_url}/#/jobs/{ended_job}")
+    svg = wait_until("the timeline", lambda: by_css(driver, "#timeline svg.timeline-svg"))[0]
+    assert int(svg.get_attribute("data-end")) <= details["end-time"]
+    assert int(svg.get_attribute("data-end")) >= details["end-time"] - 5000
+
+
+def test_dates_and_sortable_jobs_table(driver: Any, minicluster: MiniCluster, ended_job: str) -> None:
+    driver.get(f"{minicluster.rest_url}/#/jobs")
+    wait_until("the ended job's row", lambda: text_of(driver, f'tr.job-row[data-job-id="{ended_job}"]'))
+    started = by_css(driver, f'tr.job-row[data-job-id="{ended_job}"] td')[2].text
+    assert DATE_TIME.match(started), started
+    # Its number source's splits all count as done once it finished (not "0/5").
+    splits = by_css(driver, f'tr.job-row[data-job-id="{ended_job}"] td')[5].text
+    assert splits.endswith("5/5"), splits
+
+    def names() -> list[str]:
+        return [row.text.split("\n")[0] for row in by_css(driver, "tr.job-row")]
+
+    header = by_css(driver, "table th")[0]
+    header.click()
+    assert header.get_attribute("data-sorted") == "asc"
+    ascending = names()
+    assert ascending == sorted(ascending, key=str.lower)
+    by_css(driver, "table th")[0].click()
+    assert names() == sorted(ascending, key=str.lower, reverse=True)
+
+
+def test_the_jobmanager_page(driver: Any, minicluster: MiniCluster, tmp_path: Path) -> None:
+    driver.get(f"{minicluster.rest_url}/#/jobmanager")
+    wait_until("the process metrics", lambda: "Status.JVM.CPU.Load" in text_of(driver, "#jobmanager-metrics"))
+    assert "Status.JVM.Memory.Heap.Used" in text_of(driver, "#jobmanager-metrics")
+    wait_until("the configuration", lambda: "heartbeat.interval" in text_of(driver, "#jobmanager-config"))
+    wait_until("the environment", lambda: "CPython" in text_of(driver, "#jobmanager-environment"))
+    assert by_css(driver, "#jobmanager-logs")
+    driver.save_screenshot(str(tmp_path / "jobmanager.png"))
