@@ -1,9 +1,11 @@
-"""How long a job waits for TaskManagers the JobManager starts for it (process driver).
+"""How long a job waits for TaskManagers the JobManager starts for it.
 
     .venv/bin/python benchmarks/bench_start_on_demand.py [--runs 3] [--slots 3]
-        [--work-dir /tmp/flink-runtime-bench-rm]
+        [--driver process|docker] [--work-dir /tmp/flink-runtime-bench-rm]
 
-A standalone JobManager with `resourcemanager.driver: process`, no TaskManager and a
+A standalone JobManager with `resourcemanager.driver: process` (or `docker`: containers
+of flink-runtime:0.1.0, which `make docker-image` builds; the work dir is mounted into
+them at the same path), no TaskManager and a
 warm planner runs a job needing `--slots` slots (TaskManagers of 1 slot) `--runs` times,
 waiting each time until the TaskManagers of the run before stopped idle
 (resourcemanager.taskmanager-timeout 2 s). From the JobManager's log: submission ->
@@ -76,28 +78,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slots", type=int, default=3)
+    parser.add_argument("--driver", choices=("process", "docker"), default="process")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/flink-runtime-bench-rm"))
     args = parser.parse_args()
     shutil.rmtree(args.work_dir, ignore_errors=True)
-    properties = {
-        "resourcemanager.driver": "process",
+    properties: dict[str, object] = {
+        "resourcemanager.driver": args.driver,
         "taskmanager.numberOfTaskSlots": 1,
         "resourcemanager.taskmanager-timeout": "2 s",
         "heartbeat.interval": "500 ms",
         "rest.submit.wait-timeout": "100 ms",
     }
+    if args.driver == "docker":
+        shared = args.work_dir / "shared"
+        shared.mkdir(parents=True)
+        shared.chmod(0o777)  # the image runs as uid 50000
+        properties |= {
+            "resourcemanager.docker.volumes": f"{shared}:{shared}",
+            "io.tmp.dirs": str(shared / "data"),
+            "high-availability.cluster-id": "bench-start-on-demand",
+        }
+        outputs = shared
+    else:
+        outputs = args.work_dir
     rows: list[dict[str, float]] = []
     with StandaloneCluster(args.work_dir, properties=properties) as cluster:
         cluster.start_jobmanager()
         with JobClient(cluster.rest_url, timeout=120) as client:
             # Warm the planner (its SparkSession start is not what is measured).
-            client.wait(client.submit(job(1, args.work_dir / "warm", "warm-up")), timeout=300)
+            client.wait(client.submit(job(1, outputs / "warm", "warm-up")), timeout=300)
             for run in range(args.runs):
                 while httpx.get(f"{cluster.rest_url}/taskmanagers", timeout=5).json()["taskmanagers"]:
                     time.sleep(0.2)  # the TaskManagers of the run before stopped idle
                 name = f"run-{run}"
                 submitted = time.monotonic()
-                state = client.wait(client.submit(job(args.slots, args.work_dir / name, name)), timeout=300)
+                state = client.wait(client.submit(job(args.slots, outputs / name, name)), timeout=300)
                 row = timeline(cluster.jobmanager.log() if cluster.jobmanager else "", name)
                 row["finished"] = time.monotonic() - submitted
                 rows.append(row)

@@ -7,7 +7,7 @@
 #  2. scripts/docker-base-image.sh: python:3.11-slim-bookworm, or where no image registry
 #     is reachable a stand-in made with debootstrap (cached: seconds the second time).
 #  3. docker/.env with a random FLINK_REST_TOKEN and FLINK_CLUSTER_SECRET if there is none.
-#  4. Builds both images (BuildKit where the CLI has it; the classic builder otherwise).
+#  4. Builds both images: scripts/docker-build.sh (BuildKit where the CLI has it).
 #  5. `compose up -d` as project flink-runtime-smoke on free host ports, waits until every
 #     service's healthcheck passes, checks the Airflow image has no PySpark, pyarrow or
 #     Java and that its connection reaches the JobManager.
@@ -65,24 +65,13 @@ for key in FLINK_REST_TOKEN FLINK_CLUSTER_SECRET; do
   }
 done
 
-# -- build ------------------------------------------------------------------------------------------
-# The docker CLI's BuildKit: buildx if installed; Debian's docker.io CLI (20.10) has it
-# built in; a newer CLI without buildx has only the classic builder, which also works.
-if docker buildx version >/dev/null 2>&1; then
-  build=(docker buildx build --load)
-elif [ -x /usr/bin/docker ] && /usr/bin/docker version --format '{{.Client.Version}}' 2>/dev/null | grep -q '^20\.'; then
-  build=(env DOCKER_BUILDKIT=1 /usr/bin/docker build)
-else
-  build=(docker build)
-fi
-say "Build the images (${build[*]})"
+# -- build (scripts/docker-build.sh: the build cache makes a rebuild seconds) -------------------------
+say "Build the images"
 started=$(now)
-"${build[@]}" --build-arg "BASE_IMAGE=$base_image" -f "$docker_dir/Dockerfile" --target runtime \
-  -t "$runtime_image" "$root"
+"$root/scripts/docker-build.sh" runtime
 took[build_runtime]=$(elapsed "$started")
 started=$(now)
-"${build[@]}" --build-arg "BASE_IMAGE=$base_image" -f "$docker_dir/Dockerfile" --target airflow \
-  -t "$airflow_image" "$root"
+"$root/scripts/docker-build.sh" airflow
 took[build_airflow]=$(elapsed "$started")
 
 # -- the stack ---------------------------------------------------------------------------------------

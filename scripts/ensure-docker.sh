@@ -41,9 +41,10 @@ if ! command -v dockerd >/dev/null 2>&1; then
 fi
 log=${DOCKERD_LOG:-/var/log/flink-runtime-dockerd.log}
 echo "starting dockerd in the background (log: $log)" >&2
-# setsid: the engine outlives this script and the make that ran it, as a service would.
+# setsid --fork: the engine outlives this script and the make that ran it, as a service
+# would, in a session of its own, and no shell stays behind waiting for it.
 # shellcheck disable=SC2086
-as_root setsid nohup dockerd ${DOCKERD_FLAGS:-} >>"$log" 2>&1 </dev/null &
+as_root setsid --fork nohup dockerd ${DOCKERD_FLAGS:-} >>"$log" 2>&1 </dev/null
 for _ in $(seq 60); do
   docker info >/dev/null 2>&1 && exit 0
   sleep 1

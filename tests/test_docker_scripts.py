@@ -156,7 +156,7 @@ def test_healthcheck_fails_with_the_reason(minicluster: MiniCluster, capsys: pyt
 # -- the shell scripts -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("script", ["docker-smoke.sh", "docker-base-image.sh", "ensure-docker.sh"])
+@pytest.mark.parametrize("script", ["docker-smoke.sh", "docker-build.sh", "docker-base-image.sh", "ensure-docker.sh"])
 def test_the_docker_scripts_parse_and_are_executable(script: str) -> None:
     path = ROOT / "scripts" / script
     assert path.stat().st_mode & 0o111, f"{script} is not executable"
@@ -172,3 +172,23 @@ def test_make_docker_smoke_runs_the_script_and_is_not_part_of_make_test() -> Non
     test_target = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
     # It neither builds the images nor runs the tests that need them (marked docker).
     assert "docker-smoke" not in test_target and '-m "not docker"' in test_target
+
+
+def test_make_test_docker_builds_the_runtime_image_and_runs_the_docker_tests_without_reinstalling_the_project() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile.split("\ntest-docker:", 1)[1].split("\n\n", 1)[0]
+    assert target.split("\n", 1)[0].split() == ["runtime", "docker-image"]
+    # The docker extra's requirements only: an editable install of this checkout would
+    # repoint a shared virtual environment at it.
+    assert "--extra docker" in target and "-e " not in target
+    assert "pytest -m docker" in target
+    image = makefile.split("\ndocker-image:", 1)[1].split("\n\n", 1)[0]
+    assert image.strip() == "scripts/docker-build.sh runtime"
+
+
+def test_docker_build_refuses_an_unknown_target_before_touching_docker() -> None:
+    built = subprocess.run(
+        [str(ROOT / "scripts" / "docker-build.sh"), "jobmanager"], capture_output=True, text=True, timeout=30
+    )
+    assert built.returncode == 2
+    assert "unknown image target 'jobmanager': expected runtime or airflow" in built.stderr

@@ -41,6 +41,9 @@ class FakeContainer:
     def remove(self, force: bool = False) -> None:
         self.removed = True
 
+    def logs(self, tail: int) -> bytes:
+        return b"error: configuration: something was wrong\n"
+
 
 class FakeContainers:
     def __init__(self) -> None:
@@ -53,14 +56,18 @@ class FakeContainers:
         self.all.append(container)
         return container
 
-    def list(self, all: bool, filters: dict[str, str]) -> list[FakeContainer]:  # noqa: A002 - the API's name
+    def list(self, all: bool, filters: dict[str, str], ignore_removed: bool = False) -> list[FakeContainer]:  # noqa: A002 - the API's name
         key, _, value = filters["label"].partition("=")
         return [c for c in self.all if not c.removed and c.labels.get(key) == value]
 
 
 class FakeClient:
-    def __init__(self) -> None:
+    def __init__(self, cpus: int = 8) -> None:
         self.containers = FakeContainers()
+        self.cpus = cpus
+
+    def info(self) -> dict[str, Any]:
+        return {"NCPU": self.cpus}
 
 
 def driver(client: FakeClient, **config: str) -> DockerDriver:
@@ -69,7 +76,11 @@ def driver(client: FakeClient, **config: str) -> DockerDriver:
 
 def launch(worker_id: str, heap: int = 0) -> WorkerLaunch:
     return WorkerLaunch(
-        worker_id, WorkerSpec(2, 2.0, heap), "127.0.0.1", 6123, {"security.cluster.secret": "s", "a.b": 1}
+        worker_id,
+        WorkerSpec(2, 2.0, heap),
+        "127.0.0.1",
+        6123,
+        {"security.cluster.secret": "s", "a.b": 1, "env.log.dir": "/jobmanager/host/log"},
     )
 
 
@@ -85,12 +96,20 @@ def test_a_worker_is_a_container_of_the_image_with_its_options_size_and_labels()
     # The secret travels in the environment, never on the command line.
     assert not any("secret" in part for part in run["command"])
     assert "security.cluster.secret: s" in run["environment"]["FLINK_PROPERTIES"]
+    # The JobManager host's log folder does not exist in a container: it logs into its own.
+    assert "env.log.dir" not in run["environment"]["FLINK_PROPERTIES"]
     assert run["labels"] == {LABEL_CLUSTER: "c1", LABEL_WORKER: "tm-active-1"}
     assert run["nano_cpus"] == 2_000_000_000 and run["mem_limit"] == "1536m"
     assert run["volumes"] == {"/data": {"bind": "/data", "mode": "rw"}}
 
 
-def test_a_container_that_exited_is_reported_once_and_removed() -> None:
+def test_a_worker_sized_above_the_docker_hosts_cores_gets_all_of_them() -> None:
+    client = FakeClient(cpus=1)
+    driver(client).start_worker(launch("tm-active-1"))
+    assert client.containers.runs[0]["nano_cpus"] == 1_000_000_000
+
+
+def test_a_container_that_exited_is_reported_once_and_removed(caplog: pytest.LogCaptureFixture) -> None:
     client = FakeClient()
     docker = driver(client)
     docker.start_worker(launch("tm-active-1"))
@@ -101,6 +120,8 @@ def test_a_container_that_exited_is_reported_once_and_removed() -> None:
     ((worker, reason),) = docker.terminated_workers()
     assert worker == "tm-active-1" and "exited with status 137 (killed: out of memory)" in reason
     assert crashed.removed and docker.terminated_workers() == []
+    # What it printed goes with the container: its last lines are in the JobManager's log.
+    assert "tm-active-1's container" in caplog.text and "something was wrong" in caplog.text
     docker.stop_worker("tm-active-2")
     assert client.containers.all[1].stopped_with == 10
     assert [w for w, _ in docker.terminated_workers()] == ["tm-active-2"]
