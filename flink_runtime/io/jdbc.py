@@ -24,14 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-# Where Debian's libpostgresql-jdbc-java puts the driver (scripts/ensure-postgresql.sh installs it).
-DRIVER_JAR = "/usr/share/java/postgresql.jar"
 STAGING_PREFIX = "_flink_stg_"
 MARKER_TABLE = "_flink_jdbc_published"
 SINK_MODES = ("append", "overwrite", "upsert")
@@ -113,11 +110,6 @@ def dataset_name(url: str, table: str | None) -> str:
         return f"{parsed.database}.query"
     schema, name = split_table(table)
     return f"{parsed.database}.{schema}.{name}"
-
-
-def driver_jars() -> list[str]:
-    """The JDBC driver jars a SparkSession loads (spark/session.py): those installed."""
-    return [DRIVER_JAR] if os.path.isfile(DRIVER_JAR) else []
 
 
 # -- connections ---------------------------------------------------------------------------------

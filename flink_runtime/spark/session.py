@@ -30,8 +30,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from flink_runtime.io.jdbc import driver_jars
 from flink_runtime.security import mask_url_password
+from flink_runtime.spark.jdbc_driver import driver_jars
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,7 +69,7 @@ def spark_properties(config: Mapping[str, Any]) -> dict[str, str]:
     """The `spark.*` keys of a flat configuration, over the runtime's defaults."""
     properties = dict(_DEFAULTS)
     properties.update({key: str(value) for key, value in config.items() if key.startswith("spark.")})
-    # The JDBC sources and sinks' driver (io/jdbc.py), when installed: a session's classpath
+    # The JDBC sources and sinks' driver (spark/jdbc_driver.py), when installed: a session's classpath
     # is fixed when its JVM starts, and sessions outlive jobs.
     jars = [jar for jar in properties.get("spark.jars", "").split(",") if jar]
     jars += [jar for jar in driver_jars() if jar not in jars]

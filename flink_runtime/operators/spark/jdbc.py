@@ -23,13 +23,14 @@ from flink_runtime.io import jdbc
 from flink_runtime.io.jdbc import split_chunk  # noqa: F401 - for the Spark task
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.security.secret_store import SecretStore
+from flink_runtime.spark.jdbc_driver import DRIVER_JAR
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 DRIVER_CLASS = "org.postgresql.Driver"
-DRIVER_JAR = jdbc.DRIVER_JAR
+
 FETCH_SIZE = "10000"
 BATCH_SIZE = "10000"
 
