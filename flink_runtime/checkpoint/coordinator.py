@@ -229,8 +229,17 @@ class CheckpointCoordinator:
             vertices=vertices,
         )
         self.pending[checkpoint_id] = pending
+        # Every vertex with all its subtasks, as Flink's stats count them: a subtask not
+        # running now (finished, or between a continuous job's rounds) is acknowledged at
+        # once, as Flink reports finished tasks; its committed output is in the checkpoint.
+        parallelism = {vertex.id: vertex.parallelism for vertex in self.job.job_graph.vertices}
         self.stats.triggered(
-            checkpoint_id, is_savepoint, terminal, pending.triggered_at, [v or "" for v in vertices.values()]
+            checkpoint_id,
+            is_savepoint,
+            terminal,
+            pending.triggered_at,
+            [v or "" for v in vertices.values()],
+            parallelism,
         )
         for execution_id, address in running.items():
             self.job.gateway.tell_task_manager(

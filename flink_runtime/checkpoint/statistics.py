@@ -168,12 +168,31 @@ class CheckpointStatsTracker:
         self.restored: dict[str, Any] | None = None
 
     def triggered(
-        self, checkpoint_id: int, is_savepoint: bool, terminal: bool, timestamp: float, vertices: list[str]
+        self,
+        checkpoint_id: int,
+        is_savepoint: bool,
+        terminal: bool,
+        timestamp: float,
+        vertices: list[str],
+        parallelism: dict[str, int] | None = None,
     ) -> None:
-        """A checkpoint was triggered; `vertices`: the job vertex of each task that must acknowledge."""
+        """A checkpoint was triggered; `vertices`: the job vertex of each task that must
+        acknowledge. `parallelism`: every vertex of the job and its subtask count; the
+        subtasks of it that need not acknowledge (not running) count as acknowledged now,
+        as Flink reports finished tasks, so every vertex has its entry in the details."""
         stats = CheckpointStats(checkpoint_id, is_savepoint, timestamp, len(vertices), terminal=terminal)
         for vertex in vertices:
             stats.tasks.setdefault(vertex, TaskStats()).num_subtasks += 1
+        for vertex, subtasks in (parallelism or {}).items():
+            task = stats.tasks.setdefault(vertex, TaskStats())
+            done = max(0, subtasks - task.num_subtasks)
+            if done:
+                task.num_subtasks += done
+                task.num_acknowledged += done
+                task.latest_ack_timestamp = timestamp
+                stats.num_subtasks += done
+                stats.num_acknowledged += done
+                stats.latest_ack_timestamp = timestamp
         if len(self.history) == self.history.maxlen:
             self._by_id.pop(self.history[-1].checkpoint_id, None)
         self.history.appendleft(stats)

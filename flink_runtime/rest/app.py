@@ -25,10 +25,13 @@ from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.rest.blob_routes import blob_routes
 from flink_runtime.rest.cluster_routes import cluster_routes
 from flink_runtime.rest.errors import install_error_handlers
+from flink_runtime.rest.flink_ui_routes import flink_ui_routes
+from flink_runtime.rest.jar_routes import jar_routes
 from flink_runtime.rest.job_routes import job_routes
 from flink_runtime.rest.log_routes import log_routes
 from flink_runtime.rest.metric_routes import metric_routes
 from flink_runtime.rest.operation_routes import operation_routes
+from flink_runtime.rest.vertex_routes import vertex_routes
 from flink_runtime.rest.web_routes import web_routes
 
 if TYPE_CHECKING:
@@ -43,12 +46,16 @@ def create_app(gateway: RestfulGateway, config: Configuration, rest_url: str = "
         description="Flink REST API v1 paths and fields for a Python JobManager.",
     )
     install_error_handlers(app)
+    # First: its literal /jobs/metrics and /taskmanagers/metrics before /jobs/{job_id}, ...
+    app.include_router(flink_ui_routes(gateway, rest_url))
     app.include_router(cluster_routes(gateway))
     app.include_router(job_routes(gateway, config.get_seconds(cfg.REST_SUBMIT_WAIT), rest_url))
     app.include_router(operation_routes(gateway))
     app.include_router(metric_routes(gateway))
     app.include_router(blob_routes(gateway, rest_url))
     app.include_router(log_routes(gateway))
+    app.include_router(jar_routes())
+    app.include_router(vertex_routes(gateway))
     app.include_router(web_routes())
 
     # OpenAPI: the JobGraph schema is published as a component.
