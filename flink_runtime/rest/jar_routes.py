@@ -98,9 +98,8 @@ def jar_routes() -> APIRouter:
         await drain(request)
         return error_response(404, [f"No JAR {jar_id!r}: this cluster keeps no JARs and cannot run one. {WHAT_TO_USE}"])
 
-    @router.api_route("/jars/{jar_id}/plan", methods=["GET", "POST"], summary="Refused: no JAR was uploaded")
-    async def jar_plan(jar_id: str, request: Request) -> JSONResponse:
-        await drain(request)
+    @router.get("/jars/{jar_id}/plan", summary="Refused: no JAR was uploaded")
+    async def jar_plan(jar_id: str) -> JSONResponse:
         return error_response(404, [f"No JAR {jar_id!r}: this cluster keeps no JARs. {WHAT_TO_USE}"])
 
     return router
