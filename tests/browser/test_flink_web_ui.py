@@ -141,6 +141,16 @@ def test_flink_web_ui_walks_every_page_without_an_error(
             # The latest checkpoint's operators, each with all its subtasks acknowledged.
             checkpoints = visit(f"{job}/checkpoints", "Latest Completed Checkpoint", *vertices.values())
             assert checkpoints.count("2/2 (100%)") == len(vertices), checkpoints
+            # An operator's row expanded: its subtasks (checkpoints/details/:cid/subtasks/:vid).
+            from selenium.webdriver.common.by import By
+
+            rows = len(driver.find_elements(By.CSS_SELECTOR, "tr"))
+            driver.find_elements(By.CSS_SELECTOR, "button.ant-table-row-expand-icon")[0].click()
+            wait_until(
+                "the subtasks of the first operator",
+                lambda: len(driver.find_elements(By.CSS_SELECTOR, "tr")) >= rows + 2,
+            )
+            visit(f"{job}/checkpoints", "Latest Completed Checkpoint")  # collects what the expansion asked
             visit(f"{job}/configuration", "Execution Configuration")
             visit(f"job/completed/{finished}/overview", FINISHED_NAME, "Noop")
             visit("task-manager", tm_id)

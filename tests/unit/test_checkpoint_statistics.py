@@ -109,3 +109,23 @@ def test_details_list_every_vertex_and_count_subtasks_not_running_as_acknowledge
     tracker.completed(1, "/chk/chk-1", 10)
     done = tracker.details(1)
     assert done is not None and (done["num_acknowledged_subtasks"], done["num_subtasks"]) == (5, 5)
+
+
+def test_subtask_details_say_when_each_subtask_acknowledged() -> None:
+    """Flink's TaskCheckpointStatisticsWithSubtaskDetails (what the web UI shows when an
+    operator's row of a checkpoint is expanded)."""
+    tracker = CheckpointStatsTracker()
+    tracker.triggered(1, False, False, 5.0, ["a"], {"a": 3}, subtasks=[2])
+    details = tracker.subtask_details(1, "a")
+    assert details is not None
+    assert [(s["index"], s["status"]) for s in details["subtasks"]] == [
+        (0, "completed"),
+        (1, "completed"),
+        (2, "pending_or_failed"),
+    ]
+    assert details["subtasks"][0]["ack_timestamp"] == 5000 and details["num_acknowledged_subtasks"] == 2
+    tracker.acknowledged(1, "a", 2)
+    after = tracker.subtask_details(1, "a")
+    assert after is not None and after["subtasks"][2]["status"] == "completed"
+    assert set(after["summary"]) >= {"end_to_end_duration", "checkpoint_duration", "alignment", "start_delay"}
+    assert tracker.subtask_details(1, "nope") is None and tracker.subtask_details(9, "a") is None
