@@ -71,6 +71,7 @@ class PendingCheckpoint:
     on_complete: Callable[[str | None, BaseException | None], None] | None = None
     timeout_handle: Any = None
     vertices: dict[str, str | None] = field(default_factory=dict)  # execution id -> its job vertex
+    subtasks: dict[str, int] = field(default_factory=dict)  # execution id -> its subtask index
 
 
 class CheckpointCoordinator:
@@ -216,7 +217,8 @@ class CheckpointCoordinator:
         self._next_id += 1
         self._reserve_more()
         running = self.job.running_task_addresses()
-        vertices = {execution_id: self.job.vertex_and_subtask(execution_id)[0] for execution_id in running}
+        located = {execution_id: self.job.vertex_and_subtask(execution_id) for execution_id in running}
+        vertices = {execution_id: vertex for execution_id, (vertex, _) in located.items()}
         pending = PendingCheckpoint(
             checkpoint_id=checkpoint_id,
             triggered_at=time.time(),
@@ -227,10 +229,21 @@ class CheckpointCoordinator:
             terminal=terminal,
             on_complete=on_complete,
             vertices=vertices,
+            subtasks={execution_id: index for execution_id, (_, index) in located.items()},
         )
         self.pending[checkpoint_id] = pending
+        # Every vertex with all its subtasks, as Flink's stats count them: a subtask not
+        # running now (finished, or between a continuous job's rounds) is acknowledged at
+        # once, as Flink reports finished tasks; its committed output is in the checkpoint.
+        parallelism = {vertex.id: vertex.parallelism for vertex in self.job.job_graph.vertices}
         self.stats.triggered(
-            checkpoint_id, is_savepoint, terminal, pending.triggered_at, [v or "" for v in vertices.values()]
+            checkpoint_id,
+            is_savepoint,
+            terminal,
+            pending.triggered_at,
+            [v or "" for v in vertices.values()],
+            parallelism,
+            list(pending.subtasks.values()),
         )
         for execution_id, address in running.items():
             self.job.gateway.tell_task_manager(
@@ -256,7 +269,7 @@ class CheckpointCoordinator:
         pending.waiting.discard(execution_id)
         if state_handle is not None:
             pending.states[execution_id] = state_handle
-        self.stats.acknowledged(checkpoint_id, pending.vertices.get(execution_id))
+        self.stats.acknowledged(checkpoint_id, pending.vertices.get(execution_id), pending.subtasks.get(execution_id))
         self._complete_if_acknowledged(pending)
 
     def decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
@@ -273,7 +286,9 @@ class CheckpointCoordinator:
             if execution_id in pending.waiting:
                 pending.waiting.discard(execution_id)
                 if finished:
-                    self.stats.acknowledged(pending.checkpoint_id, pending.vertices.get(execution_id))
+                    self.stats.acknowledged(
+                        pending.checkpoint_id, pending.vertices.get(execution_id), pending.subtasks.get(execution_id)
+                    )
                 self._complete_if_acknowledged(pending)
 
     def _complete_if_acknowledged(self, pending: PendingCheckpoint) -> None:

@@ -37,6 +37,7 @@ class TaskStats:
     num_subtasks: int = 0
     num_acknowledged: int = 0
     latest_ack_timestamp: float | None = None
+    acknowledged_at: dict[int, float] = field(default_factory=dict)  # subtask index -> when
 
 
 @dataclass
@@ -168,12 +169,37 @@ class CheckpointStatsTracker:
         self.restored: dict[str, Any] | None = None
 
     def triggered(
-        self, checkpoint_id: int, is_savepoint: bool, terminal: bool, timestamp: float, vertices: list[str]
+        self,
+        checkpoint_id: int,
+        is_savepoint: bool,
+        terminal: bool,
+        timestamp: float,
+        vertices: list[str],
+        parallelism: dict[str, int] | None = None,
+        subtasks: list[int] | None = None,
     ) -> None:
-        """A checkpoint was triggered; `vertices`: the job vertex of each task that must acknowledge."""
+        """A checkpoint was triggered; `vertices`: the job vertex of each task that must
+        acknowledge. `parallelism`: every vertex of the job and its subtask count; the
+        subtasks of it that need not acknowledge (not running) count as acknowledged now,
+        as Flink reports finished tasks, so every vertex has its entry in the details.
+        `subtasks`: the subtask index of each task of `vertices`."""
         stats = CheckpointStats(checkpoint_id, is_savepoint, timestamp, len(vertices), terminal=terminal)
-        for vertex in vertices:
+        waiting: dict[str, set[int]] = {}
+        for position, vertex in enumerate(vertices):
             stats.tasks.setdefault(vertex, TaskStats()).num_subtasks += 1
+            if subtasks is not None:
+                waiting.setdefault(vertex, set()).add(subtasks[position])
+        for vertex, count in (parallelism or {}).items():
+            task = stats.tasks.setdefault(vertex, TaskStats())
+            task.acknowledged_at.update(dict.fromkeys(set(range(count)) - waiting.get(vertex, set()), timestamp))
+            done = max(0, count - task.num_subtasks)
+            if done:
+                task.num_subtasks += done
+                task.num_acknowledged += done
+                task.latest_ack_timestamp = timestamp
+                stats.num_subtasks += done
+                stats.num_acknowledged += done
+                stats.latest_ack_timestamp = timestamp
         if len(self.history) == self.history.maxlen:
             self._by_id.pop(self.history[-1].checkpoint_id, None)
         self.history.appendleft(stats)
@@ -181,7 +207,7 @@ class CheckpointStatsTracker:
         self.counts["total"] += 1
         self.counts["in_progress"] += 1
 
-    def acknowledged(self, checkpoint_id: int, vertex: str | None) -> None:
+    def acknowledged(self, checkpoint_id: int, vertex: str | None, subtask: int | None = None) -> None:
         stats = self._by_id.get(checkpoint_id)
         if stats is None:
             return
@@ -192,6 +218,8 @@ class CheckpointStatsTracker:
         if task is not None:
             task.num_acknowledged += 1
             task.latest_ack_timestamp = now
+            if subtask is not None:
+                task.acknowledged_at[subtask] = now
 
     def completed(self, checkpoint_id: int, location: str, size: int) -> None:
         stats = self._end(checkpoint_id, "COMPLETED")
@@ -257,6 +285,56 @@ class CheckpointStatsTracker:
         if stats is None:
             stats = next((s for s in self.latest.values() if s is not None and s.checkpoint_id == checkpoint_id), None)
         return stats.to_json(with_tasks=True) if stats is not None else None
+
+    def subtask_details(self, checkpoint_id: int, vertex: str) -> dict[str, Any] | None:
+        """Flink's TaskCheckpointStatisticsWithSubtaskDetails of one vertex in one
+        checkpoint; None if the checkpoint or the vertex is unknown."""
+        stats = self._by_id.get(checkpoint_id) or next(
+            (s for s in self.latest.values() if s is not None and s.checkpoint_id == checkpoint_id), None
+        )
+        task = stats.tasks.get(vertex) if stats is not None else None
+        if stats is None or task is None:
+            return None
+        subtasks: list[dict[str, Any]] = []
+        durations = []
+        for index in range(task.num_subtasks):
+            at = task.acknowledged_at.get(index)
+            if at is None:
+                subtasks.append({"index": index, "status": "pending_or_failed"})
+                continue
+            duration = max(0, _ms(at - stats.trigger_timestamp))
+            durations.append(duration)
+            subtasks.append(
+                {
+                    "index": index,
+                    "status": "completed",
+                    "ack_timestamp": _ms(at),
+                    "end_to_end_duration": duration,
+                    "state_size": 0,
+                    "checkpointed_size": 0,
+                    "checkpoint": {"sync": 0, "async": 0},
+                    "alignment": {"buffered": 0, "processed": 0, "persisted": 0, "duration": 0},
+                    "start_delay": 0,
+                    "unaligned_checkpoint": False,
+                    "aborted": False,
+                }
+            )
+        duration_summary = StatsSummary()
+        for duration in durations:
+            duration_summary.add(duration)
+        nothing = StatsSummary().to_json()
+        return {
+            **stats._task_json(task),
+            "summary": {
+                "checkpointed_size": dict(nothing),
+                "state_size": dict(nothing),
+                "end_to_end_duration": duration_summary.to_json(),
+                "checkpoint_duration": {"sync": dict(nothing), "async": dict(nothing)},
+                "alignment": {name: dict(nothing) for name in ("buffered", "processed", "persisted", "duration")},
+                "start_delay": dict(nothing),
+            },
+            "subtasks": subtasks,
+        }
 
 
 # Flink's interval of a job whose checkpoints are not periodic (Long.MAX_VALUE).

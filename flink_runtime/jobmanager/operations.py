@@ -164,6 +164,15 @@ class JobOperations:
             raise RequestNotFound(f"Could not find checkpointing statistics for checkpoint {checkpoint_id}.")
         return details
 
+    def checkpoint_subtask_details(self, job_id: str, checkpoint_id: int, vertex_id: str) -> dict[str, Any]:
+        stats = self._live_job(job_id, "checkpoint statistics").coordinator.stats
+        details = stats.subtask_details(checkpoint_id, vertex_id)
+        if details is None:
+            raise RequestNotFound(
+                f"Could not find checkpointing statistics for vertex {vertex_id!r} in checkpoint {checkpoint_id}."
+            )
+        return details
+
     def checkpoint_config(self, job_id: str) -> dict[str, Any]:
         return self._live_job(job_id, "checkpoint configuration").coordinator.configuration()
 

@@ -395,6 +395,9 @@ class RestfulGateway:
     def checkpoint_details(self, job_id: str, checkpoint_id: int) -> dict[str, Any]:
         return self._operations.checkpoint_details(job_id, checkpoint_id)
 
+    def checkpoint_subtask_details(self, job_id: str, checkpoint_id: int, vertex_id: str) -> dict[str, Any]:
+        return self._operations.checkpoint_subtask_details(job_id, checkpoint_id, vertex_id)
+
     def checkpoint_config(self, job_id: str) -> dict[str, Any]:
         return self._operations.checkpoint_config(job_id)
 

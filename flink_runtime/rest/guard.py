@@ -21,7 +21,11 @@ unknown paths and errors that no endpoint handler caught as well:
    request whose Origin is not this server's own is refused (403). A state-changing
    request must also say `Content-Type: application/json` (`application/octet-stream`
    for a blob upload), which a page cannot send without a CORS preflight that this
-   server never approves (it sends no CORS headers): 415 otherwise.
+   server never approves (it sends no CORS headers): 415 otherwise. One exception:
+   Flink's multipart uploads to `POST /jobs` and `/jars/upload` (a Java JobGraph, JARs)
+   reach their routes, which read the whole body and answer 400 with why they cannot
+   run and what to use instead (rest/jar_routes.py): those routes change nothing, and
+   a 415 sent before the body was read reached Flink's CLI as a closed connection.
 4. Every error is JSON. An exception no handler caught answers 500 `{"errors": [...]}`
    with a request id that the JobManager's log line carries too.
 """
@@ -48,6 +52,9 @@ STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 JSON = "application/json"
 OCTET_STREAM = "application/octet-stream"
 BLOB_PATHS = ("/blobs",)
+# Where Flink's clients send multipart programs: answered with the reason, never run.
+MULTIPART_EXPLAINED = ("/jobs", "/jars/upload")
+MULTIPART = "multipart/form-data"
 VERSION_PREFIX = "/v1"
 # The scope key under which a request's id travels to the app's error handler.
 REQUEST_ID = "flink_runtime.request_id"
@@ -98,9 +105,15 @@ class RestGuard:
             )
         method = scope["method"]
         if method in STATE_CHANGING:
-            expected = OCTET_STREAM if scope["path"].rstrip("/") in BLOB_PATHS else JSON
+            path = scope["path"].rstrip("/")
+            expected = OCTET_STREAM if path in BLOB_PATHS else JSON
             content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-            if content_type != expected and not (method in ("PATCH", "DELETE") and not _has_body(headers)):
+            explained = content_type == MULTIPART and method == "POST" and path in MULTIPART_EXPLAINED
+            if (
+                content_type != expected
+                and not explained
+                and not (method in ("PATCH", "DELETE") and not _has_body(headers))
+            ):
                 shown = repr(content_type) if content_type else "none"
                 return 415, f"{method} {scope['path']} takes Content-Type: {expected}, got {shown}.", {}
         return None

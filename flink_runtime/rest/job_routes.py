@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from flink_runtime.rest import job_views
 from flink_runtime.rest.errors import RestError
+from flink_runtime.rest.jar_routes import is_multipart, refuse_java_job_graph
 from flink_runtime.rest.serialized_throwable import complete_failure_cause
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ def job_routes(gateway: RestfulGateway, submit_wait: float, rest_url: str) -> AP
         },
     )
     async def submit_job(request: Request) -> JSONResponse:
+        if is_multipart(request):  # Flink's CLI: a Java-serialized JobGraph and JARs
+            return await refuse_java_job_graph(request)
         body = await request.body()
         if len(body) > MAX_JOB_GRAPH_BYTES:
             raise RestError(413, f"JobGraph is {len(body)} bytes; the limit is {MAX_JOB_GRAPH_BYTES} bytes.")

@@ -175,6 +175,14 @@ def operation_routes(gateway: RestfulGateway) -> APIRouter:
         return gateway.checkpoint_details(job_id, checkpoint_id)
 
     @router.get(
+        "/jobs/{job_id}/checkpoints/details/{checkpoint_id}/subtasks/{vertex_id}",
+        summary="One checkpoint's statistics of one job vertex, per subtask",
+        responses={404: {"description": "Unknown job, checkpoint, or vertex."}},
+    )
+    async def checkpoint_subtask_details(job_id: str, checkpoint_id: int, vertex_id: str) -> dict[str, Any]:
+        return gateway.checkpoint_subtask_details(job_id, checkpoint_id, vertex_id)
+
+    @router.get(
         "/jobs/{job_id}/checkpoints/{triggerid}",
         summary="Status of a checkpoint request: IN_PROGRESS, or COMPLETED with its checkpointId",
         responses=_UNKNOWN_JOB,

@@ -22,6 +22,7 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | RequestLogFiles            | LogFiles                                     |
 | JM -> TM     | RequestLogFile             | LogFileChunk / LogFileRefused                |
 | JM -> TM     | RequestTaskLog             | TaskLogLines                                 |
+| JM -> TM     | RequestThreadDump          | ThreadDump                                   |
 | TM -> TM     | RequestSubpartitionFiles   | SubpartitionFiles / PartitionRequestRefused  |
 | TM -> TM     | RequestPartitionFile       | PartitionFileChunk / PartitionRequestRefused |
 | JM -> TM     | RequestPartitionFiles      | PartitionFiles / PartitionRequestRefused     |
@@ -392,6 +393,14 @@ class TaskLogLines(Message):
     truncated: bool = False  # older records were left out (max_bytes)
 
 
+class RequestThreadDump(Message):
+    """JM -> TM: the stacks of your Python threads (/taskmanagers/:id/thread-dump)."""
+
+
+class ThreadDump(Message):
+    threads: list[tuple[str, str]] = []  # (name, stack as Java's ThreadInfo prints it)
+
+
 # -- partitions served by their producer's TaskManager (taskmanager/partition_service.py) --
 
 
@@ -481,6 +490,8 @@ WireMessage = (
     | LogFileRefused
     | RequestTaskLog
     | TaskLogLines
+    | RequestThreadDump
+    | ThreadDump
     | RequestSubpartitionFiles
     | RequestPartitionFiles
     | PartitionFiles

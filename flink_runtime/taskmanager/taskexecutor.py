@@ -33,6 +33,7 @@ from flink_runtime import configuration as cfg
 from flink_runtime.blob import BlobServer
 from flink_runtime.configuration import Configuration
 from flink_runtime.highavailability.leader_retrieval import LeaderRetriever, high_availability_enabled
+from flink_runtime.logs.thread_dump import thread_dump
 from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     AcknowledgeCheckpoint,
@@ -53,11 +54,13 @@ from flink_runtime.rpc.messages import (
     RequestPartitionFiles,
     RequestSubpartitionFiles,
     RequestTaskLog,
+    RequestThreadDump,
     SubmitTask,
     SubpartitionFiles,
     TaskDeploymentDescriptor,
     TaskLogLines,
     TaskOperationResult,
+    ThreadDump,
     TriggerCheckpoint,
 )
 from flink_runtime.rpc.service import RpcService
@@ -396,3 +399,8 @@ class TaskExecutor(RpcEndpoint):
     @handles(RequestTaskLog)
     def _on_request_task_log(self, message: RequestTaskLog) -> Awaitable[TaskLogLines]:
         return self.logs.task_log(message)
+
+    @handles(RequestThreadDump)
+    def _on_request_thread_dump(self, message: RequestThreadDump) -> ThreadDump:
+        # A snapshot of frames, no I/O: cheap enough for the mailbox.
+        return ThreadDump(threads=thread_dump())

@@ -7,9 +7,10 @@ skipped browser test would hide a dashboard nobody tested.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -19,8 +20,10 @@ CHROMIUM = "chromium"
 CHROMEDRIVER = "chromedriver"
 
 
-@pytest.fixture(scope="module")
-def driver() -> Iterator[Any]:
+def chromium(performance_log: bool = False, arguments: Sequence[str] = ()) -> Any:
+    """A headless Chromium under selenium (the caller quits it). `performance_log`: also
+    record Chromium's DevTools events (every network response and its status);
+    `arguments`: more command-line switches."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -32,11 +35,19 @@ def driver() -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which(CHROMIUM) or CHROMIUM
     # --no-sandbox: Chromium's sandbox refuses to start as root (CI containers).
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000"):
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000", *arguments):
         options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    options.set_capability(
+        "goog:loggingPrefs", {"browser": "ALL", **({"performance": "ALL"} if performance_log else {})}
+    )
     chrome = webdriver.Chrome(service=Service(shutil.which(CHROMEDRIVER)), options=options)
     chrome.implicitly_wait(0)
+    return chrome
+
+
+@pytest.fixture(scope="module")
+def driver() -> Iterator[Any]:
+    chrome = chromium()
     try:
         yield chrome
     finally:
@@ -67,3 +78,21 @@ def script_errors(driver: Any) -> list[str]:
         for entry in driver.get_log("browser")
         if entry["level"] == "SEVERE" and "Failed to load resource" not in entry["message"]
     ]
+
+
+def network_responses(driver: Any) -> list[tuple[str, int]]:
+    """(url, status) of every response since the last call, and status 0 for every request
+    that failed without one (refused, blocked, name not resolved), from the performance log
+    of a driver made with chromium(performance_log=True)."""
+    urls: dict[str, str] = {}
+    answers: list[tuple[str, int]] = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        params = message.get("params", {})
+        if message["method"] == "Network.requestWillBeSent":
+            urls[params["requestId"]] = params["request"]["url"]
+        elif message["method"] == "Network.responseReceived":
+            answers.append((params["response"]["url"], int(params["response"]["status"])))
+        elif message["method"] == "Network.loadingFailed" and not params.get("canceled"):
+            answers.append((urls.get(params["requestId"], "?"), 0))
+    return answers

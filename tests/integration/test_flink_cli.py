@@ -28,7 +28,7 @@ from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from tests.conftest import fast_config
-from tests.flink_tools import FlinkToolError, flink_cli, flink_home, java_home, private_conf_dir
+from tests.flink_tools import FlinkToolError, flink_cli, flink_home, flink_python, java_home, private_conf_dir
 from tests.helpers.jobs import sleep_job
 from tests.integration.test_continuous_sources import wait_for_counts
 from tests.integration.test_savepoints import write_corpus
@@ -343,6 +343,33 @@ def test_an_unknown_job_fails_quickly_and_says_so(flink: Cli, verb: str, headlin
     assert re.search(r"not (be )?found", run.output, re.I), run.why
     assert "TimeoutException" not in run.output, run.why
     assert run.seconds < QUICK, run.why
+
+
+# -- flink run: a Java program cannot run here, and the CLI is told why ----------------------------
+
+PYFLINK_JOB = """\
+from pyflink.datastream import StreamExecutionEnvironment
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.from_collection([1, 2, 3]).print()
+env.execute("pyflink job")
+"""
+# `flink run -py` starts Python, a JVM gateway for it and the CLI's own JVM before it submits
+# anything (17-23 s on a loaded 2-core machine); what it must not do is retry its upload for
+# 96 s and end in "Channel became inactive", as it did when the answer came before the body.
+RUN_PY_BUDGET = 45.0
+
+
+def test_run_py_prints_why_a_java_job_graph_cannot_run(flink: Cli, tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(PYFLINK_JOB)
+    python = str(flink_python())
+    run = flink("run", "-py", str(job), "-pyexec", python, "-pyclientexec", python, timeout=180)
+    assert run.code != 0, run.why
+    assert "cannot run a Java-serialized JobGraph or JARs" in run.output, run.why
+    assert "flink-runtime run job.json" in run.output, run.why  # what to use instead
+    assert "Channel became inactive" not in run.output, run.why
+    assert run.seconds < RUN_PY_BUDGET, run.why
 
 
 # -- a cluster with a REST token -------------------------------------------------------------------

@@ -17,6 +17,7 @@ from flink_runtime.checkpoint.coordinator import ID_BLOCK, CheckpointCoordinator
 from flink_runtime.checkpoint.metadata import JobProgress, read_metadata
 from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.jobmanager.jobstore import JobStore
 from flink_runtime.rpc.messages import TriggerCheckpoint
 
@@ -65,6 +66,8 @@ class StubJob:
     job_id = "ab" * 16
     name = "stub"
     status = JobStatus.RUNNING
+    # One vertex "v" of two subtasks, e-0 and e-1 (vertex_and_subtask below).
+    job_graph = JobGraph(name="stub", vertices=[JobVertex(id="v", name="v", invokable="noop", parallelism=2)])
 
     def __init__(self, running: dict[str, str]) -> None:
         self.gateway = StubGateway()

@@ -91,3 +91,41 @@ def test_config_has_flinks_shape() -> None:
     assert_flink_shape(ours, "job_running_checkpoints_config")
     assert (ours["interval"], ours["timeout"], ours["state_backend"]) == (2000, 600000, "EmbeddedRocksDBStateBackend")
     assert checkpoint_config(None, 1.0, None)["interval"] == NOT_PERIODIC
+
+
+def test_details_list_every_vertex_and_count_subtasks_not_running_as_acknowledged() -> None:
+    """As Flink's CheckpointCoordinator reports finished tasks: every vertex of the job has
+    its entry (Flink's web UI reads tasks[vertex.id] of each), with all its subtasks; those
+    not running at the trigger (finished, between a continuous job's rounds) acknowledged."""
+    tracker = CheckpointStatsTracker()
+    tracker.triggered(1, False, False, 5.0, ["a"], {"a": 2, "b": 3})
+    details = tracker.details(1)
+    assert details is not None
+    counts = {vertex: (t["num_acknowledged_subtasks"], t["num_subtasks"]) for vertex, t in details["tasks"].items()}
+    assert counts == {"a": (1, 2), "b": (3, 3)}
+    assert (details["num_acknowledged_subtasks"], details["num_subtasks"]) == (4, 5)
+    assert details["tasks"]["b"]["latest_ack_timestamp"] == 5000
+    tracker.acknowledged(1, "a")
+    tracker.completed(1, "/chk/chk-1", 10)
+    done = tracker.details(1)
+    assert done is not None and (done["num_acknowledged_subtasks"], done["num_subtasks"]) == (5, 5)
+
+
+def test_subtask_details_say_when_each_subtask_acknowledged() -> None:
+    """Flink's TaskCheckpointStatisticsWithSubtaskDetails (what the web UI shows when an
+    operator's row of a checkpoint is expanded)."""
+    tracker = CheckpointStatsTracker()
+    tracker.triggered(1, False, False, 5.0, ["a"], {"a": 3}, subtasks=[2])
+    details = tracker.subtask_details(1, "a")
+    assert details is not None
+    assert [(s["index"], s["status"]) for s in details["subtasks"]] == [
+        (0, "completed"),
+        (1, "completed"),
+        (2, "pending_or_failed"),
+    ]
+    assert details["subtasks"][0]["ack_timestamp"] == 5000 and details["num_acknowledged_subtasks"] == 2
+    tracker.acknowledged(1, "a", 2)
+    after = tracker.subtask_details(1, "a")
+    assert after is not None and after["subtasks"][2]["status"] == "completed"
+    assert set(after["summary"]) >= {"end_to_end_duration", "checkpoint_duration", "alignment", "start_delay"}
+    assert tracker.subtask_details(1, "nope") is None and tracker.subtask_details(9, "a") is None
