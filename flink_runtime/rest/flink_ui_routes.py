@@ -18,13 +18,12 @@
 
 from __future__ import annotations
 
-import platform
-import sys
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query
 
 from flink_runtime.rest.errors import RestError
+from flink_runtime.rest.jobmanager_views import environment_info, thread_dump_info
 from flink_runtime.rest.metric_routes import aggregated_list
 from flink_runtime.rpc.messages import RequestThreadDump, ThreadDump
 from flink_runtime.rpc.service import AskTimeoutError, RpcException
@@ -34,24 +33,6 @@ if TYPE_CHECKING:
 
 _GET = Query(None, description="Comma-separated metric names; without it, the names available.")
 _AGG = Query(None, description="Comma-separated: min, max, avg, sum (default all).")
-
-
-def environment_info() -> dict[str, Any]:
-    """Flink's EnvironmentInfo of this (Python) process: its interpreter as the "jvm",
-    its command line as the options, its import path as the classpath."""
-    return {
-        "jvm": {
-            "version": f"{platform.python_implementation()} {platform.python_version()} ({sys.executable})",
-            "arch": platform.machine(),
-            "options": list(sys.argv),
-        },
-        "classpath": [entry for entry in sys.path if entry],
-    }
-
-
-def thread_dump_info(threads: list[tuple[str, str]]) -> dict[str, Any]:
-    """Flink's ThreadDumpInfo."""
-    return {"threadInfos": [{"threadName": name, "stringifiedThreadInfo": text} for name, text in threads]}
 
 
 def _selected(values: dict[str, dict[str, float]], wanted: str | None, what: str) -> list[dict[str, float]]:

@@ -4,8 +4,9 @@
 "options", "javaVersion"}, "classpath": [...]}`, here the Python interpreter (its version,
 architecture and command line) and sys.path. `/jobmanager/thread-dump` is Flink's
 ThreadDumpInfo: `{"threadInfos": [{"threadName", "stringifiedThreadInfo"}]}`, one entry
-per Python thread with its current stack. (Configuration, logs and metrics are served by
-cluster_routes.py, log_routes.py and metric_routes.py.)
+per Python thread with its current stack (logs/thread_dump.py, which the TaskManagers'
+dumps use too). Configuration, logs and metrics are served by cluster_routes.py,
+log_routes.py and metric_routes.py.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from __future__ import annotations
 import platform
 import re
 import sys
-import threading
-import traceback
 from typing import Any
 
 from fastapi import APIRouter
+
+from flink_runtime.logs.thread_dump import thread_dump
 
 _SECRET = re.compile(r"(token|password|secret|credential|key)", re.IGNORECASE)
 
@@ -41,16 +42,9 @@ def environment_info() -> dict[str, Any]:
     }
 
 
-def thread_dump() -> dict[str, Any]:
-    """Flink's ThreadDumpInfo: each thread's name, state and stack (innermost frame last)."""
-    frames = sys._current_frames()  # noqa: SLF001 - the only way to read other threads' stacks
-    infos = []
-    for thread in threading.enumerate():
-        frame = frames.get(thread.ident) if thread.ident is not None else None
-        stack = "".join(traceback.format_stack(frame)) if frame is not None else ""
-        header = f'"{thread.name}" Id={thread.ident}{" daemon" if thread.daemon else ""} RUNNABLE\n'
-        infos.append({"threadName": thread.name, "stringifiedThreadInfo": header + stack})
-    return {"threadInfos": infos}
+def thread_dump_info(threads: list[tuple[str, str]]) -> dict[str, Any]:
+    """Flink's ThreadDumpInfo of (thread name, stringified stack) pairs (logs/thread_dump.py)."""
+    return {"threadInfos": [{"threadName": name, "stringifiedThreadInfo": text} for name, text in threads]}
 
 
 def jobmanager_routes() -> APIRouter:
@@ -62,6 +56,6 @@ def jobmanager_routes() -> APIRouter:
 
     @router.get("/jobmanager/thread-dump", summary="The JobManager's threads and their stacks (Flink's ThreadDumpInfo)")
     async def dump() -> dict[str, Any]:
-        return thread_dump()
+        return thread_dump_info(thread_dump())
 
     return router

@@ -55,7 +55,7 @@ def test_process_metrics_and_ended_jobs_dropped_after_the_retention(minicluster:
 
             # Flink's ThreadDumpInfo and EnvironmentInfo shapes, for this Python process.
             dump = rest.get("/jobmanager/thread-dump").json()["threadInfos"]
-            assert any(info["threadName"] == "MainThread" and "File " in info["stringifiedThreadInfo"] for info in dump)
+            assert any(info["threadName"] == "MainThread" and "\tat " in info["stringifiedThreadInfo"] for info in dump)
             environment = rest.get("/jobmanager/environment").json()
             assert environment["jvm"]["version"].startswith("CPython") and environment["classpath"]
 
