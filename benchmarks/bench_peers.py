@@ -23,12 +23,13 @@ ready), the later runs warm.
     pyflink:        SELECT word, COUNT(*) FROM lines CROSS JOIN UNNEST(SPLIT(line, ' '))
                     WHERE word <> '' GROUP BY word -> CSV
 
-Reported per side: ready (start-up), each run, and the process wall (launch to exit,
-start-up and all runs included); the ratios runtime / plain (cold, warm) and runtime /
-pyflink (process wall); for plain and the runtime, the Spark jobs each run started. The
-last run's outputs of the three sides are compared word for word and must be equal.
-The machine is shared: the `busy` column is the CPU share other processes took while a
-side ran (bench_spark.CpuMonitor); read times with it.
+Reported per side: ready (start-up), each run, the process wall (launch to exit,
+start-up and all runs included) and the CPU seconds of its process tree; the ratios
+runtime / plain (cold, warm) and runtime / pyflink (process wall); for plain and the
+runtime, the Spark jobs each run started. The last run's outputs of the three sides
+are compared word for word and must be equal. The machine is shared: the `busy`
+column is the CPU share other processes took while a side ran (bench_spark.CpuMonitor);
+read the times with it.
 """
 
 from __future__ import annotations
@@ -184,7 +185,9 @@ def run_side(side: str, text: Path, out: Path, scratch: Path, runs: int, log_fil
         )
     result = json.loads(lines[-1][len(RESULT_PREFIX) :])
     result["process_wall_s"] = wall
-    result["busy"] = monitor.summary()["others_share"]
+    cpu = monitor.summary()
+    # Under load the wall times stretch; the process tree's own CPU seconds much less.
+    result["busy"], result["cpu_s"] = cpu["others_share"], cpu["ours_cpu_s"]
     runs_text = " / ".join(f"{seconds:.1f}" for seconds in result["runs"])
     log(f"{side}: ready {result['ready_s']:.1f} s, runs {runs_text} s, process {wall:.1f} s")
     return result
@@ -235,9 +238,8 @@ def bench_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def report(all_results: list[dict[str, Any]], sides: list[str]) -> None:
     print()
-    print(
-        f"{'size':>6} {'side':<8} {'ready s':>8} {'cold s':>7} {'warm s':>7} {'process s':>10} {'jobs':>9} {'busy':>5}"
-    )
+    columns = f"{'ready s':>8} {'cold s':>7} {'warm s':>7} {'process s':>10} {'CPU s':>7} {'jobs':>9} {'busy':>5}"
+    print(f"{'size':>6} {'side':<8} {columns}")
     for results in all_results:
         for side in sides:
             r = results[side]
@@ -245,7 +247,7 @@ def report(all_results: list[dict[str, Any]], sides: list[str]) -> None:
             jobs = "/".join(str(n) for n in r.get("spark_jobs", [])) or "-"
             print(
                 f"{results['size']:>6} {side:<8} {r['ready_s']:8.1f} {r['runs'][0]:7.1f} {warm} "
-                f"{r['process_wall_s']:10.1f} {jobs:>9} {r['busy']:5.0%}"
+                f"{r['process_wall_s']:10.1f} {r.get('cpu_s', 0):7.1f} {jobs:>9} {r['busy']:5.0%}"
             )
         ratios = []
         if "plain" in results and "runtime" in results:
