@@ -308,6 +308,9 @@ def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> Sp
         return spark
     session = spark.newSession()
     session.conf.set("spark.sql.adaptive.enabled", "false")
+    # What AQE's coalescing would leave of the shuffle partitions: one per core. The
+    # combined rows are few, and each shuffle partition writes a file per subpartition.
+    session.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
     return session
 
 
