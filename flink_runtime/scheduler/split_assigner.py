@@ -123,7 +123,10 @@ class LocatableInputSplitAssigner(_AssignmentTracking):
         self._by_host: dict[str, deque[int]] = {}
         # number of hosts -> splits with that many hosts, for the remote pick.
         self._by_host_count: dict[int, deque[int]] = {}
-        for number, split in sorted(self._splits.items(), key=lambda item: -split_bytes(item[1])):
+        order = list(self._splits.items())
+        if any(split_bytes(split) for split in self._splits.values()):
+            order.sort(key=lambda item: -split_bytes(item[1]))  # stable: equal sizes keep their order
+        for number, split in order:
             hosts = tuple(dict.fromkeys(_normalise_host(h) for h in split.hosts))
             self._hosts_of[number] = hosts
             self._index(number)
