@@ -107,11 +107,10 @@ def _glob_parent(pattern: str) -> str:
 
 # A split holds at most this much unless the job says otherwise (Pipeline's `split_size=`,
 # a source config's `split_size`). Large, because each split a subtask pulls is a Spark
-# job pair of its own (AQE runs the partial aggregate's shuffle as a job, then the
-# write), and the gaps between a task's consecutive Spark jobs cost more than the
-# finer failover saves: measured at 1 GB on 2 slots, 9 splits of 128 MiB took 25-40 %
-# longer than one split per subtask (benchmarks/README.md, "Peers"). With it, input up
-# to `parallelism` GiB is one split per subtask.
+# job of its own, and the gaps between a task's consecutive Spark jobs added 10-11 s
+# to a 1 GB word count cut into 9 splits of 128 MiB (issue 26's profile, quiet 2-core
+# machine). With it, input up to `parallelism` GiB is one split per subtask; a smaller
+# split size buys finer failover and stop-with-savepoint at that cost.
 DEFAULT_SPLIT_SIZE = 1 << 30
 
 

@@ -297,8 +297,7 @@ def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> Sp
     partial aggregate), a child session with adaptive execution off, so that reading
     a split, combining and writing the partition are one Spark job (two stages). With
     AQE, Spark runs the combine's shuffle as a job of its own and plans the write after
-    it, and the gap between the two cost more than AQE's coalescing of the few shuffle
-    partitions saves (benchmarks/README.md, "Peers"). The child shares the SparkContext
+    it, with a gap between the two (issue 26). The child shares the SparkContext
     (scheduler pools, job tags, executors) and the SparkConf's settings; Spark Connect,
     or a chain without a combine, keeps the shared session."""
     from flink_runtime.spark.session import is_connect
