@@ -14,6 +14,11 @@ be read locally by one of them later, while a split stored nowhere (or on one
 busy host) is best taken now. ``DefaultInputSplitAssigner`` is the plain FIFO
 version, without locality.
 
+Among equally placed splits the locatable assigner hands out the largest first (by
+the ``bytes`` a split's payload declares, if any): with subtasks pulling as they
+finish, largest-first ends them closest together (LPT scheduling), where a large
+split handed out last keeps one subtask busy while the others idle.
+
 When a subtask fails, the splits it had been given are returned
 (``return_input_splits``) and handed out again to whoever asks next.
 """
@@ -43,6 +48,13 @@ class InputSplitAssigner(Protocol):
 
     @property
     def unassigned_count(self) -> int: ...
+
+
+def split_bytes(split: InputSplit) -> int:
+    """The size a split's payload declares (`{"bytes": n, ...}`), else 0."""
+    payload = split.payload
+    size = payload.get("bytes", 0) if isinstance(payload, dict) else 0
+    return size if isinstance(size, int) else 0
 
 
 def _normalise_host(host: str) -> str:
@@ -111,7 +123,10 @@ class LocatableInputSplitAssigner(_AssignmentTracking):
         self._by_host: dict[str, deque[int]] = {}
         # number of hosts -> splits with that many hosts, for the remote pick.
         self._by_host_count: dict[int, deque[int]] = {}
-        for number, split in self._splits.items():
+        order = list(self._splits.items())
+        if any(split_bytes(split) for split in self._splits.values()):
+            order.sort(key=lambda item: -split_bytes(item[1]))  # stable: equal sizes keep their order
+        for number, split in order:
             hosts = tuple(dict.fromkeys(_normalise_host(h) for h in split.hosts))
             self._hosts_of[number] = hosts
             self._index(number)

@@ -365,7 +365,7 @@ def test_a_source_written_directly_is_one_vertex_with_source_and_sink():
             "paths": [os.path.abspath("in.csv")],
             "options": {"header": "false", "sep": ";", "inferSchema": "true"},
             "schema": None,
-            "split_size": 128 * 1024 * 1024,
+            "split_size": 1024 * 1024 * 1024,  # io.DEFAULT_SPLIT_SIZE
             "monitor_interval": None,
         },
         "operators": [],

@@ -137,3 +137,22 @@ def test_default_assigner_is_fifo_and_takes_returns() -> None:
     assert assigner.unassigned_count == 2
     assert [assigner.get_next_input_split("a", 2) for _ in range(3)] == [splits[2], splits[0], None]
     assert assigner.unassigned_count == 0
+
+
+def test_the_largest_split_goes_first_so_subtasks_end_together() -> None:
+    # Pulled as subtasks finish (LPT): two subtasks, sizes 1, 1, 1, 1, 4 in listing order.
+    sizes = [1, 1, 1, 1, 4]
+    splits = [InputSplit(n, [], {"files": [f"f{n}"], "bytes": size}) for n, size in enumerate(sizes)]
+    assigner = LocatableInputSplitAssigner(splits)
+    busy_until = [0, 0]
+    while True:
+        task = busy_until.index(min(busy_until))  # the subtask that is free first asks next
+        split = assigner.get_next_input_split(None, task)
+        if split is None:
+            break
+        busy_until[task] += split.payload["bytes"]
+    # In listing order one subtask would end at 6 and the other at 2; largest first, both at 4.
+    assert busy_until == [4, 4]
+    # Splits without a size keep their order.
+    plain = LocatableInputSplitAssigner([InputSplit(n) for n in range(3)])
+    assert [plain.get_next_input_split(None, 0).split_number for _ in range(3)] == [0, 1, 2]

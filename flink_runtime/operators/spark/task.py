@@ -182,6 +182,7 @@ class SparkTask(AbstractInvokable):
         self._scope = TaskScope(spark, tag=env.execution_id.replace(",", "_"), pool=f"slot-{env.slot_index}")
         with self._scope:
             if "source" in config:
+                spark = _one_job_session(spark, operators)
                 # Each split's output is committed on its own (a chunk), before the next
                 # split is asked for: a restarted subtask never redoes a committed split.
                 completed = set(config.get(COMPLETED_SPLITS_KEY, []))
@@ -331,6 +332,27 @@ class SparkTask(AbstractInvokable):
         scope = getattr(self, "_scope", None)
         if scope is not None:
             scope.cancel()
+
+
+def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> SparkSession:
+    """The session a source subtask runs its chain in: for a chain that combines (a
+    partial aggregate), a child session with adaptive execution off, so that reading
+    a split, combining and writing the partition are one Spark job (two stages). With
+    AQE, Spark runs the combine's shuffle as a job of its own and plans the write after
+    it, with a gap between the two (issue 26). The child shares the SparkContext
+    (scheduler pools, job tags, executors) and the SparkConf's settings; Spark Connect,
+    or a chain without a combine, keeps the shared session."""
+    from flink_runtime.spark.session import is_connect
+
+    combines = any(spec.get("op") == "aggregate" and spec.get("phase") == "partial" for spec in operators)
+    if not combines or is_connect(spark):
+        return spark
+    session = spark.newSession()
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    # What AQE's coalescing would leave of the shuffle partitions: one per core. The
+    # combined rows are few, and each shuffle partition writes a file per subpartition.
+    session.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
+    return session
 
 
 def _counted(df: DataFrame) -> tuple[DataFrame, Callable[[], int]]:
