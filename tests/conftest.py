@@ -37,7 +37,8 @@ if PROJECT_ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
 os.environ.setdefault(
     "FLINK_PROPERTIES",
-    f'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
+    f"jobmanager.planner.warm-up: false\ntaskmanager.spark.warm-up: false\n"
+    f'spark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
 )
 
 # Before any process starts: every process of this run carries the run's id (leftovers.py).
@@ -112,6 +113,9 @@ def fast_config(**overrides: object) -> Configuration:
         "metrics.system-resource-probing-interval": "500 ms",
         # Faster JVM start for short test jobs (slower for big ones, so not a runtime default).
         "spark.driver.extraJavaOptions": SPARK_JAVA_OPTIONS,
+        # Most test clusters run no Spark job: a JVM per cluster start would be minutes of
+        # CPU over the suite. The shared `minicluster` warms up, as a deployment does.
+        "taskmanager.spark.warm-up": "false",
     }
     values.update(overrides)
     return Configuration(values)
@@ -121,7 +125,8 @@ def fast_config(**overrides: object) -> Configuration:
 def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
     """A MiniCluster with 2 TaskManagers x 2 slots, shared by the whole session."""
     data_dir = tmp_path_factory.mktemp("minicluster-data")
-    config = fast_config(**{"io.tmp.dirs": str(data_dir)})
+    # Warmed at start: its Spark tests would start the session anyway, this moves it here.
+    config = fast_config(**{"io.tmp.dirs": str(data_dir), "taskmanager.spark.warm-up": "true"})
     with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
         yield cluster
 
