@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.rpc import supervision
+from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 from tests import spark_cds
 from tests.helpers import leftovers
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
@@ -40,6 +43,20 @@ os.environ.setdefault(
     f"jobmanager.planner.warm-up: false\ntaskmanager.spark.warm-up: false\n"
     f'spark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
 )
+
+# TaskManagers built in this process from their own configuration (the docs' samples, unit
+# tests, MiniClusters without fast_config) start no Spark ahead either: the tests that check
+# the warm-up (and the shared `minicluster`) ask for it by its key.
+_task_executor_init = TaskExecutor.__init__
+
+
+def _cold_unless_asked(self: TaskExecutor, config: Configuration, *args: Any, **kwargs: Any) -> None:
+    if cfg.SPARK_WARM_UP.key not in config:
+        config = config.copy({cfg.SPARK_WARM_UP.key: "false"})
+    _task_executor_init(self, config, *args, **kwargs)
+
+
+TaskExecutor.__init__ = _cold_unless_asked  # type: ignore[method-assign]
 
 # Before any process starts: every process of this run carries the run's id (leftovers.py).
 # Under pytest-xdist each worker imports this anew and gets an id of its own, so each

@@ -82,9 +82,14 @@ class TaskManagerSpark:
         return self._session
 
     def get(self) -> Any:
+        return self._get(warming=False)
+
+    def _get(self, warming: bool) -> Any:
+        """warming: for warm_up(), which must not start (or keep) a session for a
+        TaskManager that stopped meanwhile."""
         with self._lock:
-            if self._released:
-                raise RuntimeError("the TaskManager stopped: its SparkSession is released")
+            if warming and self._released:
+                raise RuntimeError("the TaskManager stopped before Spark's warm-up")
             if self._session is None:
                 settings, cores = session_settings(self._config, self._slots)
                 session = acquire_session(
@@ -92,7 +97,7 @@ class TaskManagerSpark:
                     default_cores=cores,
                     resource_wait_timeout=self._config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
                 )
-                if self._released:  # stopped while the session started (a warm-up's): give it back
+                if warming and self._released:  # stopped while the warm-up started it: give it back
                     release_session()
                     raise RuntimeError("the TaskManager stopped while its SparkSession started")
                 self._session = session
@@ -113,7 +118,7 @@ class TaskManagerSpark:
         only the session starts: a query would hold cluster cores (or wait for them)."""
         started = time.monotonic()
         try:
-            session = self.get()
+            session = self._get(warming=True)
             master = "" if is_connect(session) else session.sparkContext.master
             if master.startswith("local"):
                 session.range(8).selectExpr("id % 2 AS k").groupBy("k").count().collect()
