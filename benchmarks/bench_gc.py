@@ -6,7 +6,7 @@ text (gen_text.py), each reporting its wall time and the GC time the JVM's colle
 accumulated during it (GarbageCollectorMXBean.getCollectionTime, summed).
 
     .venv/bin/python benchmarks/bench_gc.py [--size 200m] [--cores 2] [--memory 1g] [--runs 2]
-        [--options "-XX:+UseSerialGC" --options "-XX:+UseG1GC" ...]
+        [--options=-XX:+UseSerialGC --options=-XX:+UseG1GC ...]
 """
 
 from __future__ import annotations
@@ -65,18 +65,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--options", action="append", default=None)
     parser.add_argument("--work-dir", default="/tmp/flink-runtime-bench-gc")
-    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # JSON: the child's arguments
     args = parser.parse_args()
     if args.child:
-        text, out, cores, memory, options, runs = args.child
-        child(text, out, int(cores), memory, options, int(runs))
+        child(*json.loads(args.child))
         return
     work = Path(args.work_dir)
     data = work / f"data-{args.size}"
     gen_text.generate(data, args.size, files=args.files)
     for options in args.options or DEFAULT_OPTIONS:
-        command = [sys.executable, __file__, "--child", str(data / "text"), str(work / "out"), str(args.cores)]
-        command += [args.memory, options, str(args.runs)]
+        arguments = [str(data / "text"), str(work / "out"), args.cores, args.memory, options, args.runs]
+        command = [sys.executable, __file__, f"--child={json.dumps(arguments)}"]
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         result = json.loads(output.split("RESULT ", 1)[1])
         runs = "  ".join(
