@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
+from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.rpc import supervision
+from flink_runtime.taskmanager.taskexecutor import TaskExecutor
 from tests import spark_cds
 from tests.helpers import leftovers
 from tests.helpers.postgres import PostgresServer, PostgresUnavailable, postgres_server
@@ -37,8 +40,23 @@ if PROJECT_ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [PROJECT_ROOT, os.environ.get("PYTHONPATH")]))
 os.environ.setdefault(
     "FLINK_PROPERTIES",
-    f'jobmanager.planner.warm-up: false\nspark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
+    f"jobmanager.planner.warm-up: false\ntaskmanager.spark.warm-up: false\n"
+    f'spark.driver.extraJavaOptions: "{SPARK_JAVA_OPTIONS}"\n',
 )
+
+# TaskManagers built in this process from their own configuration (the docs' samples, unit
+# tests, MiniClusters without fast_config) start no Spark ahead either: the tests that check
+# the warm-up (and the shared `minicluster`) ask for it by its key.
+_task_executor_init = TaskExecutor.__init__
+
+
+def _cold_unless_asked(self: TaskExecutor, config: Configuration, *args: Any, **kwargs: Any) -> None:
+    if cfg.SPARK_WARM_UP.key not in config:
+        config = config.copy({cfg.SPARK_WARM_UP.key: "false"})
+    _task_executor_init(self, config, *args, **kwargs)
+
+
+TaskExecutor.__init__ = _cold_unless_asked  # type: ignore[method-assign]
 
 # Before any process starts: every process of this run carries the run's id (leftovers.py).
 # Under pytest-xdist each worker imports this anew and gets an id of its own, so each
@@ -112,6 +130,9 @@ def fast_config(**overrides: object) -> Configuration:
         "metrics.system-resource-probing-interval": "500 ms",
         # Faster JVM start for short test jobs (slower for big ones, so not a runtime default).
         "spark.driver.extraJavaOptions": SPARK_JAVA_OPTIONS,
+        # Most test clusters run no Spark job: a JVM per cluster start would be minutes of
+        # CPU over the suite. The shared `minicluster` warms up, as a deployment does.
+        "taskmanager.spark.warm-up": "false",
     }
     values.update(overrides)
     return Configuration(values)
@@ -121,7 +142,8 @@ def fast_config(**overrides: object) -> Configuration:
 def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluster]:
     """A MiniCluster with 2 TaskManagers x 2 slots, shared by the whole session."""
     data_dir = tmp_path_factory.mktemp("minicluster-data")
-    config = fast_config(**{"io.tmp.dirs": str(data_dir)})
+    # Warmed at start: its Spark tests would start the session anyway, this moves it here.
+    config = fast_config(**{"io.tmp.dirs": str(data_dir), "taskmanager.spark.warm-up": "true"})
     with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
         yield cluster
 

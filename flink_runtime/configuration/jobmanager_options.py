@@ -77,11 +77,12 @@ class JobManagerOptions:
     PLANNER_WARM_UP = ConfigOption(
         "jobmanager.planner.warm-up",
         BOOLEAN,
-        True,
-        "Start the planner process and its SparkSession when the JobManager starts, so the first "
-        "submission does not wait for them. false: start them on first use (one JVM less on a "
-        "JobManager that seldom plans; the first Spark job's planning then includes Spark's start). A "
-        "call waits on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
+        False,
+        "Start the planner's SparkSession (a JVM of about 200-350 MB) when the JobManager starts, so the "
+        "first job whose plan needs Spark does not wait for it. The planner process itself (Python, no "
+        "JVM) always starts with the JobManager: jobs whose plans need no Spark (built-in invokables "
+        "such as noop) never start a JVM. false: the first plan that needs Spark starts it. A call waits "
+        "on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
     )
     PLANNER_MEMORY = ConfigOption(
         "jobmanager.planner.memory",

@@ -3,7 +3,16 @@ TaskManagerOptions.TASK_CANCELLATION_*, NettyShuffleEnvironmentOptions)."""
 
 from __future__ import annotations
 
-from flink_runtime.configuration.option import DURATION, FLOAT, INTEGER, MEMORY_SIZE, STRING, ConfigOption, choice
+from flink_runtime.configuration.option import (
+    BOOLEAN,
+    DURATION,
+    FLOAT,
+    INTEGER,
+    MEMORY_SIZE,
+    STRING,
+    ConfigOption,
+    choice,
+)
 
 
 class TaskManagerOptions:
@@ -61,6 +70,15 @@ class TaskManagerOptions:
         "120 s",
         "A task fails when its Spark application has had no executor for this long (a Spark "
         "cluster with no free cores or memory for it) instead of waiting for ever. 0: wait.",
+    )
+    SPARK_WARM_UP = ConfigOption(
+        "taskmanager.spark.warm-up",
+        BOOLEAN,
+        True,
+        "Start the TaskManager's SparkSession when it starts and run a tiny query on it, so the first "
+        "task finds Spark ready (a JVM start is seconds). A MiniCluster reports ready once its session "
+        "is warm. On a Spark cluster (spark://) only the session starts. false: the first task "
+        "that needs Spark starts it.",
     )
     PARTITION_SERVING = ConfigOption(
         "taskmanager.network.partition-serving",

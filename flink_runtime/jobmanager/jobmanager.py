@@ -200,8 +200,9 @@ class JobManager(RpcEndpoint):
         if self.leadership.store_lock_can_be_lost:
             self.schedule_every(STORE_LOCK_CHECK_INTERVAL, self.leadership.check_store_lock)
         log.info("JobManager %s listening on %s", self.jobmanager_id, self.address)
-        if self.config.get(cfg.PLANNER_WARM_UP):
-            self.planner.warm_up()
+        # The planner process starts now (its SparkSession too with jobmanager.planner.warm-up),
+        # so a submission waits for neither its spawn nor its imports.
+        self.planner.warm_up()
         if self.persistence.enabled and not self.leadership.high_availability:
             self.persistence.recover_jobs()  # with standbys: once elected (leadership_granted)
 

@@ -1,10 +1,13 @@
 """The planner process: a warm worker that runs a job's code for the JobManager.
 
 `PlannerPool.run(function, *args, timeout=...)` calls a function of planner/tasks.py
-in a spawned process (one, kept warm with its own SparkSession on `local[1]`, so a
-submission costs milliseconds once the first one started it; with
-`jobmanager.planner.warm-up: false` both start on first use instead). What the job's
-code does there cannot reach the JobManager:
+in a spawned process: one, started with the JobManager (and after each replacement), so
+a submission waits for neither its spawn nor its imports. Its SparkSession (`local[1]`,
+a lean JVM: tasks.PLANNER_SPARK) starts only when a plan needs Spark: jobs of built-in
+invokables (noop, sleep, ...) never start a JVM. With `jobmanager.planner.warm-up: true`
+the session starts ahead too, so the first Spark plan does not wait for it (one JVM
+more for the JobManager's life). What the job's code does there cannot reach the
+JobManager:
 
 - it exits (`sys.exit`, `os._exit`) or crashes (a segfault): the pool breaks, the call
   raises PlanningError with the exit code, and the next call starts a new process;
@@ -166,7 +169,7 @@ class PlannerPool:
             if self._executor is executor:
                 self._executor = None
         codes = _kill(executor, self._workers.pop(id(executor), []))
-        if replace and self._start_spark_ahead:
+        if replace:
             self.warm_up()  # the next submission should not wait for a new process
         return codes
 

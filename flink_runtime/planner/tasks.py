@@ -94,6 +94,18 @@ def initialize(config: dict[str, Any], parent_pid: int) -> None:
     guard.limit_memory(options.get(cfg.PLANNER_MEMORY), options.as_written(cfg.PLANNER_MEMORY))
 
 
+# The planner's JVM only resolves plans on empty DataFrames: one core, a small heap (Spark
+# refuses less than 450 MB of max heap), a small young generation and code cache, no
+# optimising JIT (short-lived plans). Each a default the configuration's spark.* keys win over.
+PLANNER_SPARK: dict[str, str] = {
+    "spark.driver.memory": "512m",
+    "spark.driver.extraJavaOptions": (
+        "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xms16m -Xmn8m -XX:ReservedCodeCacheSize=32m -Xss512k "
+        "-XX:MinHeapFreeRatio=10 -XX:MaxHeapFreeRatio=30"
+    ),
+}
+
+
 def _own_spark() -> Any:
     """The planner process's SparkSession (local[1], plan checks only), started on first use."""
     from flink_runtime.spark.session import acquire_session, current_session
@@ -101,7 +113,7 @@ def _own_spark() -> Any:
     session = current_session()
     if session is None:
         with guard.memory_limit_lifted():  # the JVM inherits rlimits: spark.driver.memory bounds its heap
-            session = acquire_session(_config, default_cores=1, planning_only=True)
+            session = acquire_session({**PLANNER_SPARK, **_config}, default_cores=1, planning_only=True)
     return session
 
 

@@ -51,8 +51,14 @@ _DEFAULTS: dict[str, str] = {
     # The JobManager has listed the input files already; without this, Spark starts a
     # listing job (one task per file) for every split of more than 32 files.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC",
 }
+
+# The driver JVM's collector when spark.driver.extraJavaOptions is unset (benchmarks/README.md,
+# "JVM and GC settings"): G1 once two or more task threads share the heap (SerialGC stops
+# them all at once, and at 1 GB its pauses added up to twice G1's); SerialGC on one core
+# (the planner's local[1]: smaller, quicker to start, nothing to run beside it).
+PARALLEL_GC = "-XX:+UseG1GC"
+SINGLE_CORE_GC = "-XX:+UseSerialGC"
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -76,7 +82,28 @@ def spark_properties(config: Mapping[str, Any]) -> dict[str, str]:
     if jars:
         properties["spark.jars"] = ",".join(jars)
     properties.setdefault("spark.sql.warehouse.dir", os.path.join(tempfile.gettempdir(), "flink-runtime-warehouse"))
+    if "spark.master" in properties:
+        _default_java_options(properties)
     return properties
+
+
+def local_cores(master: str) -> int | None:
+    """The task threads of a local master (local[N], local[*], local[N,F]); None otherwise."""
+    if master == "local":
+        return 1
+    if not master.startswith("local[") or not master.endswith("]"):
+        return None
+    threads = master[len("local[") : -1].split(",")[0].strip()
+    if threads == "*":
+        return os.cpu_count() or 1
+    return int(threads) if threads.isdigit() else None
+
+
+def _default_java_options(properties: dict[str, str]) -> None:
+    """The driver's GC when the user set no driver JVM options: G1 for local[N >= 2] and for
+    a driver that only drives a cluster's executors, SerialGC for local[1]."""
+    cores = local_cores(properties.get("spark.master", ""))
+    properties.setdefault("spark.driver.extraJavaOptions", SINGLE_CORE_GC if cores == 1 else PARALLEL_GC)
 
 
 def acquire_session(
@@ -149,6 +176,7 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         properties.setdefault("spark.master", f"local[{max(1, default_cores)}]")
         if properties["spark.master"].startswith("spark://"):
             properties.setdefault("spark.cores.max", str(max(1, default_cores)))
+        _default_java_options(properties)
         properties.setdefault("spark.scheduler.allocation.file", _slot_pools_file(max(default_cores, 16)))
         for key, value in properties.items():
             builder = builder.config(key, value)

@@ -16,14 +16,19 @@ weight when the session starts, so a slot's cores decide how many tasks run at o
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import threading
+import time
 from typing import Any
 
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
-from flink_runtime.spark.session import acquire_session, release_session
+from flink_runtime.spark.session import acquire_session, is_connect, release_session
 from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
+
+log = logging.getLogger(__name__)
 
 
 def session_settings(config: Configuration, slots: int) -> tuple[dict[str, Any], int]:
@@ -33,11 +38,26 @@ def session_settings(config: Configuration, slots: int) -> tuple[dict[str, Any],
     cores = config.get(cfg.TASKMANAGER_CPU_CORES)
     default_cores = max(1, math.ceil(cores)) if cores else slots
     heap = config.get(cfg.TASKMANAGER_TASK_HEAP)
+    on_cluster = str(settings.get("spark.master", "")).startswith("spark://")
     if heap and not settings.get("spark.remote"):  # a Spark Connect server owns its memory
-        on_cluster = str(settings.get("spark.master", "")).startswith("spark://")
         key = "spark.executor.memory" if on_cluster else "spark.driver.memory"
         settings.setdefault(key, f"{max(1, heap // 2**20)}m")
+    elif not settings.get("spark.remote") and not on_cluster:
+        # In local mode the task threads share the driver's heap: Spark's 1g is one slot's
+        # share at 2 slots, a quarter of one at 8 (GC thrash, spills).
+        settings.setdefault("spark.driver.memory", f"{default_heap_mb(default_cores)}m")
     return settings, default_cores
+
+
+def default_heap_mb(cores: int) -> int:
+    """The local driver's heap when nothing sets it: 512 MB a core, at least Spark's 1 GB
+    and at most a quarter of the machine's memory."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    except (ValueError, OSError):  # not a POSIX sysconf: no cap to compute
+        physical = 0
+    wanted = max(1024, 512 * cores)
+    return max(1024, min(wanted, physical // 4)) if physical else wanted
 
 
 class TaskManagerSpark:
@@ -52,6 +72,9 @@ class TaskManagerSpark:
         self._session: Any = None
         self._data_folder_checked = False
         self._data_folder_error: DataFolderNotShared | None = None
+        self._released = False
+        # Set once warm_up() ended (warm, or failed: the first task then starts Spark itself).
+        self.warmed = threading.Event()
 
     @property
     def session(self) -> Any:
@@ -59,14 +82,25 @@ class TaskManagerSpark:
         return self._session
 
     def get(self) -> Any:
+        return self._get(warming=False)
+
+    def _get(self, warming: bool) -> Any:
+        """warming: for warm_up(), which must not start (or keep) a session for a
+        TaskManager that stopped meanwhile."""
         with self._lock:
+            if warming and self._released:
+                raise RuntimeError("the TaskManager stopped before Spark's warm-up")
             if self._session is None:
                 settings, cores = session_settings(self._config, self._slots)
-                self._session = acquire_session(
+                session = acquire_session(
                     settings,
                     default_cores=cores,
                     resource_wait_timeout=self._config.get_seconds(cfg.SPARK_RESOURCE_WAIT_TIMEOUT),
                 )
+                if warming and self._released:  # stopped while the warm-up started it: give it back
+                    release_session()
+                    raise RuntimeError("the TaskManager stopped while its SparkSession started")
+                self._session = session
             if not self._data_folder_checked:
                 remote = self._config.to_dict().get("spark.remote")
                 try:
@@ -78,10 +112,32 @@ class TaskManagerSpark:
                 raise DataFolderNotShared(str(self._data_folder_error))
             return self._session
 
+    def warm_up(self) -> None:
+        """Start the session and run a tiny query on it (a shuffle: code generation, the
+        scheduler, a local task), so the first task finds Spark ready. On a cluster master
+        only the session starts: a query would hold cluster cores (or wait for them)."""
+        started = time.monotonic()
+        try:
+            session = self._get(warming=True)
+            master = "" if is_connect(session) else session.sparkContext.master
+            if master.startswith("local"):
+                session.range(8).selectExpr("id % 2 AS k").groupBy("k").count().collect()
+            log.info(
+                "SparkSession warm (%s) %.1f s after the TaskManager started",
+                master or "connect",
+                time.monotonic() - started,
+            )
+        except Exception as error:  # noqa: BLE001 - the first task starts Spark itself (and reports why not)
+            if not self._released:
+                log.warning("warming up Spark failed (the first task starts it instead): %s", error)
+        finally:
+            self.warmed.set()
+
     def release(self) -> None:
         """This TaskManager stops: give its hold on the process's session back. Not under
         the lock: a task may hold it while a session waits for cluster resources, and the
         mailbox that stops the TaskManager must not wait for that."""
+        self._released = True
         if self._session is not None:
             self._session = None
             release_session()

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Awaitable
 from typing import Any
@@ -200,6 +201,13 @@ class TaskExecutor(RpcEndpoint):
         os.makedirs(self.data_dir, exist_ok=True)
         self.system_metrics.start()
         self.connection.start()
+        if self.config.get(cfg.SPARK_WARM_UP):
+            # Off the mailbox: a JVM start takes seconds; the first task waits only for what is left.
+            threading.Thread(
+                target=self.spark_session.warm_up, name=f"spark-warm-up-{self.resource_id}", daemon=True
+            ).start()
+        else:
+            self.spark_session.warmed.set()
 
     def on_stop(self) -> None:
         self.system_metrics.stop()

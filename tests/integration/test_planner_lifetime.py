@@ -83,6 +83,32 @@ def test_a_jobmanager_and_a_taskmanager_killed_with_sigkill_leave_no_process_beh
         print(f"all {len(processes)} descendants gone {time.monotonic() - started:.1f} s after the kill")
 
 
+def test_a_noop_job_starts_no_jvm_in_the_planner_and_a_taskmanager_starts_spark_warm(tmp_path: Path) -> None:
+    """The planner process starts with its JobManager, without a JVM (jobmanager.planner.warm-up
+    is off by default); a job of built-in invokables is planned there and never starts one. A
+    TaskManager with taskmanager.spark.warm-up starts its Spark JVM before any task asks."""
+    properties = {"jobmanager.planner.warm-up": "false", "spark.master": "local[1]"}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
+        jobmanager = standalone.start_jobmanager()
+        planner = wait_for_descendant(jobmanager, "spawn_main", timeout=30)  # there before any job
+        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
+        wait_for_descendant(taskmanager, "SparkSubmit")  # warming up: no task asked for it
+        with JobClient(standalone.rest_url, timeout=60) as client:
+            started = time.monotonic()
+            job_id = client.submit(sleep_job(seconds=0.1, name="no plan needs Spark"))
+            assert client.wait(job_id, timeout=60) is JobStatus.FINISHED
+            print(f"a no-op job on a new JobManager: FINISHED after {time.monotonic() - started:.1f} s")
+        below = family(jobmanager)
+        assert planner.pid in {process.pid for process in below}  # the same planner planned it
+        jvms = [leftovers.describe(process) for process in below if "java" in process.name()]
+        assert not jvms, f"a job whose plan needs no Spark started a JVM below the JobManager: {jvms}"
+        sizes = [process.memory_info().rss for process in [psutil.Process(jobmanager.pid), *below]]
+        print(f"JobManager + planner resident: {sum(sizes) / 2**20:.0f} MB")
+        processes = below + family(taskmanager)
+        standalone.stop()
+        assert not survivors(processes)
+
+
 def test_a_stuck_planner_warm_up_holds_up_neither_a_submission_nor_a_recovery(tmp_path: Path) -> None:
     """The planner's JVM waits for a debugger that never comes (`suspend=y`): its warm-up
     never ends. Submissions and the recovery of a running job wait for it at most

@@ -20,6 +20,7 @@ from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from flink_runtime.spark.session import acquire_session, release_session
+from tests.conftest import fast_config
 
 pytestmark = pytest.mark.integration
 
@@ -69,6 +70,22 @@ def run(minicluster: MiniCluster, pipeline: Pipeline, timeout: float = 120) -> s
 
 def rows(spark, path: Path, fmt: str = "parquet") -> list[tuple]:
     return sorted(tuple(row) for row in spark.read.format(fmt).load(str(path)).collect())
+
+
+def test_a_minicluster_is_ready_with_its_spark_session_warm(spark, text_dir, tmp_path) -> None:
+    """taskmanager.spark.warm-up: when start() returns, every TaskManager holds the process's
+    SparkSession and has run a query on it, so the first job pays no Spark start. (The
+    module's session is up already: this cluster joins it, no second JVM.)"""
+    config = fast_config(**{"io.tmp.dirs": str(tmp_path / "data"), "taskmanager.spark.warm-up": "true"})
+    with MiniCluster(config, num_taskmanagers=1, slots_per_taskmanager=1) as cluster:
+        (taskmanager,) = cluster.taskmanagers
+        assert taskmanager.spark_session.session is spark  # held at "ready", before any task
+        pipeline = Pipeline("first job after ready", parallelism=1)
+        pipeline.read_text(str(text_dir / "*.txt")).write_json(str(tmp_path / "out"), mode="overwrite")
+        started = time.monotonic()
+        run(cluster, pipeline)
+        print(f"first job after ready: {time.monotonic() - started:.2f} s")
+    assert (tmp_path / "out" / "_SUCCESS").exists()
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 4])

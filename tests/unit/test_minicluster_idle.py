@@ -84,8 +84,9 @@ def test_a_request_that_comes_in_while_it_asks_is_seen_by_still_idle() -> None:
 
 @pytest.mark.integration
 def test_a_minicluster_with_an_idle_timeout_stops_itself_and_0_is_off() -> None:
-    config = Configuration({cfg.MINICLUSTER_IDLE_TIMEOUT.key: "1 s"})
-    with MiniCluster(config, num_taskmanagers=1) as idle, MiniCluster(Configuration(), num_taskmanagers=1) as kept:
+    cold = {cfg.SPARK_WARM_UP.key: "false"}  # no Spark job here: no JVM to start
+    config = Configuration({cfg.MINICLUSTER_IDLE_TIMEOUT.key: "1 s", **cold})
+    with MiniCluster(config, num_taskmanagers=1) as idle, MiniCluster(Configuration(cold), num_taskmanagers=1) as kept:
         assert idle._thread is not None and kept._thread is not None
         idle._thread.join(10)
         assert not idle._thread.is_alive()  # it stopped itself: its loop ended

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import psutil
 import pytest
 
 from flink_runtime.scheduler.resource_profile import ResourceProfile
@@ -268,7 +269,7 @@ def test_pipeline_resource_arguments_are_checked_where_given() -> None:
 def test_the_taskmanagers_resources_size_its_spark_application_where_spark_can() -> None:
     from flink_runtime.configuration import Configuration
     from flink_runtime.taskmanager.resources import task_manager_total_resource
-    from flink_runtime.taskmanager.spark_session import session_settings
+    from flink_runtime.taskmanager.spark_session import default_heap_mb, session_settings
 
     sized = Configuration({"taskmanager.cpu.cores": "1.5", "taskmanager.memory.task.heap.size": "768m"})
     settings, cores = session_settings(sized, slots=4)
@@ -278,15 +279,18 @@ def test_the_taskmanagers_resources_size_its_spark_application_where_spark_can()
     )
     settings, cores = session_settings(standalone, slots=1)
     assert cores == 3 and settings["spark.executor.memory"] == "2048m" and "spark.driver.memory" not in settings
-    # An explicit spark.* key wins; nothing configured changes nothing.
+    # An explicit spark.* key wins; nothing configured: a local heap sized from the slots.
     explicit = Configuration({"taskmanager.memory.task.heap.size": "2g", "spark.driver.memory": "1g"})
     assert session_settings(explicit, slots=2)[0]["spark.driver.memory"] == "1g"
     settings, cores = session_settings(Configuration({}), slots=2)
-    assert cores == 2 and "spark.driver.memory" not in settings and "spark.executor.memory" not in settings
-    # What the TaskManager registers: Flink's defaults (cores = slots, heap = the Spark heap).
+    assert cores == 2 and settings["spark.driver.memory"] == "1024m" and "spark.executor.memory" not in settings
+    assert session_settings(Configuration({}), slots=8)[0]["spark.driver.memory"] == f"{default_heap_mb(8)}m"
+    assert default_heap_mb(8) == min(4096, max(1024, psutil.virtual_memory().total // 2**20 // 4))
+    # What the TaskManager registers: Flink's defaults (cores = slots, heap = the Spark heap,
+    # sized from the slots: 3 x 512 MB).
     assert task_manager_total_resource(Configuration({}), 3) == {
         "cpu_cores": 3.0,
-        "task_heap_memory_mb": 1024.0,
+        "task_heap_memory_mb": float(default_heap_mb(3)),
         "managed_memory_mb": 0.0,
     }
     assert task_manager_total_resource(sized, 4)["cpu_cores"] == 1.5
