@@ -13,8 +13,9 @@ For each day D (the run's `ds`) one flink-runtime job:
 Both outputs are exactly once and idempotent: the Parquet partition of the day is
 replaced when the job finishes (the other days' partitions untouched), and the summary
 rows of the day are upserted in one transaction at the job's end (a re-run of D, e.g.
-after late orders arrived, replaces D's rows and leaves the other days' alone). The day's orders are selected by the `{{ ds }}`-templated
-query below, rendered with the run's day.
+after late orders arrived, replaces D's rows and leaves the other days' alone). The
+day's orders are selected by the `{{ ds }}`-templated query below, rendered with the
+run's day.
 
 - The database is the Airflow connection `nightly_orders_db` (host, port, schema = the
   database, login). Its password is NOT sent to the cluster: the connection's extra
