@@ -74,6 +74,8 @@ def cluster_config(data_dir: str, overrides: dict[str, Any] | None = None) -> Co
         "task.cancellation.interval": "500 ms",
         "task.cancellation.timeout": "3 s",
         "jobmanager.planner.warm-up": False,
+        # Simulated TaskManagers run no Spark: a warm-up would start a real JVM per schedule.
+        "taskmanager.spark.warm-up": False,
         "metrics.system-resource-probing-interval": "1 h",
         "io.tmp.dirs": data_dir,
         "blob.storage.directory": data_dir + "/blobs",
