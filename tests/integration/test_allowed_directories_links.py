@@ -160,7 +160,8 @@ def test_a_later_split_that_becomes_a_link_out_is_not_read(confined: Confined, m
     """Splits carry the resolved paths the planner checked; the first split's transform
     replaces the folder of the second by a link out: the TaskManager refuses to read it."""
     case, outside = confined.case()
-    for name, text in (("a", "first"), ("b", "second")):
+    # a's file is the larger: the split assigner hands out the largest split first.
+    for name, text in (("a", "the first split"), ("b", "second")):
         (case / "in" / name).mkdir(parents=True)
         (case / "in" / name / f"{name}.txt").write_text(f"{text}\n")
     (outside / "secret").mkdir()
