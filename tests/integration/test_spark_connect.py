@@ -78,7 +78,8 @@ def test_word_count_runs_on_a_connect_server_and_a_hidden_data_folder_fails_clea
             vertices = httpx.get(f"{cluster.rest_url}/jobs/{job_id}", timeout=10).json()["vertices"]
         assert counts_in(tmp_path / "out") == {"a": 6, "b": 6, "c": 3}
         # Row counts come from Observations, which Spark Connect answers too: the source
-        # wrote one partial count per word and split (2 splits: one per source subtask), the sink read those and wrote 3.
+        # wrote one partial count per word and split (2 splits, one per source subtask),
+        # the sink read those and wrote 3.
         assert [(v["metrics"]["read-records"], v["metrics"]["write-records"]) for v in vertices] == [(0, 6), (6, 3)]
         assert server.completed_tasks() > tasks_before, "the Connect server ran no Spark task"
 
