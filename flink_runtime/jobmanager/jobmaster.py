@@ -18,6 +18,7 @@ that own their state and each have a test of their own:
   job_checkpoints.py           JobCheckpointing: savepoint/stop/checkpoint requests,
                                the CheckpointedJob view of the coordinator and tracker
   rounds.py                    ContinuousRounds: scans for new input, starts each round
+  job_restarts.py              JobRestarts: carries out the restarts the scheduling decides
   job_planning.py              JobPlanning: the job's code, run in the planner process
 
 This class routes what reaches the job (task reports, slot events, timers, requests)
@@ -44,6 +45,7 @@ from flink_runtime.jobmanager.execution_deployment import (
 from flink_runtime.jobmanager.gateway import JobMasterGateway, SupervisedGateway, supervised
 from flink_runtime.jobmanager.job_checkpoints import JobCheckpointing
 from flink_runtime.jobmanager.job_planning import JobPlanning
+from flink_runtime.jobmanager.job_restarts import JobRestarts
 from flink_runtime.jobmanager.rounds import ContinuousRounds
 from flink_runtime.jobmanager.submission import SubmissionWaiters
 from flink_runtime.jobmanager.task_reports import PartitionRegistry, TaskReports, UnknownExecution
@@ -60,7 +62,7 @@ from flink_runtime.scheduler.failover import ExecutionFailureHandler
 from flink_runtime.scheduler.slot_sharing import slot_profiles
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
-from flink_runtime.scheduler.strategy import sources_to_restart, vertices_to_start
+from flink_runtime.scheduler.strategy import vertices_to_start
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,16 @@ class JobMaster:
             self.deployer.schedule_all,
             self.deployer.fail_and_cancel,
         )
+        self.restarts = JobRestarts(
+            lambda: self.graph,
+            self.scheduling,
+            self.reports,
+            self.splits,
+            self.partitions,
+            self.deployer,
+            self._execute,
+        )
+        self.run_from_sources = self.restarts.run_from_sources  # rounds.py: a new round
         # What TaskManagers report (schedule_or_update_consumers below: a supervised entry).
         self.update_task_execution_state = self.reports.update_task_execution_state
         self.request_next_input_split = self.reports.request_next_input_split
@@ -407,14 +419,14 @@ class JobMaster:
                     self._check_completion()
                 case js.ScheduleRegionRestart(failed_attempt, vertices, delay):
                     log.info("Restarting %d subtask(s) (region failover) in %.3g s.", len(vertices), delay)
-                    self.gateway.schedule_once(delay, self._region_restart_due, failed_attempt, vertices)
+                    self.gateway.schedule_once(delay, self.restarts.region_restart_due, failed_attempt, vertices)
                 case js.ScheduleRestart(delay):
                     self.gateway.schedule_once(delay, lambda: self._execute(self.scheduling.restart_due()))
                 case js.RestartVertices(reset, rerun):
-                    self._restart_vertices(reset, rerun)
+                    self.restarts.restart_vertices(reset, rerun)
                 case js.RestartAll():
                     self.splits.restart()  # completed splits' chunks stay committed: new attempts skip them
-                    self.run_from_sources()
+                    self.restarts.run_from_sources()
                 case js.Publish(next_round):
                     on_done = self._on_round_published if next_round else self._on_published
                     hooks = asyncio.to_thread(self.run_terminal_hooks, JobStatus.FINISHED)
@@ -439,33 +451,6 @@ class JobMaster:
 
     def _check_completion(self) -> None:
         self._execute(self.scheduling.check_completion(self.is_continuous, self.stopping))
-
-    def _region_restart_due(self, failed_attempt: str, region: frozenset[ExecutionVertex]) -> None:
-        execution = self.graph.execution(failed_attempt) if self.graph is not None else None
-        if execution is not None:
-            self._execute(self.scheduling.region_restart_due(execution.vertex, failed_attempt, region))
-
-    def _restart_vertices(self, reset: tuple[ExecutionVertex, ...], rerun: tuple[ExecutionVertex, ...]) -> None:
-        for producer in rerun:
-            log.info("The output of %s cannot be fetched any more; running it again.", producer.task_name_with_subtask)
-            self.reports.producer_rerun(producer)
-            # Its completed splits went down with the partition: they are read again.
-            self.splits.forget_completed(producer.job_vertex.id, producer.subtask_index)
-        for vertex in reset:
-            vertex.reset_for_new_execution()
-        # The others are deployed once their producers report (ScheduleOrUpdateConsumers).
-        self.deployer.schedule_all(self.scheduling.deployable_after_region_reset(reset))
-
-    def run_from_sources(self) -> None:
-        """A new attempt for every subtask (a full restart, a new round: rounds.py), the
-        sources deployed first; their partitions are reported anew."""
-        for vertex in self._vertices():
-            vertex.reset_for_new_execution()
-        self.scheduling.reset_counts()
-        self.partitions.clear()
-        self.deployer.declare_usage(self._vertices())
-        assert self.graph is not None
-        self.deployer.schedule_all(sources_to_restart(self.graph))
 
     def run_terminal_hooks(self, status: JobStatus) -> None:
         """Each vertex publishes (FINISHED) or discards its staged output, in the planner
