@@ -13,11 +13,14 @@ DATABASE takes a few milliseconds), so tests never see each other's rows.
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import pwd
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -28,6 +31,7 @@ from pathlib import Path
 from flink_runtime.client.local_cluster import free_port
 
 SERVER_USER = "postgres"  # Debian's postgresql package creates it
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class PostgresUnavailable(RuntimeError):
@@ -108,7 +112,9 @@ def postgres_server(timeout: float = 60.0) -> Iterator[PostgresServer]:
         + ["-c", "max_connections=200", "-c", "shared_buffers=32MB"]
     )
     with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_end_with_parent
+        )
     server = PostgresServer(root, port, process, log_path)
     try:
         _wait_until_accepting(server, timeout)
@@ -116,6 +122,14 @@ def postgres_server(timeout: float = 60.0) -> Iterator[PostgresServer]:
     finally:
         _stop(server)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _end_with_parent() -> None:
+    """In the server's first process, before exec: the kernel sends it SIGTERM when the test
+    process that started it dies, even by SIGKILL (no fixture teardown then). runuser passes
+    SIGTERM on to postgres (and SIGKILLs it 2 s later); postgres alone shuts down on it."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def _wait_until_accepting(server: PostgresServer, timeout: float) -> None:

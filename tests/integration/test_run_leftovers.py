@@ -63,3 +63,33 @@ def test_a_run_that_leaves_a_process_behind_fails_naming_it_and_the_process_is_k
     assert "1 process(es) started by this test run outlived it" in output, output
     leaked = int(match.group(1))
     assert not psutil.pid_exists(leaked) or psutil.Process(leaked).status() == psutil.STATUS_ZOMBIE
+
+
+SERVES_POSTGRES = """
+import sys, time
+from tests.helpers.postgres import postgres_server
+with postgres_server() as server:
+    print(server.port, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_test_process_killed_with_sigkill_takes_its_postgresql_server_with_it() -> None:
+    # No fixture teardown runs then: the server must end on its own (tests/helpers/postgres.py).
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVES_POSTGRES],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().strip().isdigit(), "the server did not start"
+        server = psutil.Process(process.pid).children(recursive=True)
+        assert any(child.name() == "postgres" for child in server), server
+    finally:
+        process.kill()
+        process.wait()
+    gone, alive = psutil.wait_procs(server, timeout=20)
+    assert not alive, f"outlived the test process that started them: {alive}"
