@@ -43,6 +43,10 @@ class ResourceProfile:
     ZERO: ClassVar[ResourceProfile]
 
     def __post_init__(self) -> None:
+        # Profiles are made per slot allocation and release: check the common case in one
+        # expression (a NaN compares False, so it takes the slow path too).
+        if self.cpu_cores >= 0 and self.task_heap_memory_mb >= 0 and self.managed_memory_mb >= 0:
+            return
         for name in ("cpu_cores", "task_heap_memory_mb", "managed_memory_mb"):
             value = getattr(self, name)
             if math.isnan(value) or value < 0:

@@ -1,4 +1,5 @@
-"""One execution attempt of a subtask, running in its own thread.
+"""One execution attempt of a subtask, running in a thread of its own while it runs
+(a pooled one: taskmanager/task_threads.py).
 
 The thread loads the invokable, wires its inputs and outputs, runs it, commits its
 result partitions and reports every state change through `report`, which the
@@ -39,6 +40,7 @@ from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partition_files import PartitionUnreachableError, remove_fetched
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.logs.context import bind_task
+from flink_runtime.taskmanager.task_threads import TASK_THREADS, TaskThread, TaskThreadPool
 
 if TYPE_CHECKING:
     from flink_runtime.io.splits import InputSplit
@@ -66,6 +68,7 @@ class Task:
         fetch_inputs: FetchInputs | None = None,
         allowed_directories: list[str] | None = None,
         secrets: SecretStore | None = None,
+        threads: TaskThreadPool | None = None,
     ) -> None:
         self.descriptor = descriptor
         self.execution_id = descriptor.execution_id
@@ -97,14 +100,12 @@ class Task:
         self._environment: Environment | None = None
         self._busy_since: float | None = None
         self._idle_seconds = 0.0
-        self.thread = threading.Thread(
-            target=self._run,
-            name=f"{descriptor.task_name} #{descriptor.attempt_number}",
-            daemon=True,
-        )
+        # A pooled thread runs the task (task_threads.py); `thread` is this task's handle on it.
+        self._threads = threads or TASK_THREADS
+        self.thread = TaskThread(name=f"{descriptor.task_name} #{descriptor.attempt_number}")
 
     def start(self) -> None:
-        self.thread.start()
+        self._threads.start(self.thread, self._run)
 
     def is_alive(self) -> bool:
         return self.thread.is_alive()
