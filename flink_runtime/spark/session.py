@@ -236,8 +236,9 @@ class TaskScope:
             self.spark.addTag(self.tag)
         else:
             self.spark.sparkContext.addJobTag(self.tag)
-            if self.pool is not None:
-                self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
+            # Always set, None included (Spark then removes it): task threads are pooled
+            # (taskmanager/task_threads.py) and a thread's local properties outlive its task.
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         if _resource_wait_timeout > 0 and executor_count(self.spark) is not None:
             threading.Thread(
                 target=self._watch, args=(_resource_wait_timeout,), name=f"watch-{self.tag}", daemon=True

@@ -329,3 +329,23 @@ def test_cancel_interrupts_the_running_spark_job(minicluster, spark, text_dir, t
         while tracker.getActiveJobsIds():
             assert time.monotonic() - cancelled_at < 15, "the cancelled task's Spark job is still running"
             time.sleep(0.2)
+
+
+def test_a_pooled_task_thread_carries_no_scheduler_pool_into_its_next_task(spark) -> None:
+    """Task threads are reused (taskmanager/task_threads.py) and Spark's local properties
+    live on the thread: a scope without a pool must not run in the previous task's pool."""
+    from flink_runtime.spark.session import TaskScope
+    from flink_runtime.taskmanager.task_threads import TaskThread, TaskThreadPool
+
+    pools: list[str | None] = []
+
+    def task(pool: str | None) -> None:
+        with TaskScope(spark, tag=f"t-{pool}", pool=pool):
+            pools.append(spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
+
+    threads = TaskThreadPool("scope-test")
+    for pool in ("slot-3", None):
+        handle = TaskThread(f"task {pool}")
+        threads.start(handle, lambda pool=pool: task(pool))
+        handle.join(30)
+    assert pools == ["slot-3", None]
