@@ -232,12 +232,15 @@ class TaskScope:
     def __enter__(self) -> TaskScope:
         # Classic sessions tag jobs on the SparkContext: SparkSession.interruptTag finds no
         # job there (it answers [] and the job runs on), cancelJobsWithTag cancels it.
+        # Tags and the pool are the thread's, and task threads are pooled
+        # (taskmanager/task_threads.py): nothing of an earlier task's may carry over, so the
+        # tags are cleared first and the pool always set (None removes it).
         if is_connect(self.spark):
+            self.spark.clearTags()
             self.spark.addTag(self.tag)
         else:
+            self.spark.sparkContext.clearJobTags()
             self.spark.sparkContext.addJobTag(self.tag)
-            # Always set, None included (Spark then removes it): task threads are pooled
-            # (taskmanager/task_threads.py) and a thread's local properties outlive its task.
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", self.pool)
         if _resource_wait_timeout > 0 and executor_count(self.spark) is not None:
             threading.Thread(

@@ -333,15 +333,20 @@ def test_cancel_interrupts_the_running_spark_job(minicluster, spark, text_dir, t
 
 def test_a_pooled_task_thread_carries_no_scheduler_pool_into_its_next_task(spark) -> None:
     """Task threads are reused (taskmanager/task_threads.py) and Spark's local properties
-    live on the thread: a scope without a pool must not run in the previous task's pool."""
+    live on the thread: a scope without a pool must not run in the previous task's pool, nor carry its tags
+    (cancelling one task's Spark jobs by tag must not cancel the next task's)."""
     from flink_runtime.spark.session import TaskScope
     from flink_runtime.taskmanager.task_threads import TaskThread, TaskThreadPool
 
     pools: list[str | None] = []
+    tags: list[set[str]] = []
 
     def task(pool: str | None) -> None:
+        if pool is not None:  # a tag left behind, as an interrupted __exit__ would leave it
+            spark.sparkContext.addJobTag("left-behind")
         with TaskScope(spark, tag=f"t-{pool}", pool=pool):
             pools.append(spark.sparkContext.getLocalProperty("spark.scheduler.pool"))
+            tags.append({str(tag) for tag in spark.sparkContext.getJobTags()})
 
     threads = TaskThreadPool("scope-test")
     for pool in ("slot-3", None):
@@ -349,3 +354,4 @@ def test_a_pooled_task_thread_carries_no_scheduler_pool_into_its_next_task(spark
         threads.start(handle, lambda pool=pool: task(pool))
         handle.join(30)
     assert pools == ["slot-3", None]
+    assert tags == [{"t-slot-3"}, {"t-None"}]
