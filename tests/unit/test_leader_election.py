@@ -92,7 +92,9 @@ def test_contenders_racing_for_an_expired_lease_get_one_winner(job_store: JobSto
 
     def contend(name: str) -> None:
         barrier.wait()
-        lease = leases.try_acquire(name, f"tcp://{name}:1", "", lease_duration=0.2)
+        # A long lease: the winner's must not expire while a slow contender still tries
+        # (then a second win would be right, and the test would not be about the race).
+        lease = leases.try_acquire(name, f"tcp://{name}:1", "", lease_duration=60)
         if lease is not None:
             winners.append(lease)
 

@@ -27,13 +27,16 @@ class _Context:
 
     master = "local[1]"
 
-    def addJobTag(self, tag: str) -> None:  # noqa: N802 - pyspark's names
+    def clearJobTags(self) -> None:  # noqa: N802 - pyspark's names
+        pass
+
+    def addJobTag(self, tag: str) -> None:  # noqa: N802
         pass
 
     def removeJobTag(self, tag: str) -> None:  # noqa: N802
         pass
 
-    def setLocalProperty(self, key: str, value: str) -> None:  # noqa: N802
+    def setLocalProperty(self, key: str, value: str | None) -> None:  # noqa: N802
         pass
 
 
