@@ -85,16 +85,17 @@ def test_a_released_lease_is_taken_at_once(job_store: JobStore) -> None:
 
 
 def test_contenders_racing_for_an_expired_lease_get_one_winner(job_store: JobStore) -> None:
+    # A contender judges a lease expired after its own lease_duration: 2 s, so the winner's
+    # lease cannot expire while a contender slowed down by the load still tries (a second
+    # win would then be right, and the test would no longer be about the race).
     leases = lease_store(job_store)
-    assert leases.try_acquire("old", "tcp://old:1", "", lease_duration=0.2) is not None
-    time.sleep(0.4)
+    assert leases.try_acquire("old", "tcp://old:1", "", lease_duration=2.0) is not None
+    time.sleep(2.2)
     barrier, winners = threading.Barrier(6), []
 
     def contend(name: str) -> None:
         barrier.wait()
-        # A long lease: the winner's must not expire while a slow contender still tries
-        # (then a second win would be right, and the test would not be about the race).
-        lease = leases.try_acquire(name, f"tcp://{name}:1", "", lease_duration=60)
+        lease = leases.try_acquire(name, f"tcp://{name}:1", "", lease_duration=2.0)
         if lease is not None:
             winners.append(lease)
 
