@@ -103,9 +103,10 @@ def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: M
             assert {vertex["status"] for vertex in details["vertices"]} == {"RUNNING"}
             assert all(vertex["end-time"] == -1 for vertex in details["vertices"])
             subtasks = sum(vertex["parallelism"] for vertex in details["vertices"])
-            # The checkpoint taken at the round's end: every subtask counted.
-            completed = wait_until("a completed checkpoint", lambda: client.checkpoints(job_id)["latest"]["completed"])
-            assert completed["num_subtasks"] == completed["num_acknowledged_subtasks"] == subtasks
+            # A savepoint while it waits: every subtask counted (not 0/0).
+            client.savepoint(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60)
+            savepoint = client.checkpoints(job_id)["latest"]["savepoint"]
+            assert savepoint["num_subtasks"] == savepoint["num_acknowledged_subtasks"] == subtasks
 
             driver.get(f"{minicluster.rest_url}/#/jobs/{job_id}")
             rounds = wait_until("the rounds", lambda: text_of(driver, "#job-rounds"))
