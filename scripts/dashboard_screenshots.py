@@ -7,6 +7,11 @@ generated corpus, and saves what headless Chromium shows to docs/images/:
     dashboard-taskmanagers.png   the TaskManagers page while the job runs
     dashboard-job.png            the job's page (graph, vertices, subtasks, timeline) once it finished
     dashboard-jobmanager.png     the JobManager page (process metrics, configuration, environment, logs)
+    flink-web-ui-overview.png    Apache Flink 2.3.0's own web UI (from the apache-flink wheel,
+                                 tests/helpers/flink_web_ui.py) against the same cluster: overview
+    flink-web-ui-job.png         ... and the finished job's page (graph, vertices)
+
+PNGs over 200 KB are re-encoded with fewer colours (Pillow, if installed).
 
 Needs chromium and chromedriver (scripts/ensure-chromium.sh) and selenium (the dev extras):
 
@@ -33,6 +38,9 @@ from flink_runtime.demo import generate_corpus, word_count
 from flink_runtime.minicluster import MiniCluster
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests.helpers: Flink's web UI in front of the cluster
+from tests.helpers.flink_web_ui import FlinkWebUI  # noqa: E402
+
 WIDTH = 1360
 
 
@@ -77,7 +85,29 @@ def shoot(driver: webdriver.Chrome, path: Path) -> None:
     time.sleep(0.3)
     driver.save_screenshot(str(path))
     driver.set_window_size(WIDTH, 900)
+    shrink(path)
     print(f"{path} ({path.stat().st_size // 1024} KB)")
+
+
+def shrink(path: Path, limit: int = 200_000) -> None:
+    """Keep a picture under `limit` bytes for the docs: fewer colours, then smaller."""
+    if path.stat().st_size <= limit:
+        return
+    try:
+        from PIL import Image
+    except ImportError:
+        print(f"{path} is over {limit // 1000} KB and Pillow is not installed to shrink it")
+        return
+    image = Image.open(path).convert("RGB")
+    while True:
+        image.quantize(colors=64).save(path, optimize=True)
+        if path.stat().st_size <= limit or image.width < 800:
+            return
+        image = image.resize((image.width * 4 // 5, image.height * 4 // 5))
+
+
+def flink_body(driver: webdriver.Chrome) -> str:
+    return text(driver, "body")
 
 
 def main() -> int:
@@ -118,6 +148,14 @@ def main() -> int:
                 )
                 wait_for("its environment", lambda: "CPython" in text(driver, "#jobmanager-environment"))
                 shoot(driver, args.out / "dashboard-jobmanager.png")
+                with FlinkWebUI(cluster.rest_url) as ui:
+                    driver.get(f"{ui.url}/#/overview")
+                    wait_for("Flink's overview", lambda: "Available Task Slots" in flink_body(driver))
+                    time.sleep(2)  # its job lists and charts
+                    shoot(driver, args.out / "flink-web-ui-overview.png")
+                    driver.get(f"{ui.url}/#/job/completed/{job_id}/overview")
+                    wait_for("Flink's job page", lambda: "FINISHED" in flink_body(driver))
+                    shoot(driver, args.out / "flink-web-ui-job.png")
             finally:
                 driver.quit()
     return 0

@@ -77,6 +77,14 @@ class JobPlan(msgspec.Struct, kw_only=True):
     nodes: list[PlanNode]
 
 
+class RoundsSnapshot(msgspec.Struct, kw_only=True):
+    """A continuous job's rounds (rounds.py): how many ran, whether it waits for new input."""
+
+    count: int  # rounds started in this run, the running one included
+    waiting: bool  # between rounds: every subtask finished the last one, its slots are released
+    last_round_end: int  # when the last round's output was published (epoch ms), -1 before
+
+
 class JobSummary(msgspec.Struct, kw_only=True):
     """A job as the job list shows it (Flink's JobDetails)."""
 
@@ -110,6 +118,7 @@ class JobSnapshot(msgspec.Struct, kw_only=True):
     plan: list[PlanNode]
     # Archived jobs only; empty in archives written before attempts were kept.
     subtasks: dict[str, list[SubtaskSnapshot]] = {}
+    rounds: RoundsSnapshot | None = None  # a continuous job's
 
     def summary(self) -> JobSummary:
         counts = dict.fromkeys(TASK_COUNT_KEYS, 0)
@@ -183,7 +192,10 @@ def job_summary(job: JobMaster) -> JobSummary:
     )
 
 
-def vertex_snapshot(ejv: ExecutionJobVertex, now: float) -> VertexSnapshot:
+def vertex_snapshot(ejv: ExecutionJobVertex, now: float, streaming: bool = False) -> VertexSnapshot:
+    """`streaming`: the vertex of a RUNNING continuous job, which runs again each round:
+    between rounds its subtasks have FINISHED the last one, but the vertex is RUNNING (as a
+    Flink streaming job's vertex is until the job ends), and has no end time."""
     starts = [v.current_execution.state_timestamps.get(ExecutionState.DEPLOYING) for v in ejv.task_vertices]
     started = [s for s in starts if s is not None]
     start = min(started) if started else None
@@ -191,6 +203,9 @@ def vertex_snapshot(ejv: ExecutionJobVertex, now: float) -> VertexSnapshot:
     if all(v.current_execution.is_terminal for v in ejv.task_vertices):
         ends = [v.current_execution.state_timestamps[v.current_execution.state] for v in ejv.task_vertices]
         end = max(ends) if ends else None
+    status = aggregate_vertex_state(ejv)
+    if streaming and status is ExecutionState.FINISHED:
+        status, end = ExecutionState.RUNNING, None
     start_ms, end_ms, duration = _times(start, end, now)
     io, complete = vertex_io_metrics(ejv)
     return VertexSnapshot(
@@ -198,7 +213,7 @@ def vertex_snapshot(ejv: ExecutionJobVertex, now: float) -> VertexSnapshot:
         name=ejv.name,
         parallelism=ejv.parallelism,
         max_parallelism=ejv.max_parallelism,
-        status=aggregate_vertex_state(ejv).value,
+        status=status.value,
         start_time=start_ms,
         end_time=end_ms,
         duration=duration,
@@ -231,9 +246,17 @@ def plan_nodes(job: JobMaster) -> list[PlanNode]:
     ]
 
 
+def rounds_snapshot(job: JobMaster) -> RoundsSnapshot | None:
+    if not job.is_continuous:
+        return None
+    rounds = job.rounds
+    return RoundsSnapshot(count=rounds.round + 1, waiting=rounds.idle, last_round_end=ms(rounds.round_ended_at))
+
+
 def job_snapshot(job: JobMaster) -> JobSnapshot:
     now = time.time()
     start, end, duration = _job_times(job, now)
+    streaming = job.is_continuous and job.status is JobStatus.RUNNING
     return JobSnapshot(
         job_id=job.job_id,
         name=job.name,
@@ -245,8 +268,11 @@ def job_snapshot(job: JobMaster) -> JobSnapshot:
         last_modification=ms(max(job.status_timestamps.values())),
         taken_at=ms(now),
         status_timestamps={status.value: ms(at) for status, at in job.status_timestamps.items()},
-        vertices=[vertex_snapshot(ejv, now) for ejv in job.graph.vertices.values()] if job.graph is not None else [],
+        vertices=[vertex_snapshot(ejv, now, streaming) for ejv in job.graph.vertices.values()]
+        if job.graph is not None
+        else [],
         plan=plan_nodes(job),
+        rounds=rounds_snapshot(job),
     )
 
 

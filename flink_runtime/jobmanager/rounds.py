@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -101,6 +102,7 @@ class ContinuousRounds:
         self._graph = graph
         self.idle = False  # between rounds: nothing runs
         self.round = 0
+        self.round_ended_at: float | None = None  # when the last round's output was published (epoch s)
         # Rounds of this run whose output was published: the later ones add to it.
         self.published = 0
         # The first round's namespace (the job's, or a recovered run's): later rounds of
@@ -122,6 +124,7 @@ class ContinuousRounds:
     def round_done(self) -> None:
         """The round's output is published: remember what it read, then look for more."""
         self.idle = True
+        self.round_ended_at = time.time()
         for vertex_id, progress in self._splits.progress.items():
             files = self._files.prepared_split_files(vertex_id)
             self._processed_files.setdefault(vertex_id, set()).update(

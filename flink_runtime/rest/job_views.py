@@ -17,6 +17,7 @@ from flink_runtime.jobmanager.job_snapshots import (
     JobSnapshot,
     JobSummary,
     PlanNode,
+    RoundsSnapshot,
     VertexSnapshot,
     ms,
 )
@@ -55,6 +56,10 @@ def job_overview(job: JobSummary) -> dict[str, Any]:
         "tasks": job.task_counts,
         "pending-operators": 0,
     }
+
+
+def _rounds(rounds: RoundsSnapshot) -> dict[str, Any]:
+    return {"count": rounds.count, "waiting": rounds.waiting, "last-round-end": rounds.last_round_end}
 
 
 def io_metrics_json(measured: VertexIOMetrics) -> dict[str, Any]:
@@ -257,6 +262,8 @@ def job_details(job: JobSnapshot) -> dict[str, Any]:
         "plan": plan,
         "stream-graph": _stream_graph(plan),
         "pending-operators": 0,
+        # Ours (not Flink's): a continuous job's rounds.
+        **({"rounds": _rounds(job.rounds)} if job.rounds is not None else {}),
     }
 
 

@@ -80,3 +80,46 @@ def test_the_jobmanager_page(driver: Any, minicluster: MiniCluster, tmp_path: Pa
     wait_until("the environment", lambda: "CPython" in text_of(driver, "#jobmanager-environment"))
     assert by_css(driver, "#jobmanager-logs")
     driver.save_screenshot(str(tmp_path / "jobmanager.png"))
+
+
+def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: MiniCluster, tmp_path: Path) -> None:
+    """Between rounds a continuous job is shown as Flink shows a streaming job: its
+    vertices RUNNING (not FINISHED), its rounds counted, its checkpoints acknowledged by
+    every subtask (out of the real number of subtasks, not 0/0)."""
+    from tests.integration.test_continuous_sources import continuous_count
+    from tests.integration.test_savepoints import write_corpus
+
+    write_corpus(tmp_path / "in", files=2, seed=5)
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
+        try:
+            details = wait_until(
+                "the first round done",
+                lambda: (d := client.details(job_id)).get("rounds", {}).get("waiting") and d,
+                timeout=180,  # the session cluster's Spark may still be warming up
+            )
+            assert details["state"] == "RUNNING"
+            assert details["rounds"]["count"] == 1 and details["rounds"]["last-round-end"] > 0
+            assert {vertex["status"] for vertex in details["vertices"]} == {"RUNNING"}
+            assert all(vertex["end-time"] == -1 for vertex in details["vertices"])
+            subtasks = sum(vertex["parallelism"] for vertex in details["vertices"])
+            # A savepoint while it waits: every subtask counted (not 0/0).
+            client.savepoint(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60)
+            savepoint = client.checkpoints(job_id)["latest"]["savepoint"]
+            assert savepoint["num_subtasks"] == savepoint["num_acknowledged_subtasks"] == subtasks
+
+            driver.get(f"{minicluster.rest_url}/#/jobs/{job_id}")
+            rounds = wait_until("the rounds", lambda: text_of(driver, "#job-rounds"))
+            assert rounds.startswith("1, last ended ") and "waiting for new input" in rounds, rounds
+            states = wait_until(
+                "the vertices",
+                lambda: [row.find_elements("css selector", "td")[1].text for row in by_css(driver, "tr.vertex-row")],
+            )
+            assert states == ["RUNNING"] * len(details["vertices"]), states
+
+            write_corpus(tmp_path / "in", files=1, seed=6, first=2)  # the second round
+            wait_until("round 2", lambda: client.details(job_id)["rounds"]["count"] == 2, timeout=60)
+            wait_until("round 2 on the page", lambda: text_of(driver, "#job-rounds").startswith("2"), timeout=30)
+        finally:
+            client.cancel(job_id)
+            client.wait(job_id, timeout=30)

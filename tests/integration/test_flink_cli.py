@@ -300,6 +300,9 @@ def test_stop_with_a_savepoint_path_finishes_the_job(
     assert local_path(path.group(1)).parent == tmp_path / "savepoints", run.why
     assert (local_path(path.group(1)) / "_metadata").is_file(), run.why
     assert wait_for(client, job_id, "FINISHED") == "FINISHED"
+    # The stopped job's vertices keep the records they read and wrote (issue 27).
+    metrics = [vertex["metrics"] for vertex in client.details(job_id)["vertices"]]
+    assert sum(m["write-records"] for m in metrics) > 0 and sum(m["read-records"] for m in metrics) > 0, metrics
 
 
 def test_cancel_cancels_the_job(flink: Cli, client: JobClient) -> None:

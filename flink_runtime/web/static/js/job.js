@@ -29,7 +29,16 @@ function headerFacts({ details, metrics }) {
     fact("Duration", fmt.duration(details.duration)),
     fact("Restarts", Number.isFinite(metrics.numRestarts) ? String(metrics.numRestarts) : "n/a"),
     fact("Last checkpoint", metrics.lastCheckpointDuration >= 0 ? `${fmt.duration(metrics.lastCheckpointDuration)}, ${fmt.bytes(metrics.lastCheckpointSize)}` : "–"),
+    ...(details.rounds ? [fact("Rounds", roundsText(details.rounds), "job-rounds")] : []),
   );
+}
+
+// A continuous job runs in rounds; between two it waits for new input, its subtasks done
+// with the last round and their slots released (so the slots count shows them free).
+function roundsText(rounds) {
+  const last = rounds["last-round-end"] > 0 ? `, last ended ${fmt.time(rounds["last-round-end"])}` : "";
+  const now = rounds.waiting ? "waiting for new input (slots released)" : `round ${rounds.count} running`;
+  return `${rounds.count}${last}; ${now}`;
 }
 
 // Per-subtask splits of a source vertex, from its metrics "<subtask>.numSplitsProcessed".
