@@ -320,10 +320,18 @@ def test_with_openlineage_on_a_deferred_sensor_still_ends_in_the_triggerer_and_i
     ):
         ti = airflow.wait_for_task(dag_id, run_id, "wait", [state], timeout=180)
         if dag_id == "e2e_sensor":
+            event = "COMPLETE" if state == "success" else "FAIL"
+            sent = f"Sent the task's OpenLineage {event} event"
+            # The task's state can be final before the triggerer's last log lines are in its log.
+            eventually(
+                lambda sent=sent, dag_id=dag_id, run_id=run_id, ti=ti: (
+                    sent in airflow.task_log(dag_id, run_id, "wait", ti)
+                ),
+                30,
+                f"'{sent}' in the log of {run_id}",
+            )
             log = airflow.task_log(dag_id, run_id, "wait", ti)
             assert log.count("Worker startup parse complete") == 1, log  # never resumed on a worker
-            event = "COMPLETE" if state == "success" else "FAIL"
-            assert f"Sent the task's OpenLineage {event} event" in log, log
     assert airflow.xcom("e2e_sensor", ended_by_trigger, "wait") == "FINISHED"
 
     def by_run(job_name: str, count: int) -> list[list[dict]]:
