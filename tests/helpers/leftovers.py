@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.resource_tracker
 import os
+import subprocess
 import sys
 import uuid
 
@@ -105,3 +106,15 @@ def _alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def python_driver(source: str, project_root: str) -> subprocess.Popen[str]:
+    """`python -c source` in the project root, its stdout a pipe: the parent a kill -9 test
+    kills, to see that what it started does not outlive it."""
+    return subprocess.Popen(
+        [sys.executable, "-c", source],
+        cwd=project_root,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": project_root},
+    )

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from tests.conftest import PROJECT_ROOT
-from tests.helpers.leftovers import GRACE_ENV
+from tests.helpers.leftovers import GRACE_ENV, python_driver
 
 pytestmark = pytest.mark.integration  # a whole pytest run in a process of its own
 
@@ -76,13 +76,7 @@ with postgres_server() as server:
 
 def test_a_test_process_killed_with_sigkill_takes_its_postgresql_server_with_it() -> None:
     # No fixture teardown runs then: the server must end on its own (tests/helpers/postgres.py).
-    process = subprocess.Popen(
-        [sys.executable, "-c", SERVES_POSTGRES],
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
-    )
+    process = python_driver(SERVES_POSTGRES, PROJECT_ROOT)
     try:
         assert process.stdout is not None
         assert process.stdout.readline().strip().isdigit(), "the server did not start"

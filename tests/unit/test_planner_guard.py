@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 
 import psutil
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from flink_runtime.planner import PlannerPool, PlanningError
 from tests.conftest import PROJECT_ROOT
 from tests.helpers import planner_calls
+from tests.helpers.leftovers import python_driver
 
 
 def test_an_allocation_past_the_memory_limit_fails_naming_the_key_and_the_planner_serves_on() -> None:
@@ -50,13 +49,7 @@ time.sleep(600)
 
 
 def test_the_planner_and_what_it_started_die_with_a_parent_killed_with_sigkill() -> None:
-    driver = subprocess.Popen(
-        [sys.executable, "-c", DRIVER],
-        cwd=PROJECT_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
-    )
+    driver = python_driver(DRIVER, PROJECT_ROOT)
     try:
         planner_pid, sleeper_pid = (int(word) for word in driver.stdout.readline().split())
         planner, sleeper = psutil.Process(planner_pid), psutil.Process(sleeper_pid)
