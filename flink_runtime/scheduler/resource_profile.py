@@ -21,6 +21,7 @@ Pure value type, frozen, no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -131,6 +132,24 @@ class ResourceProfile:
         )
 
     # --------------------------------------------------------------- arithmetic
+
+    @staticmethod
+    def total(profiles: Iterable[ResourceProfile]) -> ResourceProfile:
+        """All of `profiles` merged (UNKNOWN if any is, else ANY if any is), summed in plain
+        floats: one profile made, not one per addend (slot accounting sums at every
+        allocation and release)."""
+        cpu = heap = managed = 0.0
+        any_ = False
+        for profile in profiles:
+            if profile.unknown:
+                return ResourceProfile.UNKNOWN
+            if profile.is_any:
+                any_ = True
+            else:
+                cpu += profile.cpu_cores
+                heap += profile.task_heap_memory_mb
+                managed += profile.managed_memory_mb
+        return ResourceProfile.ANY if any_ else ResourceProfile(cpu, heap, managed)
 
     def merge(self, other: ResourceProfile) -> ResourceProfile:
         """The sum (Flink's ``merge``): UNKNOWN if either is, ANY if either is."""

@@ -23,7 +23,6 @@ Either way nothing is handed out beyond the TaskManager's total: that is the
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -186,32 +185,14 @@ class TaskManagerSlots:
         if not self.dynamic:
             self.free_count = len(self.free)
             return
-        # The sum of the allocated slots' profiles and a default slot per occupied one, as
-        # ResourceProfile.merge adds them (UNKNOWN if any is, else ANY if any is), in plain
-        # floats: this runs at every allocation and release, and a profile per addend costs.
         profiles = [slot.resource_profile for slot in self.slots.values() if slot.allocation_id is not None]
         # What an earlier registration's tasks hold is not known: count a default slot each.
         profiles.append(self.default_profile.multiply(len(self.occupied)))
-        cpu = heap = managed = 0.0
-        unknown = any_ = False
-        for profile in profiles:
-            if profile.unknown:
-                unknown = True
-            elif profile.is_any:
-                any_ = True
-            else:
-                cpu += profile.cpu_cores
-                heap += profile.task_heap_memory_mb
-                managed += profile.managed_memory_mb
-        if unknown:  # UNKNOWN's numbers are zeros
-            cpu = heap = managed = 0.0
-        elif any_:
-            cpu = heap = managed = math.inf
-        total = self.total
+        used = ResourceProfile.total(profiles)
         self.free_resources = ResourceProfile(
-            max(0.0, total.cpu_cores - cpu),
-            max(0.0, total.task_heap_memory_mb - heap),
-            max(0.0, total.managed_memory_mb - managed),
+            max(0.0, self.total.cpu_cores - used.cpu_cores),
+            max(0.0, self.total.task_heap_memory_mb - used.task_heap_memory_mb),
+            max(0.0, self.total.managed_memory_mb - used.managed_memory_mb),
         )
         self.free_count = min(len(self.free), self.free_resources.count_fitting(self.default_profile))
 
