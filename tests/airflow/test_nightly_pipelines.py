@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from flink_runtime.client.local_cluster import StandaloneCluster
-from tests.helpers.airflow_deployment import AirflowDeployment, AirflowDeploymentError
+from tests.helpers.airflow_deployment import AirflowDeployment
 from tests.helpers.postgres import PostgresServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -144,7 +144,8 @@ def airflow(
             "login": "postgres",
         },
     }
-    with AirflowDeployment(work / "home", dags, connections, env={"FLINK_RUNTIME_DATA": str(base)}) as deployment:
+    env = {"FLINK_RUNTIME_DATA": str(base)}
+    with AirflowDeployment(work / "home", dags, postgres, connections, env=env) as deployment:
         cluster.wait_for_taskmanagers(lambda ids: {"tm-0", "tm-1"} <= ids, timeout=120)
         yield deployment
 
@@ -176,9 +177,10 @@ def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(
     out = base / "daily_totals"
     airflow.wait_for_dag(DAG_ID)
     # The backfill, as `airflow backfill create --dag-id ... --from-date ... --to-date ...`.
-    backfill = create_backfill(
-        airflow,
-        {
+    backfill = airflow._json(
+        "POST",
+        "/backfills",
+        json={
             "dag_id": DAG_ID,
             "from_date": f"{DAYS[0]}T00:00:00Z",
             "to_date": f"{DAYS[-1]}T00:00:00Z",
@@ -215,20 +217,6 @@ def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(
     assert day_hashes(out, DAYS[2]) == before[DAYS[2]]
     assert day_totals(out, DAYS[1]) == new_day2
     assert not (out / "_flink_staging").exists()
-
-
-def create_backfill(airflow: AirflowDeployment, body: dict, attempts: int = 20) -> dict:
-    """POST /backfills, again while Airflow answers 503 "Database is locked": on SQLite (the
-    test deployment's metadata database) Airflow refuses a backfill while another component
-    writes, and says so; on PostgreSQL or MySQL it does not."""
-    for _ in range(attempts - 1):
-        try:
-            return airflow._json("POST", "/backfills", json=body)
-        except AirflowDeploymentError as refused:
-            if "Database is locked" not in str(refused):
-                raise
-            time.sleep(1)
-    return airflow._json("POST", "/backfills", json=body)
 
 
 def wait_for_runs(airflow: AirflowDeployment, backfill_id: int, count: int, timeout: float = 60) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pytest
 
 from flink_runtime.minicluster import MiniCluster
 from tests.helpers.airflow_deployment import AirflowDeployment
+from tests.helpers.postgres import PostgresServer
 from tests.helpers.released import release
 from tests.helpers.waiting import eventually
 
@@ -45,12 +46,12 @@ def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def airflow(minicluster: MiniCluster, work_dir: Path) -> Iterator[AirflowDeployment]:
+def airflow(minicluster: MiniCluster, postgres: PostgresServer, work_dir: Path) -> Iterator[AirflowDeployment]:
     host, port = minicluster.rest_url.removeprefix("http://").rsplit(":", 1)
     connection = {"conn_type": "flink_runtime", "host": host, "port": int(port)}
     # The provider's plugin, as a deployment installs it: the job link's redirect is its route.
     env = {"FLINK_RUNTIME_E2E_DIR": str(work_dir), "AIRFLOW__CORE__PLUGINS_FOLDER": str(PLUGINS_FOLDER)}
-    with AirflowDeployment(work_dir / "home", E2E_DAGS, {CONN_ID: connection}, env=env) as deployment:
+    with AirflowDeployment(work_dir / "home", E2E_DAGS, postgres, {CONN_ID: connection}, env=env) as deployment:
         for dag_id in ("e2e_sensor", "e2e_retry", "e2e_deferred_submit", "e2e_lineage"):
             deployment.wait_for_dag(dag_id)
         yield deployment

@@ -2,8 +2,11 @@
 
 ``airflow scheduler`` (LocalExecutor: its workers run the tasks in their own processes),
 ``airflow triggerer``, ``airflow dag-processor`` and ``airflow api-server`` start as
-separate processes on a throw-away AIRFLOW_HOME with a SQLite metadata database, as
-``airflow standalone`` would run them, but each on its own so a test can kill one.
+separate processes on a throw-away AIRFLOW_HOME, each on its own so a test can kill
+one. The metadata database is a fresh PostgreSQL database on the session's server, as a
+deployment runs it: on SQLite, Airflow refused backfills while the scheduler wrote
+("Database is locked"), and the scheduler once died of a DagRun that a refused backfill
+had rolled back under it (sqlalchemy ObjectDeletedError), failing the test 300 s later.
 Everything is driven through Airflow's public REST API (``/api/v2``), as an outsider
 would: trigger a DAG run, read task instances and XComs, mark a task failed.
 
@@ -19,13 +22,12 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -34,6 +36,7 @@ from typing import Any
 import httpx
 
 from tests.flink_tools import cache_root
+from tests.helpers.postgres import PostgresServer
 
 __all__ = ["AirflowDeployment", "AirflowDeploymentError"]
 
@@ -54,8 +57,9 @@ def _free_port() -> int:
 class AirflowDeployment:
     """Airflow's four components as processes on ``home``; use as a context manager.
 
-    :param home: AIRFLOW_HOME (created; holds airflow.db, logs and each component's output).
+    :param home: AIRFLOW_HOME (created; holds logs and each component's output).
     :param dags_folder: the DAG files to parse.
+    :param metadata_server: the PostgreSQL server to make this deployment's metadata database on.
     :param connections: Airflow connections as ``{conn_id: {"conn_type": ..., ...}}``
         (passed as ``AIRFLOW_CONN_*`` variables, JSON form).
     :param env: more environment variables for every component (e.g. OpenLineage's).
@@ -65,11 +69,14 @@ class AirflowDeployment:
         self,
         home: Path,
         dags_folder: Path,
+        metadata_server: PostgresServer,
         connections: Mapping[str, Mapping[str, Any]] = {},
         env: Mapping[str, str] = {},
     ) -> None:
         self.home = home
         self.dags_folder = dags_folder
+        self.metadata_server = metadata_server
+        self.database = f"airflow_{uuid.uuid4().hex[:12]}"
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
@@ -88,7 +95,9 @@ class AirflowDeployment:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
                 "AIRFLOW__CORE__PARALLELISM": "8",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                # psycopg 3 for both: Airflow would derive asyncpg for the async one.
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_server.url(self.database),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": self.metadata_server.url(self.database),
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__API__WORKERS": "1",
@@ -119,46 +128,51 @@ class AirflowDeployment:
 
     def start(self, timeout: float = 180) -> None:
         self.home.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self._migrated_database(timeout), self.home / "airflow.db")
+        migrated = self._migrated_schema(timeout)
+        self.metadata_server.create_database(self.database)
+        self.metadata_server.restore(self.database, migrated)
         for component in COMPONENTS:
             self.start_component(component)
         self._wait(lambda: self._healthy(), timeout, "the api-server to answer /api/v2/monitor/health")
 
-    def _migrated_database(self, timeout: float) -> Path:
-        """A freshly migrated, empty metadata database for this Airflow, made once per
-        machine and copied into each deployment's home: `airflow db migrate` on SQLite
-        costs 7-8 s of CPU and far more of waiting for the disk on a loaded machine
+    def _migrated_schema(self, timeout: float) -> Path:
+        """The SQL of a freshly migrated, empty metadata database for this Airflow, made once
+        per machine and restored into each deployment's database (well under a second):
+        `airflow db migrate` takes 8 s on a quiet machine and far longer on a loaded one
         (94 s once), and what the tests hold Airflow to starts after it."""
         key = hashlib.sha256(f"{sys.executable}\n{metadata.version('apache-airflow')}".encode()).hexdigest()[:16]
-        template = cache_root() / "airflow-db" / f"airflow-{metadata.version('apache-airflow')}-{key}.db"
-        if template.is_file():
-            return template
-        template.parent.mkdir(parents=True, exist_ok=True)
-        with open(template.with_suffix(".lock"), "w") as lock:
+        schema = cache_root() / "airflow-db" / f"airflow-{metadata.version('apache-airflow')}-{key}.postgresql.sql"
+        if schema.is_file():
+            return schema
+        schema.parent.mkdir(parents=True, exist_ok=True)
+        with open(schema.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another pytest process may be migrating now
-            if template.is_file():
-                return template
-            with tempfile.TemporaryDirectory(prefix="airflow-db-") as scratch:
-                partial = Path(scratch) / "airflow.db"
-                env = {
-                    **self.env,
-                    "AIRFLOW_HOME": scratch,
-                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{partial}",
-                }
-                migrated = subprocess.run(
-                    [sys.executable, "-m", "airflow", "db", "migrate"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
+            if schema.is_file():
+                return schema
+            scratch = f"airflow_migrate_{uuid.uuid4().hex[:12]}"
+            self.metadata_server.create_database(scratch)
+            url = self.metadata_server.url(scratch)
+            env = {
+                **self.env,
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url,
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": url,
+            }
+            migrated = subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            if migrated.returncode != 0:
+                raise AirflowDeploymentError(
+                    f"airflow db migrate failed:\n{migrated.stdout[-3000:]}{migrated.stderr[-3000:]}"
                 )
-                if migrated.returncode != 0:
-                    raise AirflowDeploymentError(
-                        f"airflow db migrate failed:\n{migrated.stdout[-3000:]}{migrated.stderr[-3000:]}"
-                    )
-                shutil.copyfile(partial, template.with_suffix(".partial"))
-                template.with_suffix(".partial").rename(template)  # complete databases only
-        return template
+            partial = schema.with_suffix(".partial")
+            self.metadata_server.dump(scratch, partial)
+            partial.rename(schema)  # complete dumps only
+        return schema
 
     def start_component(self, component: str) -> None:
         with open(self.home / f"{component}.out", "ab") as output:
@@ -211,9 +225,6 @@ class AirflowDeployment:
                 process.wait(10)
 
     def _healthy(self) -> bool:
-        for component, process in self.processes.items():
-            if process.poll() is not None:
-                raise AirflowDeploymentError(f"airflow {component} exited with code {process.returncode}")
         try:
             return self.client.get("/monitor/health").status_code == 200
         except httpx.HTTPError:
@@ -315,16 +326,29 @@ class AirflowDeployment:
     # -- diagnostics -----------------------------------------------------------------------------------
 
     def output_tails(self, lines: int = 40) -> str:
+        """The last lines of each component's output, without the api-server's access log
+        (a waiting test's own polling would fill its tail)."""
         tails = []
         for component in COMPONENTS:
             path = self.home / f"{component}.out"
-            text = path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+            text = path.read_text(errors="replace").splitlines() if path.exists() else []
+            text = [line for line in text if "[http.access]" not in line][-lines:]
             tails.append(f"--- airflow {component} ---\n" + "\n".join(text))
         return "\n".join(tails)
+
+    def _check_components(self) -> None:
+        """Fail at once when a component died: nothing restarts it here, so waiting on would
+        only time out later without saying why."""
+        for component, process in self.processes.items():
+            if process.poll() is not None:
+                raise AirflowDeploymentError(
+                    f"airflow {component} exited with code {process.returncode}\n{self.output_tails()}"
+                )
 
     def _wait(self, condition: Any, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not condition():
+            self._check_components()
             if time.monotonic() > deadline:
                 raise AirflowDeploymentError(f"timed out after {timeout:g} s waiting for {what}\n{self.output_tails()}")
             time.sleep(0.2)

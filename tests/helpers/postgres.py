@@ -63,15 +63,32 @@ class PostgresServer:
 
     def new_database(self, prefix: str = "t") -> str:
         """CREATE DATABASE with a unique name; returns its SQLAlchemy URL."""
+        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+        self.create_database(name)
+        return self.url(name)
+
+    def create_database(self, name: str) -> None:
         import psycopg
 
-        name = f"{prefix}_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres", autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        return self.url(name)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def dump(self, database: str, path: Path) -> None:
+        """``pg_dump`` of ``database`` (its name) as plain SQL into ``path``."""
+        self._client("pg_dump", "--no-owner", "--file", str(path), database)
+
+    def restore(self, database: str, path: Path) -> None:
+        """Run the SQL of ``path`` (a dump()) in ``database`` (its name), stopping at the first error."""
+        self._client("psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "--file", str(path), database)
+
+    def _client(self, program: str, *args: str) -> None:
+        command = [str(_bin_dir() / program), "-h", "127.0.0.1", "-p", str(self.port), "-U", SERVER_USER, *args]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PostgresUnavailable(f"{program} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
 
 def _as_server_user(command: list[str]) -> tuple[list[str], int | None]:
