@@ -7,13 +7,15 @@ own defaults: no test settings) and prints the resident set size (RSS) of
 - its planner process(es) (Python children of the JobManager),
 - the planner's JVM (a java process under the planner),
 
-three times: before any job, after a no-op job, after a small Spark job (a word count
-over one generated text file, whose plan check needs Spark). It also prints how long each
-job took from POST /jobs to FINISHED.
+four times: before any job, after a no-op job, after a small Spark job (a word count
+over one generated text file, whose plan check needs Spark), and once the planner has
+been idle for `jobmanager.planner.idle-timeout` (`--idle-timeout`, default 30 s here) and
+was replaced by a fresh one without a JVM. It also prints how long each job took from
+POST /jobs to FINISHED.
 
 Target: JobManager + planner (with its JVM) <= 300 MB.
 
-    .venv/bin/python benchmarks/bench_memory.py [--settle 20] [-D key=value ...]
+    .venv/bin/python benchmarks/bench_memory.py [--settle 20] [--idle-timeout 30] [-D key=value ...]
 """
 
 from __future__ import annotations
@@ -77,8 +79,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--settle", type=float, default=20.0, help="seconds to wait before the first sample")
     parser.add_argument("-D", dest="properties", action="append", default=[], help="key=value for every process")
+    parser.add_argument("--idle-timeout", type=float, default=30.0, help="jobmanager.planner.idle-timeout in seconds")
     args = parser.parse_args()
-    properties = dict(item.split("=", 1) for item in args.properties)
+    properties = {"jobmanager.planner.idle-timeout": f"{args.idle_timeout:g} s"}
+    properties.update(item.split("=", 1) for item in args.properties)
 
     with tempfile.TemporaryDirectory() as work_dir:
         work = Path(work_dir)
@@ -103,6 +107,8 @@ def main() -> None:
                 words.key_by("word").agg("count(*) AS count").write_parquet(str(work / "out"), mode="overwrite")
                 seconds = run(client, p.job_graph())
                 show("after a Spark job", rss(pid), seconds)
+                time.sleep(args.idle_timeout + 10)  # the replacement starts without a JVM
+                show("planner idle", rss(pid))
 
 
 if __name__ == "__main__":

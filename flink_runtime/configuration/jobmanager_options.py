@@ -84,6 +84,17 @@ class JobManagerOptions:
         "such as noop) never start a JVM. false: the first plan that needs Spark starts it. A call waits "
         "on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
     )
+    PLANNER_IDLE_TIMEOUT = ConfigOption(
+        "jobmanager.planner.idle-timeout",
+        DURATION,
+        "5 min",
+        "How long the planner process may sit idle after a call before it is replaced by a fresh one "
+        "without a JVM: a plan that needed Spark leaves the planner's SparkSession (a JVM of about "
+        "270 MB) running, and a JobManager between bursts of submissions should not keep it. The next "
+        "plan that needs Spark starts it again, within its own jobmanager.planner.timeout. 0: keep the "
+        "planner for the JobManager's life. Ignored with jobmanager.planner.warm-up: true (its JVM is "
+        "meant to stay).",
+    )
     PLANNER_MEMORY = ConfigOption(
         "jobmanager.planner.memory",
         MEMORY_SIZE,

@@ -166,8 +166,11 @@ class JobManager(RpcEndpoint):
         # The job's own code runs in the planner process (planner/); a MiniCluster's
         # process runs the job's code in its TaskManagers anyway, so it plans in-process.
         warm_up = config.get(cfg.PLANNER_WARM_UP)
+        idle_timeout = None if warm_up else config.get_seconds(cfg.PLANNER_IDLE_TIMEOUT) or None
         self.planner: Planner = planner or (
-            InProcessPlanner(self.spark) if embedded else PlannerPool(config.to_dict(), start_spark_ahead=warm_up)
+            InProcessPlanner(self.spark)
+            if embedded
+            else PlannerPool(config.to_dict(), start_spark_ahead=warm_up, idle_timeout=idle_timeout)
         )
         self.planner_timeout = config.get_seconds(cfg.PLANNER_TIMEOUT)
         config.get(cfg.PLANNER_MEMORY)  # a malformed size stops the start, named (not each planner's)

@@ -18,3 +18,11 @@ def allocate(size: int) -> int:
 def start_sleeper() -> int:
     """A child the planner's code starts and forgets (as a job's code might)."""
     return subprocess.Popen(["sleep", "600"]).pid
+
+
+def sleep_then_pid(seconds: float) -> int:
+    """A call that runs longer than a short idle timeout."""
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()

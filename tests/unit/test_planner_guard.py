@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import psutil
 import pytest
@@ -33,6 +34,24 @@ def test_no_limit_with_0() -> None:
     pool = PlannerPool({"jobmanager.planner.memory": "0"}, start_spark_ahead=False)
     try:
         assert pool.run(planner_calls.allocate, 512 << 20, timeout=60) == 512 << 20
+    finally:
+        pool.close()
+
+
+def test_an_idle_planner_is_replaced_by_a_fresh_process_but_never_under_a_call() -> None:
+    """jobmanager.planner.idle-timeout: a used planner idle that long is replaced (its
+    SparkSession's JVM goes with it); a call longer than the timeout keeps its process."""
+    pool = PlannerPool({}, start_spark_ahead=False, idle_timeout=1.0)
+    try:
+        first = pool.run(planner_calls.pid, timeout=60)
+        assert pool.run(planner_calls.sleep_then_pid, 2.5, timeout=60) == first  # 2.5 s > 1 s: kept
+        assert pool.run(planner_calls.pid, timeout=60) == first  # right after the call: kept
+        deadline = time.monotonic() + 30
+        while psutil.pid_exists(first) and psutil.Process(first).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the idle planner process was not replaced"
+            time.sleep(0.1)
+        second = pool.run(planner_calls.pid, timeout=60)
+        assert second != first
     finally:
         pool.close()
 
