@@ -143,7 +143,11 @@ def minicluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniCluste
     """A MiniCluster with 2 TaskManagers x 2 slots, shared by the whole session."""
     data_dir = tmp_path_factory.mktemp("minicluster-data")
     # Warmed at start: its Spark tests would start the session anyway, this moves it here.
-    config = fast_config(**{"io.tmp.dirs": str(data_dir), "taskmanager.spark.warm-up": "true"})
+    # No test of it loses a TaskManager, so a heartbeat timeout far above a loaded machine's
+    # stalls: at 3 s its in-process TaskManagers were declared lost at loads of 13-16 (4.9 s
+    # without a heartbeat), failing whichever jobs ran then.
+    overrides = {"io.tmp.dirs": str(data_dir), "taskmanager.spark.warm-up": "true", "heartbeat.timeout": "30 s"}
+    config = fast_config(**overrides)
     with MiniCluster(config, num_taskmanagers=2, slots_per_taskmanager=2) as cluster:
         yield cluster
 

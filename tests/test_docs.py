@@ -324,7 +324,7 @@ def test_the_layout_names_every_package_and_module_of_flink_runtime() -> None:
 
 # Names the pages use that belong to other projects.
 OUTSIDE_NAMES = {
-    *("FoundationDB", "TigerBeetle", "MinIO", "JavaScript", "GitHub", "OpenJDK"),
+    *("FoundationDB", "TigerBeetle", "MinIO", "JavaScript", "GitHub", "OpenJDK", "MySQL"),
     *("StandaloneSessionClusterEntrypoint", "S3AFileSystem"),  # Flink's and Hadoop's classes
 }
 

@@ -358,9 +358,10 @@ env.from_collection([1, 2, 3]).print()
 env.execute("pyflink job")
 """
 # `flink run -py` starts Python, a JVM gateway for it and the CLI's own JVM before it submits
-# anything (17-23 s on a loaded 2-core machine); what it must not do is retry its upload for
-# 96 s and end in "Channel became inactive", as it did when the answer came before the body.
-RUN_PY_BUDGET = 45.0
+# anything (17-23 s on a loaded 2-core machine, 45.5 s once at a load of 13); what it must not
+# do is retry its upload for 96 s and end in "Channel became inactive", as it did when the
+# answer came before the body.
+RUN_PY_BUDGET = 75.0
 
 
 def test_run_py_prints_why_a_java_job_graph_cannot_run(flink: Cli, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
 from flink_runtime.spark.session import acquire_session, release_session
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -129,4 +130,7 @@ def test_bad_partition_columns_and_values_are_refused_clearly(minicluster, spark
     )
     root = run(minicluster, slashed, expect="FAILED")
     assert "partition column 'day' has the value '2026/01/01', which contains '/'" in root
+    # The job-end cleanup removes the failed attempt's staged files once the job is FAILED
+    # (walking them while it does raced with it once): wait for it, then nothing was published.
+    eventually(lambda: not (tmp_path / "b" / "_flink_staging").exists(), what="the failed job's staging to go")
     assert not (tmp_path / "b").exists() or not any((tmp_path / "b").rglob("*.parquet"))
