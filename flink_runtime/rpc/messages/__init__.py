@@ -14,6 +14,7 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | SubmitTask                 | TaskOperationResult                          |
 | JM -> TM     | CancelTask                 | TaskOperationResult                          |
 | TM -> JM     | UpdateTaskExecutionState   | Acknowledge                                  |
+| TM -> JM     | UpdateTaskExecutionStates  | AcknowledgeTaskExecutionStates (a batch of the above) |
 | TM -> JM     | RequestNextInputSplit      | NextInputSplit                               |
 | TM -> JM     | ScheduleOrUpdateConsumers  | Acknowledge                                  |
 | JM -> TM     | Heartbeat                  | HeartbeatResponse                            |
@@ -105,16 +106,19 @@ from flink_runtime.rpc.messages.registration import (
     RegisterTaskManager,
 )
 from flink_runtime.rpc.messages.task_reports import (
+    AcknowledgeTaskExecutionStates,
     NextInputSplit,
     RequestNextInputSplit,
     ScheduleOrUpdateConsumers,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 
 __all__ = [
     "Acknowledge",
     "AcknowledgeCheckpoint",
     "AcknowledgeRegistration",
+    "AcknowledgeTaskExecutionStates",
     "AlreadyRegistered",
     "CancelJob",
     "CancelTask",
@@ -162,6 +166,7 @@ __all__ = [
     "ThreadDump",
     "TriggerCheckpoint",
     "UpdateTaskExecutionState",
+    "UpdateTaskExecutionStates",
     "WireMessage",
 ]
 
@@ -187,6 +192,8 @@ WireMessage = (
     | CancelTask
     | TaskOperationResult
     | UpdateTaskExecutionState
+    | UpdateTaskExecutionStates
+    | AcknowledgeTaskExecutionStates
     | RequestNextInputSplit
     | NextInputSplit
     | ScheduleOrUpdateConsumers

@@ -9,7 +9,9 @@ from __future__ import annotations
 import msgspec
 
 # Bumped on any incompatible change to a message of this package.
-PROTOCOL_VERSION = 4
+# 5: a TaskManager reports task states in batches (UpdateTaskExecutionStates), which a
+# JobManager of version 4 cannot decode.
+PROTOCOL_VERSION = 5
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):

@@ -8,7 +8,7 @@ from typing import Any
 
 from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.splits import InputSplit
-from flink_runtime.rpc.messages.base import FencedMessage, Message
+from flink_runtime.rpc.messages.base import Acknowledge, FencedMessage, Message, RpcError
 
 
 class UpdateTaskExecutionState(FencedMessage):
@@ -23,6 +23,27 @@ class UpdateTaskExecutionState(FencedMessage):
     # With FAILED: finished partitions (ids) the task could not fetch from the TaskManager
     # that produced them; their producers run again (Flink's PartitionNotFoundException).
     missing_partitions: list[str] = []
+
+
+class UpdateTaskExecutionStates(Message):
+    """TM -> JM: the state updates a TaskExecutor's mailbox produced in one turn, in the
+    order they happened, as one message (one send and one answer instead of one each).
+
+    Each entry is Flink's UpdateTaskExecutionState and is taken as if it came alone: fenced
+    on its own (`jobmanager_id`), applied in list order (a task's INITIALIZING, RUNNING and
+    FINISHED keep theirs), answered on its own. Entries may concern several jobs.
+    """
+
+    updates: list[UpdateTaskExecutionState]
+
+
+class AcknowledgeTaskExecutionStates(Message):
+    """JM -> TM: the answer to each entry of an UpdateTaskExecutionStates, in its order:
+    what the entry would have been answered alone (Acknowledge), or the RpcError of a
+    handler that raised on it (the TaskManager resends a final state then, as after a
+    failed ask)."""
+
+    answers: list[Acknowledge | RpcError] = []
 
 
 class RequestNextInputSplit(FencedMessage):
