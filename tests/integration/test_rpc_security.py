@@ -97,7 +97,7 @@ def test_a_minicluster_without_a_secret_obeys_no_forger(tmp_path: Path, runtime_
                 for state in ("CANCELED", "FAILED")
             ]
         )
-        assert ask(jobmanager.address, forged_batch) is None
+        assert ask(jobmanager.address, forged_batch, timeout=1.0) is None
 
         assert [tm["id"] for tm in client.taskmanagers()] == [registered["id"]]  # no fake TaskManager
         assert client.status(job_id).value == "RUNNING"
