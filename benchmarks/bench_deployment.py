@@ -14,6 +14,9 @@ loopback, then measures:
 Targets: >= 5,000 deployments/s on 2 cores (issue 26; it was 2,000); <= 100 ms submit -> RUNNING.
 
     .venv/bin/python benchmarks/bench_deployment.py [--tasks 10000] [--taskmanagers 2] [--slots 8]
+
+To measure another checkout's code with this file: PYTHONPATH=<checkout> (the cluster's
+processes start in a temporary folder, so that is the code they import).
 """
 
 from __future__ import annotations
@@ -72,6 +75,10 @@ def main() -> None:
     # No-op tasks need no Spark: no JVM start competing with the measured deployments.
     properties = {"taskmanager.spark.warm-up": "false"}
     with tempfile.TemporaryDirectory() as work_dir, StandaloneCluster(Path(work_dir), properties) as cluster:
+        # The processes start in the temporary folder: `python -m` puts its working directory
+        # first on sys.path, so started from a checkout they would run that checkout's code
+        # whatever PYTHONPATH says (main's code measured from a branch's worktree was the branch's).
+        os.chdir(work_dir)
         cluster.start(taskmanagers=args.taskmanagers, slots=args.slots)
         # POST /jobs takes only a JSON body that says so (415 otherwise).
         headers = {"Content-Type": "application/json"}

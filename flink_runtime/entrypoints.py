@@ -109,7 +109,8 @@ def run_taskmanager(config: Configuration) -> None:
     if not config.get(cfg.TASKMANAGER_RESOURCE_ID):
         # Chosen here rather than by the TaskExecutor: the log file is named after it.
         config.set(cfg.TASKMANAGER_RESOURCE_ID.key, f"tm-{uuid.uuid4().hex[:12]}")
-    with _log_files(config, "taskexecutor", config.get(cfg.TASKMANAGER_RESOURCE_ID)):
+    with _log_files(config, "taskexecutor", config.get(cfg.TASKMANAGER_RESOURCE_ID)), logs.queued_root_handlers():
+        # Task threads only queue their lines; one writer thread writes them (logs/queued.py).
         _run_taskmanager(TaskExecutor(config))
 
 

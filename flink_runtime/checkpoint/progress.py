@@ -49,6 +49,7 @@ class ProgressTracker:
         self._checkpoints_dir = checkpoints_dir  # keyed-state snapshots go under it
         # The job chose it: tasks check it with security.allowed-directories before writing.
         self._checkpoints_dir_confined = checkpoints_dir_confined
+        self._state_root: str | None = None  # <checkpoints dir>/<job id>/state, made once (per deployment: a URL parse)
         self.restore: JobProgress | None = None
         self.restore_location: str | None = None
         # (vertex id, subtask) -> state handle reported by a FINISHED stateful subtask
@@ -157,11 +158,18 @@ class ProgressTracker:
         return {
             "enabled": enabled,
             "backend": backend or "hashmap",
-            "snapshot_dir": filesystem.join(self._checkpoints_dir, self.job.job_id, "state", attempt_id),
+            "snapshot_dir": f"{self._state_dir_root()}/{attempt_id}",
             "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
             "restored": restored,
             "confined": self._checkpoints_dir_confined,
         }
+
+    def _state_dir_root(self) -> str:
+        # Ends in "state", never in a separator: one "/" joins an attempt id to it, as
+        # filesystem.join would, locally and in a URL alike.
+        if self._state_root is None:
+            self._state_root = filesystem.join(self._checkpoints_dir, self.job.job_id, "state")
+        return self._state_root
 
     # -- checkpointing ------------------------------------------------------------------------
 

@@ -283,6 +283,8 @@ def log_transition(execution: Execution, old: ExecutionState, error: str | None)
     """As Flink's Execution logs it: every transition at debug, a failure with its cause
     (the one line that tells why a job restarted or failed) as a warning."""
     new = execution.state
+    if new is not _E.FAILED and not log.isEnabledFor(logging.DEBUG):
+        return  # five transitions a deployment: no line built for nobody
     where = f" on {execution.task_manager_id}" if execution.task_manager_id else ""
     line = f"{execution.vertex.task_name_with_subtask} ({execution.attempt_id}) switched from {old.value}"
     line += f" to {new.value}{where}"

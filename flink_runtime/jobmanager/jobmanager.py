@@ -63,6 +63,7 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeCheckpoint,
+    AcknowledgeTaskExecutionStates,
     CancelJob,
     CancellationFailure,
     CancellationSuccess,
@@ -79,6 +80,7 @@ from flink_runtime.rpc.messages import (
     ScheduleOrUpdateConsumers,
     SubmitJob,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.rpc.transport import RpcTransport
@@ -385,6 +387,12 @@ class JobManager(RpcEndpoint):
                 missing_partitions=message.missing_partitions,
             )
         )
+
+    @handles(UpdateTaskExecutionStates)
+    def on_update_task_execution_states(self, message: UpdateTaskExecutionStates) -> AcknowledgeTaskExecutionStates:
+        # A TaskManager's batch, in one turn: each entry fenced and answered as if it came alone.
+        answers = self.answer_each(message.updates, self.on_update_task_execution_state)
+        return AcknowledgeTaskExecutionStates(answers=answers)  # type: ignore[arg-type]
 
     @handles(RequestNextInputSplit)
     def on_request_next_input_split(self, message: RequestNextInputSplit) -> NextInputSplit | RpcError:

@@ -19,7 +19,7 @@ Job = TypeVar("Job")
 
 
 class TaskMessage(Protocol):
-    """A task's message (rpc/messages.py's FencedMessage): the JobManager run that deployed it."""
+    """A task's message (rpc/messages/base.py's FencedMessage): the JobManager run that deployed it."""
 
     jobmanager_id: str
 

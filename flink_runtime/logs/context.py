@@ -64,6 +64,8 @@ class TaskTagFilter(logging.Filter):
     """Adds `task_tag` (and job_id, vertex_id, subtask_index, attempt_number) to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if hasattr(record, "task_tag"):
+            return True  # stamped already, in the thread that logged it (logs/queued.py)
         task = _current_task.get()
         record.task_tag = task.tag if task is not None else ""
         record.job_id = task.job_id if task is not None else None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from flink_runtime.rpc.messages import Message, RpcError
@@ -31,6 +31,7 @@ from flink_runtime.rpc.supervision import Directive, ProcessSupervisor, Supervis
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+M = TypeVar("M")
 Reply = Callable[[Any], None]
 
 
@@ -78,6 +79,8 @@ class RpcEndpoint:
         self._mailbox: asyncio.Queue[tuple[Any, Reply | None]] = asyncio.Queue()
         self._handlers = {t: getattr(self, n) for t, n in self._handler_types.items()}
         self._drainer: asyncio.Task[None] | None = None
+        # Run once the mailbox has handled what is queued (at_end_of_turn).
+        self._end_of_turn: list[Callable[[], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -165,6 +168,13 @@ class RpcEndpoint:
     def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None:
         self._mailbox.put_nowait((_Callback(function, args), None))
 
+    def at_end_of_turn(self, function: Callable[[], None]) -> None:
+        """Run `function()` inside the mailbox once it has handled every message queued by
+        then (when it next runs dry), supervised as any continuation. What the handlers of
+        one turn produce can so leave as one message (taskmanager/task_table.py batches the
+        task state updates this way)."""
+        self._end_of_turn.append(function)
+
     def run_async(
         self,
         awaitable: Awaitable[T],
@@ -219,8 +229,14 @@ class RpcEndpoint:
         return self._loop.call_later(delay, self.run_in_mailbox, function, *args)
 
     async def _drain(self) -> None:
+        mailbox = self._mailbox
         while True:
-            message, reply = await self._mailbox.get()
+            if self._end_of_turn and mailbox.empty():
+                # The turn is over: its end-of-turn work runs next, as continuations.
+                functions, self._end_of_turn = self._end_of_turn, []
+                for function in functions:
+                    mailbox.put_nowait((_Callback(function, ()), None))
+            message, reply = await mailbox.get()
             if self.failure is not None:
                 # Its state is unknown: no handler runs on it any more. An ask learns why
                 # at once instead of waiting out its timeout.
@@ -233,6 +249,23 @@ class RpcEndpoint:
                 if reply is not None:
                     reply(RpcError(error=_described(exc)))
                 self._handler_failed(message, exc)
+
+    def answer_each(self, messages: Iterable[M], handler: Callable[[M], Message]) -> list[Message]:
+        """The answers to a batch of messages, each handled in order as if it had come
+        alone: a handler that raises on one is supervised as for a message of its own (the
+        child it concerns fails, say its job) and that entry is answered with the RpcError;
+        once the endpoint itself failed, the rest are refused as `_drain` refuses messages."""
+        answers: list[Message] = []
+        for message in messages:
+            if self.failure is not None:
+                answers.append(RpcError(error=f"{self.name} failed and serves no more: {_described(self.failure)}"))
+                continue
+            try:
+                answers.append(handler(message))
+            except Exception as exc:
+                answers.append(RpcError(error=_described(exc)))
+                self._handler_failed(message, exc)
+        return answers
 
     def _handler_failed(self, message: Any, error: Exception) -> None:
         child = self.child_of(message)

@@ -29,6 +29,11 @@ class Mailbox(Protocol):
         """Await `awaitable` outside the mailbox; `on_done(result, error)` runs back inside it."""
         ...
 
+    def at_end_of_turn(self, function: Callable[[], None]) -> None:
+        """Run `function()` inside the mailbox once it has handled what is queued now
+        (called from inside the mailbox)."""
+        ...
+
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any:
         """Run `function(*args)` inside the mailbox after `delay` seconds."""
         ...

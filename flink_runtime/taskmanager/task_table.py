@@ -1,13 +1,14 @@
 """The TaskManager's task table: the tasks it runs, and their state updates to the JobManager.
 
 Every state change a task reports from its thread comes into the TaskExecutor's
-mailbox (`TaskStateChanged`) and leaves as UpdateTaskExecutionState, in the order it
-happened over one connection. A task that ended leaves the table at once but stays
-"in flight" until the JobManager answers its final state, so heartbeat reports keep
-listing it meanwhile and the JobManager never takes it for missing
-(heartbeat/reconciliation.py). A final state is sent up to FINAL_STATE_ATTEMPTS times;
-if none is answered, the task drops out of the reports and the JobManager fails it
-rather than wait for it for ever.
+mailbox (`TaskStateChanged`) and leaves as an UpdateTaskExecutionState, in the order it
+happened over one connection: those of one mailbox turn together, in one
+UpdateTaskExecutionStates message, which the JobManager answers entry by entry. A
+task that ended leaves the table at once but stays "in flight" until the JobManager
+answers its final state, so heartbeat reports keep listing it meanwhile and the
+JobManager never takes it for missing (heartbeat/reconciliation.py). A final state is
+sent up to FINAL_STATE_ATTEMPTS times; if none is answered, the task drops out of the
+reports and the JobManager fails it rather than wait for it for ever.
 
 Cancellation is cooperative first (`task.cancel()`), then forceful: `task.interrupt()`
 every task.cancellation.interval until its thread ends, and after
@@ -27,8 +28,15 @@ from typing import Any, Protocol
 
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.metrics import IOMetrics
-from flink_runtime.rpc.messages import Acknowledge, Message, TaskDeploymentDescriptor, UpdateTaskExecutionState
-from flink_runtime.rpc.service import RpcException
+from flink_runtime.rpc.messages import (
+    Acknowledge,
+    AcknowledgeTaskExecutionStates,
+    Message,
+    TaskDeploymentDescriptor,
+    UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
+)
+from flink_runtime.rpc.service import MessageTooLarge
 from flink_runtime.taskmanager.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
@@ -99,6 +107,8 @@ class TaskTable:
         # Why this TaskManager cancelled a task on its own (not at the JobManager's asking):
         # sent as the error of its CANCELED, which the JobManager then takes for a failure.
         self._cancel_reasons: dict[str, str] = {}
+        # Updates of this mailbox turn, sent as one message when it ends (_send_unsent).
+        self._unsent: list[_Report] = []
 
     def __contains__(self, execution_id: str) -> bool:
         return execution_id in self.tasks
@@ -186,7 +196,7 @@ class TaskTable:
         self._post(TaskStateChanged(task, state, error))
 
     def state_changed(self, change: TaskStateChanged) -> None:
-        """In the mailbox: forward a task's new state to the JobManager."""
+        """In the mailbox: a task's new state, sent to the JobManager at the end of the turn."""
         task = change.task
         if self.tasks.get(task.execution_id) is not task:
             return  # already reported terminal (abandoned after a cancellation timeout)
@@ -210,24 +220,71 @@ class TaskTable:
             io_metrics=task.io_metrics if final else None,
             missing_partitions=task.missing_partitions if change.state is ExecutionState.FAILED else [],
         )
-        # Updates leave in mailbox order over one connection, so the JobManager sees
-        # them in the order they happened.
+        self._unsent.append(_Report(task, update, final))
+        if len(self._unsent) == 1:
+            self._mailbox.at_end_of_turn(self._send_unsent)
+
+    def _send_unsent(self) -> None:
+        reports, self._unsent = self._unsent, []
+        self._send(reports)
+
+    def _send(self, reports: list[_Report]) -> None:
+        """One UpdateTaskExecutionStates for what the turn produced (or what is resent).
+        Batches leave in mailbox order over one connection and the JobManager applies
+        each in list order, so it sees a task's updates in the order they happened."""
+        for report in reports:
+            report.attempts += 1
+        batch = UpdateTaskExecutionStates(updates=[report.update for report in reports])
         self._mailbox.run_async(
-            self._send_update(task, update, final),
-            (lambda result, error: self.final_states_in_flight.discard(task.execution_id)) if final else None,
+            self._ask_jobmanager(batch), lambda answer, error: self._answered(reports, answer, error)
         )
 
-    async def _send_update(self, task: RunningTask, update: UpdateTaskExecutionState, final: bool) -> None:
-        attempts = FINAL_STATE_ATTEMPTS if final else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                answer = await self._ask_jobmanager(update)
-            except RpcException as exc:
-                if attempt == attempts:
-                    log.warning("state update %s %s not delivered: %s", update.execution_id, update.state, exc)
-                continue
-            if isinstance(answer, Acknowledge) and not answer.ok and not final:
-                # The JobManager does not run this attempt (any more): nobody would use its output.
-                log.warning("%s: cancelling %s: %s", self._name, task.descriptor.task_name, answer.reason)
-                self._cancel_on_own(task, f"the JobManager refused its {update.state} update: {answer.reason}")
+    def _answered(self, reports: list[_Report], answer: Message | None, error: BaseException | None) -> None:
+        """In the mailbox: each entry's answer, handled as a lone update's answer was. A
+        final state not delivered (no answer, or the JobManager's handler raised on it) is
+        sent again, up to FINAL_STATE_ATTEMPTS times; any other update is sent once."""
+        if isinstance(error, MessageTooLarge) and len(reports) > 1:
+            for report in reports:  # too much for one message: each alone, no attempt spent
+                report.attempts -= 1
+                self._send([report])
             return
+        outcomes = _outcomes(len(reports), answer, error)
+        resend = []
+        for report, outcome in zip(reports, outcomes, strict=True):
+            update = report.update
+            if isinstance(outcome, str):
+                if report.final and report.attempts < FINAL_STATE_ATTEMPTS:
+                    resend.append(report)
+                    continue
+                log.warning("state update %s %s not delivered: %s", update.execution_id, update.state, outcome)
+            elif not outcome.ok and not report.final:
+                # The JobManager does not run this attempt (any more): nobody would use its output.
+                task = report.task
+                log.warning("%s: cancelling %s: %s", self._name, task.descriptor.task_name, outcome.reason)
+                self._cancel_on_own(task, f"the JobManager refused its {update.state} update: {outcome.reason}")
+            if report.final:
+                self.final_states_in_flight.discard(update.execution_id)
+        if resend:
+            self._send(resend)
+
+
+@dataclass
+class _Report:
+    """An update on its way to the JobManager."""
+
+    task: RunningTask
+    update: UpdateTaskExecutionState
+    final: bool
+    attempts: int = 0  # sends so far
+
+
+def _outcomes(count: int, answer: Message | None, error: BaseException | None) -> list[Acknowledge | str]:
+    """Each entry's Acknowledge, or why it was not delivered."""
+    if error is not None:
+        return [str(error)] * count
+    if not isinstance(answer, AcknowledgeTaskExecutionStates) or len(answer.answers) != count:
+        return [f"unexpected answer {type(answer).__name__}"] * count
+    return [
+        entry if isinstance(entry, Acknowledge) else f"the JobManager failed on it: {entry.error}"
+        for entry in answer.answers
+    ]

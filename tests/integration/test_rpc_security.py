@@ -27,6 +27,7 @@ from flink_runtime.rpc.messages import (
     SubmitTask,
     TaskDeploymentDescriptor,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 from tests.conftest import fast_config
 from tests.helpers.forged_rpc import ask, fake_registration, forge
@@ -87,6 +88,16 @@ def test_a_minicluster_without_a_secret_obeys_no_forger(tmp_path: Path, runtime_
             vertex_config={"seconds": 60},
         )
         assert ask(taskmanager.address, SubmitTask(descriptor=descriptor)) is None
+        (attempt,) = taskmanager.tasks
+        forged_batch = UpdateTaskExecutionStates(
+            updates=[
+                UpdateTaskExecutionState(
+                    jobmanager_id=jobmanager.jobmanager_id, job_id=job_id, execution_id=attempt, state=state
+                )
+                for state in ("CANCELED", "FAILED")
+            ]
+        )
+        assert ask(jobmanager.address, forged_batch, timeout=1.0) is None
 
         assert [tm["id"] for tm in client.taskmanagers()] == [registered["id"]]  # no fake TaskManager
         assert client.status(job_id).value == "RUNNING"
@@ -179,6 +190,18 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
                         execution_id=execution_id,
                         state="FAILED",
                         error="made-up exception",
+                    ),
+                    UpdateTaskExecutionStates(
+                        updates=[
+                            UpdateTaskExecutionState(
+                                jobmanager_id="",
+                                job_id=job_id,
+                                execution_id=execution_id,
+                                state=state,
+                                error="made-up exception",
+                            )
+                            for state in ("CANCELED", "FAILED")
+                        ]
                     ),
                     CancelJob(job_id=job_id),
                     DisconnectTaskManager(task_manager_id=taskmanager["id"], reason="forged"),

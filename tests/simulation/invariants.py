@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.rpc.messages import (
     Acknowledge,
+    AcknowledgeTaskExecutionStates,
     Message,
     NextInputSplit,
     RequestNextInputSplit,
@@ -33,6 +34,7 @@ from flink_runtime.rpc.messages import (
     TaskOperationResult,
     TriggerCheckpoint,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     from tests.simulation.tasks import SimTask
     from tests.simulation.world import World
 
-_FROM_TASKS = (UpdateTaskExecutionState, RequestNextInputSplit, ScheduleOrUpdateConsumers)
+_FROM_TASKS = (UpdateTaskExecutionState, UpdateTaskExecutionStates, RequestNextInputSplit, ScheduleOrUpdateConsumers)
 
 
 class Invariants:
@@ -118,17 +120,24 @@ class Invariants:
         jobmanager = self.world.jobmanager_at(receiver) if isinstance(message, _FROM_TASKS) else None
         if reply is None:
             return None
+        if jobmanager is not None and isinstance(message, UpdateTaskExecutionStates):
+            # A batch: each entry is checked as if it came alone, against its own answer.
+            entries = [self._fencing_check(jobmanager, update) for update in message.updates]
+
+            def checked_batch(answer: Message) -> None:
+                if isinstance(answer, AcknowledgeTaskExecutionStates):
+                    if len(answer.answers) != len(entries):
+                        self.violate("batch", f"{len(entries)} state updates answered with {len(answer.answers)}")
+                    for check, entry_answer in zip(entries, answer.answers, strict=False):
+                        check(entry_answer)
+                reply(answer)
+
+            return checked_batch
         if jobmanager is not None:
-            stale_epoch = message.jobmanager_id != jobmanager.jobmanager_id
-            job = jobmanager.jobs.get(message.job_id)
-            superseded = job is None or job.graph is None or job.graph.execution(message.execution_id) is None
+            check = self._fencing_check(jobmanager, message)
 
             def checked(answer: Message) -> None:
-                if (stale_epoch or superseded) and _accepted(message, answer):
-                    why = "an older JobManager epoch" if stale_epoch else "a superseded attempt"
-                    self.violate(
-                        "fencing", f"{type(message).__name__} of {why} ({message.execution_id}) accepted: {answer}"
-                    )
+                check(answer)
                 reply(answer)
 
             return checked
@@ -148,6 +157,22 @@ class Invariants:
 
             return checked_submit
         return reply
+
+    def _fencing_check(self, jobmanager: Any, message: Any) -> Callable[[Message], None]:
+        """Judges the answer to a task's message: one of an older JobManager epoch or of a
+        superseded attempt (as the JobManager stands when it arrives) must be refused."""
+        stale_epoch = message.jobmanager_id != jobmanager.jobmanager_id
+        job = jobmanager.jobs.get(message.job_id)
+        superseded = job is None or job.graph is None or job.graph.execution(message.execution_id) is None
+
+        def check(answer: Message) -> None:
+            if (stale_epoch or superseded) and _accepted(message, answer):
+                why = "an older JobManager epoch" if stale_epoch else "a superseded attempt"
+                self.violate(
+                    "fencing", f"{type(message).__name__} of {why} ({message.execution_id}) accepted: {answer}"
+                )
+
+        return check
 
     def sent(self, sender: SimRpc, message: Message) -> None:
         """Checked when sent (a JobManager's decision), not when delivered: deliveries to

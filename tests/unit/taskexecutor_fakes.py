@@ -1,8 +1,9 @@
 """Fakes for building one TaskExecutor component alone (tests/unit/test_taskexecutor_*.py).
 
 `FakeMailbox` runs a component's background work on the test's event loop and calls
-its continuation directly; its timers never fire by themselves: the test fires them
-(`fire_timers`, `tick`) after moving the `FakeClock`. `FakeTransport` answers asks
+its continuation directly (its turn ends after each, and after each timer); its timers
+never fire by themselves: the test fires them (`fire_timers`, `tick`) after moving the
+`FakeClock`. `FakeTransport` answers asks
 from a script and records what was told. `FakeTask` is a task whose thread the test is.
 """
 
@@ -34,6 +35,7 @@ class FakeMailbox:
         self.periodic: list[tuple[float, Callable[[], None]]] = []
         self.background: list[asyncio.Task[Any]] = []
         self.errors: list[BaseException] = []
+        self.turn_end: list[Callable[[], None]] = []
 
     def run_async(
         self,
@@ -50,13 +52,26 @@ class FakeMailbox:
                     self.errors.append(exc)
                 else:
                     on_done(None, exc)
+                self.end_turn()
                 return
             if on_done is not None:
                 on_done(result, None)
+            self.end_turn()
 
         task = asyncio.get_running_loop().create_task(runner())
         self.background.append(task)
         return task
+
+    def at_end_of_turn(self, function: Callable[[], None]) -> None:
+        self.turn_end.append(function)
+
+    def end_turn(self) -> None:
+        """The mailbox ran dry: what waits for the end of the turn runs (after a timer, a
+        continuation, or when the test says so: a delivered message)."""
+        while self.turn_end:
+            functions, self.turn_end = self.turn_end, []
+            for function in functions:
+                function()
 
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> None:
         self.timers.append((delay, function, args))
@@ -69,12 +84,14 @@ class FakeMailbox:
         timers, self.timers = self.timers, []
         for _, function, args in timers:
             function(*args)
+            self.end_turn()
         return [delay for delay, _, _ in timers]
 
     def tick(self) -> None:
         """Run every periodic function once."""
         for _, function in list(self.periodic):
             function()
+            self.end_turn()
 
     async def settle(self) -> None:
         """Until all background work (and what it started) is done."""

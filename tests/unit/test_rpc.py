@@ -22,6 +22,7 @@ from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeCheckpoint,
     AcknowledgeRegistration,
+    AcknowledgeTaskExecutionStates,
     AlreadyRegistered,
     CancelJob,
     CancellationFailure,
@@ -67,6 +68,7 @@ from flink_runtime.rpc.messages import (
     ThreadDump,
     TriggerCheckpoint,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
     WireMessage,
 )
 from flink_runtime.rpc.service import (
@@ -647,6 +649,13 @@ def one_of_each_wire_message() -> list[Message]:
             error="Traceback ...",
             io_metrics=IOMetrics(records_in=3, bytes_in=1024, busy_ms=40),
         ),
+        UpdateTaskExecutionStates(
+            updates=[
+                UpdateTaskExecutionState(job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", state="RUNNING"),
+                UpdateTaskExecutionState(job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", state="FINISHED"),
+            ]
+        ),
+        AcknowledgeTaskExecutionStates(answers=[Acknowledge(), RpcError(error="boom")]),
         RequestNextInputSplit(job_id=JOB_ID, execution_id="exec-1", jobmanager_id="jm-1", host="host-a"),
         NextInputSplit(split=InputSplit(split_number=3, hosts=["host-a"], payload=[0, 5])),
         ScheduleOrUpdateConsumers(

@@ -24,13 +24,14 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeRegistration,
+    AcknowledgeTaskExecutionStates,
     Heartbeat,
     HeartbeatResponse,
     Message,
     RegisterTaskManager,
     SubmitTask,
     TaskOperationResult,
-    UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.slotpool import PhysicalSlot
@@ -54,9 +55,9 @@ class ScriptedJobManager(RpcEndpoint):
         jobmanager_id = self.ids.pop(0) if len(self.ids) > 1 else self.ids[0]
         return AcknowledgeRegistration(registration_id=f"r{len(self.registrations)}", jobmanager_id=jobmanager_id)
 
-    @handles(UpdateTaskExecutionState)
-    def on_update(self, message: UpdateTaskExecutionState) -> Message:
-        return Acknowledge()
+    @handles(UpdateTaskExecutionStates)
+    def on_update(self, message: UpdateTaskExecutionStates) -> Message:
+        return AcknowledgeTaskExecutionStates(answers=[Acknowledge() for _ in message.updates])
 
 
 class FakeRpc:

@@ -20,6 +20,7 @@ from flink_runtime.rpc.endpoint import RpcEndpoint, handles
 from flink_runtime.rpc.messages import (
     Acknowledge,
     AcknowledgeRegistration,
+    AcknowledgeTaskExecutionStates,
     CancelTask,
     Heartbeat,
     HeartbeatResponse,
@@ -31,6 +32,7 @@ from flink_runtime.rpc.messages import (
     TaskDeploymentDescriptor,
     TaskOperationResult,
     UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
 )
 from flink_runtime.rpc.service import RpcService
 from flink_runtime.taskmanager.taskexecutor import TaskExecutor
@@ -58,13 +60,13 @@ class FakeJobManager(RpcEndpoint):
         self.registrations.append(time.monotonic())
         return self.answers.pop(0) if self.answers else ACCEPTED
 
-    @handles(UpdateTaskExecutionState)
-    def on_update(self, message: UpdateTaskExecutionState) -> Any:
-        self.updates.append(message)
+    @handles(UpdateTaskExecutionStates)
+    def on_update(self, message: UpdateTaskExecutionStates) -> Any:
+        self.updates.extend(message.updates)
 
-        async def later() -> Acknowledge:
+        async def later() -> AcknowledgeTaskExecutionStates:
             await self.release.wait()
-            return Acknowledge()
+            return AcknowledgeTaskExecutionStates(answers=[Acknowledge() for _ in message.updates])
 
         return later()
 

@@ -12,7 +12,14 @@ import pytest
 
 from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.io.metrics import IOMetrics
-from flink_runtime.rpc.messages import Acknowledge, Message, UpdateTaskExecutionState
+from flink_runtime.rpc.messages import (
+    Acknowledge,
+    AcknowledgeTaskExecutionStates,
+    Message,
+    RpcError,
+    UpdateTaskExecutionState,
+    UpdateTaskExecutionStates,
+)
 from flink_runtime.rpc.service import AskTimeoutError
 from flink_runtime.taskmanager.task_table import FINAL_STATE_ATTEMPTS, TaskStateChanged, TaskTable
 from tests.unit.taskexecutor_fakes import FakeClock, FakeMailbox, FakeTask, descriptor
@@ -26,14 +33,19 @@ class JobManager:
     answer: Message = field(default_factory=Acknowledge)
     silent: bool = False
     release: asyncio.Event = field(default_factory=asyncio.Event)
+    # Answers to the next entries, in order, before `answer` again.
+    answers: list[Acknowledge | RpcError] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)  # entries per message
 
     async def ask(self, message: Message) -> Message:
-        assert isinstance(message, UpdateTaskExecutionState)
-        self.updates.append(message)
+        assert isinstance(message, UpdateTaskExecutionStates)
+        self.batches.append(len(message.updates))
+        self.updates.extend(message.updates)
         if self.silent:
             raise AskTimeoutError("no answer")
         await self.release.wait()
-        return self.answer
+        answers = [self.answers.pop(0) if self.answers else self.answer for _ in message.updates]
+        return AcknowledgeTaskExecutionStates(answers=answers)
 
 
 @dataclass
@@ -54,6 +66,7 @@ class Harness:
         posted, self.posted[:] = list(self.posted), []
         for change in posted:
             self.table.state_changed(change)
+        self.mailbox.end_turn()
 
 
 @pytest.fixture
@@ -204,3 +217,58 @@ async def test_occupied_slots_list_the_slots_of_live_tasks_until_they_end(harnes
     harness.table.get("e-2").report(ExecutionState.CANCELED)  # type: ignore[union-attr]
     harness.deliver()
     assert harness.table.occupied_slots() == [2]
+
+
+async def test_the_updates_of_one_mailbox_turn_leave_as_one_message_in_their_order(harness: Harness) -> None:
+    first, second = harness.task("e-1"), harness.task("e-2")
+    first.report(ExecutionState.INITIALIZING)
+    second.report(ExecutionState.INITIALIZING)
+    first.report(ExecutionState.RUNNING)
+    first.report(ExecutionState.FINISHED)
+    second.report(ExecutionState.RUNNING)
+    for change in list(harness.posted):  # handled in one turn: nothing leaves before it ends
+        harness.table.state_changed(change)
+    harness.posted.clear()
+    await harness.mailbox.settle()
+    assert harness.jobmanager.updates == []
+    harness.mailbox.end_turn()
+    await harness.mailbox.settle()
+    assert harness.jobmanager.batches == [5]
+    assert [(u.execution_id, u.state) for u in harness.jobmanager.updates] == [
+        ("e-1", "INITIALIZING"),
+        ("e-2", "INITIALIZING"),
+        ("e-1", "RUNNING"),
+        ("e-1", "FINISHED"),
+        ("e-2", "RUNNING"),
+    ]
+    assert harness.table.running_executions() == ["e-2"]
+
+
+async def test_an_entry_the_jobmanager_failed_on_is_resent_alone_when_final(harness: Harness) -> None:
+    """An entry answered with an RpcError (the JobManager's handler raised on it) is handled
+    as a lone update whose ask failed: a final state is sent again, any other is not."""
+    first, second = harness.task("e-1"), harness.task("e-2")
+    harness.jobmanager.answers = [RpcError(error="boom"), RpcError(error="boom"), Acknowledge()]
+    first.report(ExecutionState.FAILED, "broken")
+    second.report(ExecutionState.RUNNING)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert harness.jobmanager.batches == [2, 1]
+    assert [(u.execution_id, u.state) for u in harness.jobmanager.updates] == [
+        ("e-1", "FAILED"),
+        ("e-2", "RUNNING"),
+        ("e-1", "FAILED"),
+    ]
+    assert harness.table.running_executions() == ["e-2"], "e-1's FAILED was answered the second time"
+    assert (first.cancelled, second.cancelled) == (0, 0)
+
+
+async def test_a_refused_entry_cancels_its_own_task_only(harness: Harness) -> None:
+    first, second = harness.task("e-1"), harness.task("e-2")
+    harness.jobmanager.answers = [Acknowledge(ok=False, reason="unknown attempt"), Acknowledge()]
+    first.report(ExecutionState.RUNNING)
+    second.report(ExecutionState.RUNNING)
+    harness.deliver()
+    await harness.mailbox.settle()
+    assert harness.jobmanager.batches == [2]
+    assert (first.cancelled, second.cancelled) == (1, 0)

@@ -1,0 +1,103 @@
+"""The root logger's handlers, fed by a thread of their own (a TaskManager process's).
+
+A TaskManager's task threads each log a "switched from X to Y" line per transition;
+with many short tasks those lines came from a dozen threads at once, each taking the
+file handler's lock and then the stderr handler's in turn. `queued_root_handlers` puts
+one `QueuedHandlers` on the root logger in their place: a logging thread only stamps the
+record (its task tag, its message) and queues it; one writer thread hands the records,
+in the order they were queued, to the handlers that were there, which format and write
+them as before. Lines, formats and files stay exactly what they were.
+
+`flush()` waits until what was queued before it is written, and `logging.shutdown()`
+(which `fail_hard` calls before the process exits) flushes it first, so a process that
+ends leaves no line behind in the queue.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+
+from flink_runtime.logs.context import TaskTagFilter
+
+# How long flush() waits for the writer: a stuck disk must not hang a process that ends.
+FLUSH_TIMEOUT = 5.0
+
+
+class QueuedHandlers(logging.Handler):
+    """Hands every record to `handlers` from one writer thread, in queue order."""
+
+    def __init__(self, handlers: list[logging.Handler]) -> None:
+        super().__init__()
+        self.handlers = handlers
+        # The task tag is the logging thread's (a context variable): read it there.
+        self.addFilter(TaskTagFilter())
+        self._formatter = logging.Formatter()
+        self._queue: queue.SimpleQueue[logging.LogRecord | threading.Event | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write, name="log-writer", daemon=True)
+        self._writer.start()
+
+    def handle(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+        # No lock: queueing is thread-safe, and taking none is the point.
+        if not self.filter(record):
+            return False
+        self.emit(record)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # Fixed now, in the logging thread: its arguments may change once it returns.
+        record.msg = record.getMessage()
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        self._queue.put(record)
+
+    def flush(self) -> None:
+        """Returns once what was logged before is written (or after FLUSH_TIMEOUT)."""
+        if not self._writer.is_alive() or threading.current_thread() is self._writer:
+            return
+        written = threading.Event()
+        self._queue.put(written)
+        written.wait(FLUSH_TIMEOUT)
+
+    def close(self) -> None:
+        if self._writer.is_alive():
+            self.flush()
+            self._queue.put(None)
+            self._writer.join(FLUSH_TIMEOUT)
+        super().close()
+
+    def _write(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                for handler in self.handlers:
+                    handler.flush()
+                item.set()
+                continue
+            for handler in self.handlers:
+                if item.levelno >= handler.level:
+                    handler.handle(item)
+
+
+@contextlib.contextmanager
+def queued_root_handlers() -> Iterator[QueuedHandlers]:
+    """While inside, the root logger's handlers are fed by a writer thread; put back after."""
+    root = logging.getLogger()
+    handlers = list(root.handlers)
+    queued = QueuedHandlers(handlers)
+    for handler in handlers:
+        root.removeHandler(handler)
+    root.addHandler(queued)
+    try:
+        yield queued
+    finally:
+        root.removeHandler(queued)
+        queued.close()
+        for handler in handlers:
+            root.addHandler(handler)
