@@ -167,15 +167,8 @@ class JobManager(RpcEndpoint):
         self.spark_session = JobManagerSpark(config, planning_only=not embedded)
         # The job's own code runs in the planner process (planner/); a MiniCluster's
         # process runs the job's code in its TaskManagers anyway, so it plans in-process.
-        warm_up = config.get(cfg.PLANNER_WARM_UP)
-        idle_timeout = None if warm_up else config.get_seconds(cfg.PLANNER_IDLE_TIMEOUT) or None
-        self.planner: Planner = planner or (
-            InProcessPlanner(self.spark)
-            if embedded
-            else PlannerPool(config.to_dict(), start_spark_ahead=warm_up, idle_timeout=idle_timeout)
-        )
+        self.planner: Planner = planner or (InProcessPlanner(self.spark) if embedded else PlannerPool.of(config))
         self.planner_timeout = config.get_seconds(cfg.PLANNER_TIMEOUT)
-        config.get(cfg.PLANNER_MEMORY)  # a malformed size stops the start, named (not each planner's)
         self.blob_dir = config.get(cfg.BLOB_STORAGE_DIRECTORY) or os.path.join(
             tempfile.gettempdir(), "flink-runtime-blobs"
         )

@@ -110,6 +110,15 @@ class PlannerPool:
         # Starts every planner process: it must outlive them (see the module's comment).
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-start")
 
+    @classmethod
+    def of(cls, config: Configuration) -> PlannerPool:
+        """The planner of a JobManager process with `config` (jobmanager.planner.*)."""
+        config.get(cfg.PLANNER_MEMORY)  # a malformed size stops the start, named (not each planner's)
+        warm_up = config.get(cfg.PLANNER_WARM_UP)
+        # A warm-up's JVM is meant to stay: no idle replacement then.
+        idle_timeout = None if warm_up else config.get_seconds(cfg.PLANNER_IDLE_TIMEOUT) or None
+        return cls(config.to_dict(), start_spark_ahead=warm_up, idle_timeout=idle_timeout)
+
     def warm_up(self) -> None:
         """Start the process and its SparkSession now, so the first submission is fast."""
         self._current(self._start_spark_ahead)
