@@ -75,6 +75,9 @@ class ExecutionSlotAllocator:
         self._idle = IdleSlots()
         # Allocations a member left without finishing: its task may still run there.
         self._unclean: set[str] = set()
+        # So far: requests made to the pool, and slots the job kept that were taken again.
+        self.requests_made = 0
+        self.kept_slots_taken = 0
 
     @property
     def held_slots(self) -> int:
@@ -119,8 +122,10 @@ class ExecutionSlotAllocator:
         profile = self._profile(key)
         idle = self._idle.take(profile)
         if idle is not None:  # a slot the job kept: no request
+            self.kept_slots_taken += 1
             self._shared.bind(key, idle)
             return idle
+        self.requests_made += 1
         request_id = f"{self._job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
         self._request_of_key[key] = request_id
         self._key_of_request[request_id] = key

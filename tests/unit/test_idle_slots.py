@@ -4,9 +4,12 @@ a continuous JobMaster between its rounds (jobmaster_fakes.py's in-memory JobMan
 
 from __future__ import annotations
 
+import logging
 import time
 from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from flink_runtime.executiongraph import ExecutionState, JobStatus
 from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
@@ -126,7 +129,7 @@ def test_a_job_that_ends_gives_back_its_idle_slots_and_a_lost_one_is_forgotten()
     assert allocator.held_slots == 0 and pool.free_slots == 1
 
 
-def test_a_continuous_job_deploys_its_next_round_into_the_slots_it_kept() -> None:
+def test_a_continuous_job_deploys_its_next_round_into_the_slots_it_kept(caplog: pytest.LogCaptureFixture) -> None:
     """Between rounds the job holds its slots (RUNNING, as a Flink streaming job); the next
     round is deployed into them with no slot request; past slot.idle.timeout they go back,
     and the round after asks for slots again."""
@@ -145,9 +148,14 @@ def test_a_continuous_job_deploys_its_next_round_into_the_slots_it_kept() -> Non
     assert len(round_two) == 2 and {s.descriptor.allocation_id for s in round_two} == kept
     assert len(gateway.requested) == 2, "round 2 asked for new slots"
 
+    caplog.set_level(logging.INFO, "flink_runtime.jobmanager.rounds")
     finish_deployed(job)
     gateway.settle()
     assert job.rounds.idle and set(gateway.allocated) == kept
+    assert (
+        f"Job {job.job_id}: round 1 published; it made 0 slot request(s) and took 2 slot(s) the job kept. "
+        "Waiting for new input with 2 slot(s) held." in caplog.messages
+    )
     job.release_idle_slots(time.monotonic() + 45.0)  # the ResourceManager's timer
     assert set(gateway.allocated) == kept
     job.release_idle_slots(time.monotonic() + 51.0)  # past slot.idle.timeout (50 s)
