@@ -149,8 +149,8 @@ class ContinuousRounds:
         # As Flink's streaming job, it holds its slots while it waits: the next round is
         # deployed into them (until slot.idle.timeout gives them back).
         log.info(
-            "Job %s: round %d published; it made %d slot request(s) and took %d slot(s) the job kept. "
-            "Waiting for new input with %d slot(s) held.",
+            "Job %s: round %d published: %d new slot request(s), %d subtask(s) deployed into slots the job "
+            "kept; waiting for new input with %d slot(s) held.",
             self._host.job_id,
             self.round,
             slots.requests_made - requests,

@@ -153,8 +153,8 @@ def test_a_continuous_job_deploys_its_next_round_into_the_slots_it_kept(caplog: 
     gateway.settle()
     assert job.rounds.idle and set(gateway.allocated) == kept
     assert (
-        f"Job {job.job_id}: round 1 published; it made 0 slot request(s) and took 2 slot(s) the job kept. "
-        "Waiting for new input with 2 slot(s) held." in caplog.messages
+        f"Job {job.job_id}: round 1 published: 0 new slot request(s), 2 subtask(s) deployed into slots the job "
+        "kept; waiting for new input with 2 slot(s) held." in caplog.messages
     )
     job.release_idle_slots(time.monotonic() + 45.0)  # the ResourceManager's timer
     assert set(gateway.allocated) == kept
