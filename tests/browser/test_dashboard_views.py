@@ -135,14 +135,15 @@ def test_a_continuous_job_waiting_for_its_next_round(
             assert states == ["RUNNING"] * len(details["vertices"]), states
 
             write_corpus(tmp_path / "in", files=1, seed=6, first=2)  # the second round
+            waited = time.time() - details["rounds"]["last-round-end"] / 1000
             wait_until("round 2", lambda: client.details(job_id)["rounds"]["count"] == 2, timeout=60)
             wait_until("round 2 on the page", lambda: text_of(driver, "#job-rounds").startswith("2"), timeout=30)
             # Round 2 ran in the slots the job kept: no slot request (the JobManager's log).
             wait_until("round 2 done", lambda: client.details(job_id)["rounds"]["waiting"], timeout=90)
             said = [m for m in caplog.messages if m.startswith(f"Job {job_id}: round 1 published")]
-            assert len(said) == 1 and said[0].startswith(f"Job {job_id}: round 1 published: 0 new slot request(s), "), (
-                said
-            )
+            assert len(said) == 1, said
+            if waited < 35:  # else (a very loaded machine) slot.idle.timeout (50 s) may have given them back
+                assert said[0].startswith(f"Job {job_id}: round 1 published: 0 new slot request(s), "), said
             assert said[0].endswith(f"; waiting for new input with {held} slot(s) held."), said
             assert held_slots(minicluster, job_id) == held
         finally:
