@@ -13,7 +13,9 @@ how many rounds of this run published output, and the files earlier rounds proce
 It scans the sources for new input (the planner, in a worker), and starts a round
 itself: the round's data namespace, the previous round's partitions released, the new
 splits; then its `RoundsHost` runs every subtask again from the sources. A batch job's
-last round hands the job's end back.
+last round hands the job's end back. Between rounds the job keeps its slots, as a Flink
+streaming job holds them (scheduler/execution_slots.py, slot.idle.timeout), and the next
+round is deployed into them.
 """
 
 from __future__ import annotations

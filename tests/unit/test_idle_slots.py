@@ -190,3 +190,87 @@ def test_a_failed_attempts_slot_is_not_kept_for_its_retry() -> None:
     retry = gateway.submitted[-1].descriptor
     assert retry.execution_id == current(job, "source").attempt_id
     assert retry.allocation_id != failed.assigned_resource and len(gateway.requested) == 2
+
+
+class _Job:
+    """A job as the ResourceManager calls it (JobMaster's slot events and idle release),
+    its slots kept by a real ExecutionSlotAllocator."""
+
+    def __init__(self, rm: Any, job_id: str, clock: Any) -> None:
+        self.job_id = job_id
+        self.status = JobStatus.RUNNING
+        self.deployed: dict[str, str] = {}
+        self.slots = ExecutionSlotAllocator(
+            job_id,
+            lambda request_id, profile: rm.request_slot(self, request_id, [], profile),
+            rm.release_slot,
+            rm.cancel_slot_request,
+            idle_timeout=50.0,
+            requests_waiting=lambda: rm.slot_pool.pending_requests > 0,
+            clock=clock,
+        )
+
+    def run(self, subtask: int, execution_id: str) -> None:
+        allocation_id = self.slots.allocate(_vertex(subtask), execution_id)
+        if allocation_id is not None:
+            self.deployed[execution_id] = allocation_id
+
+    def on_slot_allocated(self, request_id: str, slot: Any) -> None:
+        for execution_id in self.slots.slot_allocated(request_id, slot) or []:
+            self.deployed[execution_id] = slot.allocation_id
+
+    def release_idle_slots(self, now: float, everything: bool = False) -> None:
+        self.slots.release_idle(now, everything)
+
+    def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
+        return {}
+
+
+def test_the_resource_manager_gives_a_jobs_idle_slots_to_another_jobs_request_and_expires_them() -> None:
+    from flink_runtime.configuration import Configuration
+    from flink_runtime.jobmanager.resource_manager import ResourceManager
+    from flink_runtime.rpc.messages import RegisterTaskManager
+
+    timers: list[Any] = []
+    host = SimpleNamespace(
+        rpc=SimpleNamespace(disconnect=lambda address: None),
+        jobmanager_id="jm",
+        rest_url="",
+        jobs={},
+        run_async=lambda awaitable, on_done=None: awaitable.close(),
+        schedule_once=lambda delay, function, *args: timers.append((function, args)),
+    )
+    rm = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
+    rm.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]
+    rm.register_task_manager(
+        RegisterTaskManager(task_manager_id="tm", address="tcp://127.0.0.1:1", host="h", slots=2, secret="secret")
+    )
+    idle_since = [time.monotonic()]
+    streaming, batch = _Job(rm, "streaming", lambda: idle_since[0]), _Job(rm, "batch", time.monotonic)
+    host.jobs = {"streaming": streaming, "batch": batch}
+    streaming.run(0, "s0")
+    streaming.run(1, "s1")
+    for subtask in (0, 1):
+        streaming.slots.release(_vertex(subtask), f"s{subtask}", finished=True)
+    # Between its rounds: its slots are used, by it, in the pool and on the TaskManager.
+    assert rm.slot_pool.free_slots == 0
+    assert [job for _slot, job in rm.allocated_slots_of("tm")] == ["streaming", "streaming"]
+    rm.check_timeouts()  # idle for less than slot.idle.timeout: kept
+    assert streaming.slots.idle_slots == 2
+
+    # Another job asks: its request waits, and from the mailbox the idle slots go to it.
+    batch.run(0, "b0")
+    assert "b0" not in batch.deployed and len(timers) == 1
+    function, args = timers.pop()
+    function(*args)
+    assert "b0" in batch.deployed and streaming.slots.idle_slots == 0
+    assert sorted(job for _slot, job in rm.allocated_slots_of("tm")) == ["batch"]
+
+    # Kept again, idle since 51 s ago (its clock): past slot.idle.timeout the
+    # ResourceManager's timer gives it back.
+    idle_since[0] = time.monotonic() - 51.0
+    streaming.run(0, "s2")
+    streaming.slots.release(_vertex(0), "s2", finished=True)
+    assert streaming.slots.idle_slots == 1 and rm.slot_pool.free_slots == 0
+    rm.check_timeouts()
+    assert streaming.slots.idle_slots == 0 and rm.slot_pool.free_slots == 1
