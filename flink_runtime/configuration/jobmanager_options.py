@@ -33,6 +33,16 @@ class JobManagerOptions:
         "300 s",
         "A job fails when a slot it asked for does not arrive in this time.",
     )
+    SLOT_IDLE_TIMEOUT = ConfigOption(
+        "slot.idle.timeout",
+        DURATION,
+        "50 s",
+        "How long a job keeps a slot it holds but no subtask uses (a continuous job between its "
+        "rounds, a batch job between its stages) before giving it back to its TaskManager; the "
+        "job's next subtasks are deployed into it without a new slot request. A slot another "
+        "job's request waits for is given back at once; all of a job's slots go when it ends. "
+        "0 gives every slot back as soon as its subtasks end.",
+    )
     FINE_GRAINED_RESOURCE_MANAGEMENT = ConfigOption(
         "cluster.fine-grained-resource-management.enabled",
         BOOLEAN,

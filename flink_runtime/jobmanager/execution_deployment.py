@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime.checkpoint.progress import STATE_CONFIG_KEY
@@ -65,6 +66,15 @@ class DeploymentGateway(Protocol):
     def cancel_slot_request(self, request_id: str) -> None: ...
 
 
+@dataclass(frozen=True)
+class IdleSlotSettings:
+    """How long a job keeps a slot its subtasks finished with (slot.idle.timeout, seconds;
+    0: not at all), and whether a slot request waits in the pool (then it goes back)."""
+
+    timeout: float = 0.0
+    requests_waiting: Callable[[], bool] | None = None
+
+
 class ExecutionDeployer:
     """Slots, SubmitTask and CancelTask for one job's executions."""
 
@@ -77,16 +87,25 @@ class ExecutionDeployer:
         set_state: SetState,
         execution: Callable[[str], Execution | None],
         profiles: SlotProfiles | None = None,
+        idle_slots: IdleSlotSettings | None = None,
     ) -> None:
         """request_slot(request_id, profile) asks the slot pool: a slot now, or None and the pool
         calls back later (`slot_allocated`); execution(attempt_id): the job's attempt of
-        that id, None if it has none."""
+        that id, None if it has none; idle_slots: how long the job keeps a slot its
+        subtasks finished with (None: not at all)."""
         self._gateway = gateway
         self._descriptor = descriptor
         self._set_state = set_state
         self._execution = execution
+        idle = idle_slots or IdleSlotSettings()
         self.slots = ExecutionSlotAllocator(
-            job_id, request_slot, gateway.release_slot, gateway.cancel_slot_request, profiles
+            job_id,
+            request_slot,
+            gateway.release_slot,
+            gateway.cancel_slot_request,
+            profiles,
+            idle_timeout=idle.timeout,
+            requests_waiting=idle.requests_waiting,
         )
 
     def declare_usage(self, vertices: Iterable[ExecutionVertex]) -> None:
@@ -152,7 +171,10 @@ class ExecutionDeployer:
                 self._gateway.tell_task_manager(address, self._cancel_task(execution))
 
     def release(self, vertex: ExecutionVertex, attempt_id: str) -> None:
-        self.slots.release(vertex, attempt_id)
+        # Only a FINISHED attempt's slot may stay with the job (execution_slots.py).
+        execution = vertex.current_execution
+        finished = execution.attempt_id == attempt_id and execution.state is _E.FINISHED
+        self.slots.release(vertex, attempt_id, finished)
 
     def release_all(self, vertices: Iterable[ExecutionVertex]) -> None:
         self.slots.release_all(vertices)

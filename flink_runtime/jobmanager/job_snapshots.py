@@ -81,8 +81,11 @@ class RoundsSnapshot(msgspec.Struct, kw_only=True):
     """A continuous job's rounds (rounds.py): how many ran, whether it waits for new input."""
 
     count: int  # rounds started in this run, the running one included
-    waiting: bool  # between rounds: every subtask finished the last one, its slots are released
+    waiting: bool  # between rounds: every subtask finished the last one; the job keeps its slots
     last_round_end: int  # when the last round's output was published (epoch ms), -1 before
+    # Slots the job holds now: its subtasks', and between rounds the idle ones it keeps
+    # for the next round (until slot.idle.timeout). 0 in documents archived before it.
+    slots: int = 0
 
 
 class JobSummary(msgspec.Struct, kw_only=True):
@@ -250,7 +253,12 @@ def rounds_snapshot(job: JobMaster) -> RoundsSnapshot | None:
     if not job.is_continuous:
         return None
     rounds = job.rounds
-    return RoundsSnapshot(count=rounds.round + 1, waiting=rounds.idle, last_round_end=ms(rounds.round_ended_at))
+    return RoundsSnapshot(
+        count=rounds.round + 1,
+        waiting=rounds.idle,
+        last_round_end=ms(rounds.round_ended_at),
+        slots=job.deployer.slots.held_slots,
+    )
 
 
 def job_snapshot(job: JobMaster) -> JobSnapshot:

@@ -263,6 +263,9 @@ class JobManager(RpcEndpoint):
     def cancel_slot_request(self, request_id: str) -> None:
         self.resource_manager.cancel_slot_request(request_id)
 
+    def slot_requests_waiting(self) -> bool:
+        return self.slot_pool.pending_requests > 0
+
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
         return self.resource_manager.slot_of(allocation_id)
 

@@ -39,6 +39,7 @@ from flink_runtime.jobgraph.jobgraph import JobGraph
 from flink_runtime.jobmanager.errors import JobAlreadyEnded
 from flink_runtime.jobmanager.execution_deployment import (
     ExecutionDeployer,
+    IdleSlotSettings,
     deployment_descriptor,
     log_transition,
 )
@@ -111,6 +112,9 @@ class JobMaster:
             self._set_execution_state,
             lambda attempt_id: self.graph.execution(attempt_id) if self.graph is not None else None,
             slot_profiles(job_graph),
+            IdleSlotSettings(
+                self.config.get_seconds(JobManagerOptions.SLOT_IDLE_TIMEOUT), gateway.slot_requests_waiting
+            ),
         )
         self.checkpointing = JobCheckpointing(
             self,
@@ -333,6 +337,11 @@ class JobMaster:
     def on_allocation_lost(self, allocation_id: str, reason: str) -> None:
         """The TaskManager holding this allocation is gone: fail what ran in it."""
         self.deployer.allocation_lost(allocation_id, reason)
+
+    @supervised
+    def release_idle_slots(self, now: float, everything: bool = False) -> None:
+        """The ResourceManager's timer: idle slots past slot.idle.timeout (or all) go back."""
+        self.deployer.slots.release_idle(now, everything)
 
     def stop_while_idle(self) -> bool:
         """A stop reached the job: between rounds nothing runs, so its savepoint now."""

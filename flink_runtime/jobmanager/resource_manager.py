@@ -122,6 +122,7 @@ class ResourceManager:
         )
         self._job_of_request: dict[str, JobMaster] = {}
         self._job_of_allocation: dict[str, JobMaster] = {}
+        self._idle_release_queued = False
 
     @property
     def rpc(self) -> RpcService:
@@ -224,6 +225,15 @@ class ResourceManager:
                 job.on_slot_request_failed(request_id, reason)
         for request_id, slot in self.slot_pool.serve_pending():
             self._slot_allocated(request_id, slot)
+        self._release_idle_slots(now)
+
+    def _release_idle_slots(self, now: float | None = None) -> None:
+        """Slots jobs keep idle (execution_slots.py) go back after slot.idle.timeout, or at
+        once while a slot request waits: one job's idle slot never stalls another job."""
+        self._idle_release_queued = False
+        everything = self.slot_pool.pending_requests > 0
+        for job in list(self.host.jobs.values()):
+            job.release_idle_slots(time.monotonic() if now is None else now, everything)
 
     def _request_heartbeat(self, task_manager_id: str, requested_at: float) -> None:
         registration = self.task_managers.get(task_manager_id)
@@ -353,6 +363,9 @@ class ResourceManager:
             return None
         if slot is None:
             self._job_of_request[request_id] = job
+            if not self._idle_release_queued:  # once per batch of requests, from the mailbox
+                self._idle_release_queued = True
+                self.host.schedule_once(0.0, self._release_idle_slots)
         else:
             self._job_of_allocation[request_id] = job
         return slot

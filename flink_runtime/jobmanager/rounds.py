@@ -13,7 +13,9 @@ how many rounds of this run published output, and the files earlier rounds proce
 It scans the sources for new input (the planner, in a worker), and starts a round
 itself: the round's data namespace, the previous round's partitions released, the new
 splits; then its `RoundsHost` runs every subtask again from the sources. A batch job's
-last round hands the job's end back.
+last round hands the job's end back. Between rounds the job keeps its slots, as a Flink
+streaming job holds them (scheduler/execution_slots.py, slot.idle.timeout), and the next
+round is deployed into them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class SlotUse(Protocol):
+    """The job's slots (scheduler/execution_slots.py's ExecutionSlotAllocator)."""
+
+    requests_made: int  # slot requests to the pool so far
+    kept_slots_taken: int  # so far: subtasks deployed into a slot the job kept, no request
+
+    @property
+    def held_slots(self) -> int: ...
+
+
+class SlotOwner(Protocol):
+    @property
+    def slots(self) -> SlotUse: ...
+
+
 class RoundsHost(Protocol):
     """The job, as its rounds need it."""
 
@@ -46,6 +63,8 @@ class RoundsHost(Protocol):
     def stopping(self) -> bool: ...
     @property
     def is_continuous(self) -> bool: ...
+    @property
+    def deployer(self) -> SlotOwner: ...
 
     def run_from_sources(self) -> None:
         """A new attempt of every subtask, the sources deployed first."""
@@ -109,6 +128,8 @@ class ContinuousRounds:
         # this run go inside it, so no two runs of the job share a round's directory.
         self._base_namespace: str | None = None
         self._processed_files: dict[str, set[str]] = {}
+        # The job's slot counters when the running round began (requests, kept slots taken).
+        self._slots_at_round_start = (0, 0)
 
     def processed_files(self, vertex_id: str) -> set[str]:
         return self._processed_files.get(vertex_id, set())
@@ -125,6 +146,19 @@ class ContinuousRounds:
         """The round's output is published: remember what it read, then look for more."""
         self.idle = True
         self.round_ended_at = time.time()
+        slots = self._host.deployer.slots
+        requests, kept = self._slots_at_round_start
+        # As Flink's streaming job, it holds its slots while it waits: the next round is
+        # deployed into them (until slot.idle.timeout gives them back).
+        log.info(
+            "Job %s: round %d published: %d new slot request(s), %d subtask(s) deployed into slots the job "
+            "kept; waiting for new input with %d slot(s) held.",
+            self._host.job_id,
+            self.round,
+            slots.requests_made - requests,
+            slots.kept_slots_taken - kept,
+            slots.held_slots,
+        )
         for vertex_id, progress in self._splits.progress.items():
             files = self._files.prepared_split_files(vertex_id)
             self._processed_files.setdefault(vertex_id, set()).update(
@@ -188,6 +222,8 @@ class ContinuousRounds:
         self._splits.new_round({vertex_id: p.splits for vertex_id, p in prepared.items()})
         splits = sum(len(p.splits) for p in prepared.values())
         log.info("Job %s: round %d over %d new input splits.", job_id, self.round, splits)
+        slots = self._host.deployer.slots
+        self._slots_at_round_start = (slots.requests_made, slots.kept_slots_taken)
         self._host.run_from_sources()
 
 

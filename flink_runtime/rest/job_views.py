@@ -59,7 +59,12 @@ def job_overview(job: JobSummary) -> dict[str, Any]:
 
 
 def _rounds(rounds: RoundsSnapshot) -> dict[str, Any]:
-    return {"count": rounds.count, "waiting": rounds.waiting, "last-round-end": rounds.last_round_end}
+    return {
+        "count": rounds.count,
+        "waiting": rounds.waiting,
+        "last-round-end": rounds.last_round_end,
+        "slots": rounds.slots,
+    }
 
 
 def io_metrics_json(measured: VertexIOMetrics) -> dict[str, Any]:

@@ -111,7 +111,9 @@ def taskmanager_details(snapshot: TaskManagerSnapshot) -> dict[str, Any]:
         allocated = [{"resource": _profile(profile), "jobId": job_id} for profile, job_id in snapshot.allocated_slots]
     else:
         resource = _resource(1.0, float(registration.resources.get("spark_heap_mb", 0)) / max(1, registration.slots))
-        allocated = [{"resource": resource, "jobId": job_id} for job_id in snapshot.task_jobs]
+        # The slots its jobs hold (a continuous job's between rounds too), else its tasks'.
+        jobs = [job_id for _profile, job_id in snapshot.allocated_slots] or snapshot.task_jobs
+        allocated = [{"resource": resource, "jobId": job_id} for job_id in jobs]
     return taskmanager_info(snapshot) | {
         "allocatedSlots": allocated,
         "metrics": taskmanager_jvm_metrics(registration.metrics),

@@ -6,14 +6,25 @@ the JobManager's slot pool, carrying the key's resource profile (``SlotProfiles`
 the others wait on it. The allocator tells its caller which
 executions a slot (or its loss, or a timeout) concerns; deploying or failing them is
 the caller's business.
+
+As Flink's JobMaster slot pool, the job keeps a slot whose subtasks finished (idle, see
+idle_slots.py) for ``slot.idle.timeout``: its next subtasks asking for a slot of that
+profile take it without a new request, so a continuous job holds its slots between
+rounds. A slot goes back to the pool at once when a slot request waits there (this job's
+own queued subtasks, or another job's: they get it as before), when what left it did not
+finish (a failed or cancelled task may still run there until the TaskManager ends it:
+the pool's next allocation id makes the TaskManager refuse a task beside it), and with
+every other slot of the job when the job ends.
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from flink_runtime.scheduler.idle_slots import IdleSlots
 from flink_runtime.scheduler.resource_profile import ResourceProfile
 from flink_runtime.scheduler.slot_sharing import SharedSlotManager, SlotKey, SlotProfiles, shared_slot_key
 
@@ -37,10 +48,18 @@ class ExecutionSlotAllocator:
         release_slot: Callable[[str], None],
         cancel_slot_request: Callable[[str], None],
         profiles: SlotProfiles | None = None,
+        *,
+        idle_timeout: float = 0.0,
+        requests_waiting: Callable[[], bool] | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         """request_slot(request_id, profile) asks the pool; it returns a slot at once when
         one is free, else None and the pool calls back (JobMaster.on_slot_allocated) later.
-        profiles: what each shared slot needs (None: every request is UNKNOWN)."""
+        profiles: what each shared slot needs (None: every request is UNKNOWN).
+        idle_timeout: seconds a slot whose subtasks finished stays with the job
+        (slot.idle.timeout; 0: given back at once); requests_waiting(): whether a slot
+        request waits in the pool (then a slot is given back at once); clock(): monotonic
+        seconds."""
         self._job_id = job_id
         self._request_slot = request_slot
         self._profiles = profiles
@@ -50,6 +69,28 @@ class ExecutionSlotAllocator:
         self._request_of_key: dict[SlotKey, str] = {}
         self._key_of_request: dict[str, SlotKey] = {}
         self._request_ids = itertools.count()
+        self._idle_timeout = idle_timeout
+        self._requests_waiting = requests_waiting or (lambda: False)
+        self._clock = clock or _monotonic
+        self._idle = IdleSlots()
+        # Allocations a member left without finishing: its task may still run there.
+        self._unclean: set[str] = set()
+        # So far: requests made to the pool, and slots the job kept that were taken again.
+        self.requests_made = 0
+        self.kept_slots_taken = 0
+
+    @property
+    def held_slots(self) -> int:
+        """Slots the job holds: those its subtasks use, and the idle ones it keeps."""
+        return self._shared.allocation_count + len(self._idle)
+
+    @property
+    def idle_slots(self) -> int:
+        return len(self._idle)
+
+    def idle_allocations(self) -> list[str]:
+        """The allocation ids of the idle slots the job keeps."""
+        return list(self._idle)
 
     def declare_usage(self, vertices: Iterable[ExecutionVertex]) -> None:
         """Keep co-located slots alive between a producer finishing and its consumer starting.
@@ -78,10 +119,16 @@ class ExecutionSlotAllocator:
         acquired = self._shared.acquire(key, execution_id)
         if acquired.allocation_id is not None or not acquired.request_slot:
             return acquired.allocation_id
+        profile = self._profile(key)
+        idle = self._idle.take(profile)
+        if idle is not None:  # a slot the job kept: no request
+            self.kept_slots_taken += 1
+            self._shared.bind(key, idle)
+            return idle
+        self.requests_made += 1
         request_id = f"{self._job_id}/{key[0]}/{key[1]}/{next(self._request_ids)}"
         self._request_of_key[key] = request_id
         self._key_of_request[request_id] = key
-        profile = self._profiles.profile(key) if self._profiles is not None else ResourceProfile.UNKNOWN
         slot = self._request_slot(request_id, profile)
         if slot is None:
             return None
@@ -107,15 +154,27 @@ class ExecutionSlotAllocator:
         return self._shared.members_of(key)
 
     def allocation_lost(self, allocation_id: str) -> list[str]:
-        """The executions that ran in a slot whose TaskManager is gone."""
+        """The executions that ran in a slot whose TaskManager is gone (none for an idle one,
+        which is forgotten: the next subtask asks for a slot elsewhere)."""
+        self._idle.drop(allocation_id)
+        self._unclean.discard(allocation_id)
         return self._shared.drop_allocation(allocation_id)
 
-    def release(self, vertex: ExecutionVertex, execution_id: str) -> None:
-        """An execution ended: its slot goes back once nothing else uses it."""
+    def release(self, vertex: ExecutionVertex, execution_id: str, finished: bool = False) -> None:
+        """An execution ended (`finished`: FINISHED): its slot is free once nothing else
+        uses it, and the job keeps it idle or gives it back (see the module docstring)."""
         key = slot_key(vertex)
+        if not finished:
+            held = self._shared.allocation_of(key)
+            if held is not None:
+                self._unclean.add(held)
         allocation_id = self._shared.release(key, execution_id)
         if allocation_id is not None:
-            self._release_slot(allocation_id)
+            if allocation_id in self._unclean or self._idle_timeout <= 0 or self._requests_waiting():
+                self._unclean.discard(allocation_id)
+                self._release_slot(allocation_id)
+            else:
+                self._idle.keep(allocation_id, self._profile(key), self._clock())
         elif key in self._request_of_key and not self._shared.is_pending(key):
             request_id = self._request_of_key.pop(key)
             self._key_of_request.pop(request_id, None)
@@ -130,3 +189,22 @@ class ExecutionSlotAllocator:
             allocation_id = self._shared.expect(key, 0)
             if allocation_id is not None:
                 self._release_slot(allocation_id)
+        self._unclean.clear()
+        for allocation_id in self._idle.take_all():
+            self._release_slot(allocation_id)
+
+    def release_idle(self, now: float, everything: bool = False) -> int:
+        """Give back the slots idle for slot.idle.timeout at `now` (`everything`: all idle
+        ones, as a slot request waits in the pool); how many went back."""
+        released = self._idle.take_all() if everything else self._idle.expired(now, self._idle_timeout)
+        for allocation_id in released:
+            self._release_slot(allocation_id)
+        return len(released)
+
+    def _profile(self, key: SlotKey) -> ResourceProfile:
+        return self._profiles.profile(key) if self._profiles is not None else ResourceProfile.UNKNOWN
+
+
+def _monotonic() -> float:
+    # Looked up at each call, not bound once: the simulator runs on a clock of its own.
+    return time.monotonic()

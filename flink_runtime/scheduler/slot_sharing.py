@@ -135,6 +135,11 @@ class SharedSlotManager:
     def is_pending(self, key: SlotKey) -> bool:
         return key in self._pending
 
+    @property
+    def allocation_count(self) -> int:
+        """Physical slots bound to a key."""
+        return len(self._key_of_allocation)
+
     def allocation_of(self, key: SlotKey) -> str | None:
         slot = self._slots.get(key)
         return None if slot is None else slot.allocation_id

@@ -5,12 +5,14 @@ metrics, configuration and environment."""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from flink_runtime.client import JobClient
@@ -82,14 +84,20 @@ def test_the_jobmanager_page(driver: Any, minicluster: MiniCluster, tmp_path: Pa
     driver.save_screenshot(str(tmp_path / "jobmanager.png"))
 
 
-def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: MiniCluster, tmp_path: Path) -> None:
+def test_a_continuous_job_waiting_for_its_next_round(
+    driver: Any, minicluster: MiniCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Between rounds a continuous job is shown as Flink shows a streaming job: its
     vertices RUNNING (not FINISHED), its rounds counted, its checkpoints acknowledged by
-    every subtask (out of the real number of subtasks, not 0/0)."""
+    every subtask (out of the real number of subtasks, not 0/0), and its slots held (used
+    in /overview and on its TaskManagers, as Flink's REST counts a streaming job's): the
+    next round is deployed into them without a slot request."""
     from tests.integration.test_continuous_sources import continuous_count
     from tests.integration.test_savepoints import write_corpus
 
     write_corpus(tmp_path / "in", files=2, seed=5)
+    # The JobManager's log (in this process: the session MiniCluster's).
+    caplog.set_level(logging.INFO, "flink_runtime.jobmanager.rounds")
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(continuous_count(tmp_path / "in", tmp_path / "out").job_graph())
         try:
@@ -103,6 +111,13 @@ def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: M
             assert {vertex["status"] for vertex in details["vertices"]} == {"RUNNING"}
             assert all(vertex["end-time"] == -1 for vertex in details["vertices"])
             subtasks = sum(vertex["parallelism"] for vertex in details["vertices"])
+            # Its slots stay with it while it waits (slot.idle.timeout, 50 s): one per
+            # subtask index (the vertices share slots), used as Flink shows them.
+            held = max(vertex["parallelism"] for vertex in details["vertices"])
+            assert details["rounds"]["slots"] == held
+            assert held_slots(minicluster, job_id) == held
+            overview = client.overview()
+            assert overview["slots-available"] <= overview["slots-total"] - held
             # A savepoint while it waits: every subtask counted (not 0/0).
             client.savepoint(job_id, target_directory=str(tmp_path / "savepoints"), timeout=60)
             savepoint = client.checkpoints(job_id)["latest"]["savepoint"]
@@ -110,7 +125,9 @@ def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: M
 
             driver.get(f"{minicluster.rest_url}/#/jobs/{job_id}")
             rounds = wait_until("the rounds", lambda: text_of(driver, "#job-rounds"))
-            assert rounds.startswith("1, last ended ") and "waiting for new input" in rounds, rounds
+            assert rounds.startswith("1, last ended ") and f"waiting for new input ({held} slots held)" in rounds, (
+                rounds
+            )
             states = wait_until(
                 "the vertices",
                 lambda: [row.find_elements("css selector", "td")[1].text for row in by_css(driver, "tr.vertex-row")],
@@ -118,8 +135,28 @@ def test_a_continuous_job_waiting_for_its_next_round(driver: Any, minicluster: M
             assert states == ["RUNNING"] * len(details["vertices"]), states
 
             write_corpus(tmp_path / "in", files=1, seed=6, first=2)  # the second round
+            waited = time.time() - details["rounds"]["last-round-end"] / 1000
             wait_until("round 2", lambda: client.details(job_id)["rounds"]["count"] == 2, timeout=60)
             wait_until("round 2 on the page", lambda: text_of(driver, "#job-rounds").startswith("2"), timeout=30)
+            # Round 2 ran in the slots the job kept: no slot request (the JobManager's log).
+            wait_until("round 2 done", lambda: client.details(job_id)["rounds"]["waiting"], timeout=90)
+            said = [m for m in caplog.messages if m.startswith(f"Job {job_id}: round 1 published")]
+            assert len(said) == 1, said
+            if waited < 35:  # else (a very loaded machine) slot.idle.timeout (50 s) may have given them back
+                assert said[0].startswith(f"Job {job_id}: round 1 published: 0 new slot request(s), "), said
+            assert said[0].endswith(f"; waiting for new input with {held} slot(s) held."), said
+            assert held_slots(minicluster, job_id) == held
         finally:
             client.cancel(job_id)
             client.wait(job_id, timeout=30)
+        # Ended: its slots go back at once.
+        wait_until("its slots back", lambda: held_slots(minicluster, job_id) == 0, timeout=10)
+
+
+def held_slots(cluster: MiniCluster, job_id: str) -> int:
+    """The slots every TaskManager shows allocated to the job (GET /taskmanagers/:id allocatedSlots)."""
+    held = 0
+    for tm in httpx.get(f"{cluster.rest_url}/taskmanagers", timeout=10).json()["taskmanagers"]:
+        details = httpx.get(f"{cluster.rest_url}/taskmanagers/{tm['id']}", timeout=10).json()
+        held += sum(1 for slot in details["allocatedSlots"] if slot["jobId"] == job_id)
+    return held

@@ -8,7 +8,10 @@
   JobManager it is not registered with;
 - slots: the slot pool adds up (free + allocated = total = sum of the registered
   TaskManagers' slots), and no TaskManager runs more tasks of the leader than the
-  leader has slots allocated on it (a slot freed while its task still runs);
+  leader has slots allocated on it (a slot freed while its task still runs); a job
+  that ended holds no slot (its idle ones included); a continuous job's slots kept
+  between rounds are counted: the next round deployed into them, or given back first
+  (slot.idle.timeout, another job's request, a lost TaskManager);
 - checkpoint ids strictly increase per job, across JobManager epochs;
 - at the end: every job terminal within the bound after faults stop (liveness), and
   once settled no slot stays allocated and no task runs;
@@ -38,6 +41,7 @@ from flink_runtime.rpc.messages import (
 )
 
 if TYPE_CHECKING:
+    from flink_runtime.jobmanager.jobmanager import JobManager
     from flink_runtime.jobmanager.jobmaster import JobMaster
     from tests.simulation.network import SimRpc
     from tests.simulation.tasks import SimTask
@@ -60,6 +64,8 @@ class Invariants:
         world.on_publish = self._published
         world.on_chunk = self._chunk
         world.on_read = self._read
+        # (JobManager epoch, job id) -> (round, allocations it kept idle when it began waiting)
+        self.kept: dict[tuple[str, str], tuple[int, set[str]]] = {}
 
     def violate(self, kind: str, what: str) -> None:
         self.world.violate(kind, what)
@@ -113,6 +119,33 @@ class Invariants:
                 # Not fatal by itself (a late SubmitTask: the leader gave up on it and freed its
                 # slot; the zombie is cancelled once its first update is refused), counted.
                 self.world.note("task running in a slot the leader freed")
+        self._check_job_slots(jobmanager)
+
+    def _check_job_slots(self, jobmanager: JobManager) -> None:
+        for job in jobmanager.jobs.values():
+            slots = job.deployer.slots
+            if job.status.is_terminal:
+                if slots.held_slots:
+                    self.violate(
+                        "idle-slots", f"{job.name} is {job.status.value} and still holds {slots.held_slots} slot(s)"
+                    )
+                continue
+            if not job.is_continuous or job.graph is None:
+                continue
+            key = (jobmanager.jobmanager_id, job.job_id)
+            watched = self.kept.get(key)
+            if job.rounds.idle:
+                idle = set(slots.idle_allocations())
+                if watched is None:
+                    self.kept[key] = (job.rounds.round, idle)
+                elif watched[1] and not watched[1] & idle:
+                    self.world.note("continuous: the slots kept between rounds were given back before the next")
+                    self.kept[key] = (watched[0], set())
+            elif watched is not None and job.rounds.round > watched[0]:
+                del self.kept[key]
+                used = {v.current_execution.assigned_resource for v in job.graph.all_execution_vertices()}
+                if watched[1] & used:
+                    self.world.note("continuous: a round deployed into the slots its job kept")
 
     # -- fencing: watched messages -------------------------------------------------------------------
 

@@ -67,11 +67,17 @@ class Schedule:
     checkpoint_interval: float | None = None  # periodic checkpoints (execution.checkpointing.interval)
     # Two JobManagers on one job store, one leading (the lease), with leader changes.
     high_availability: bool = False
+    # How long a job keeps a slot its subtasks finished with (slot.idle.timeout): about as
+    # long as a continuous job's gaps between files, so some of its rounds find their
+    # slots kept and some given back; Flink's 50 s (nothing expires) in a third of them.
+    # Derived from the seed, not drawn: every draw of a seed stays what it was.
+    slot_idle_timeout: float = 50.0
 
     def describe(self) -> list[str]:
         lines = [
             f"seed {self.seed}: profile {self.profile}, TaskManagers with slots {self.task_managers}, "
-            f"faults until t={self.faults_end:.3f}, checkpoints every {self.checkpoint_interval or '-'} s"
+            f"faults until t={self.faults_end:.3f}, checkpoints every {self.checkpoint_interval or '-'} s, "
+            f"slot.idle.timeout {self.slot_idle_timeout:g} s"
             + (", two JobManagers (high availability)" if self.high_availability else ""),
             f"  network: {self.network}",
             f"  tasks: fail {self.task_faults.fail:.3f} hang {self.task_faults.hang:.3f} "
@@ -170,6 +176,7 @@ def generate(seed: int, clients: bool = True, continuous: bool = True) -> Schedu
         faults_end,
         checkpoint_interval,
         high_availability,
+        slot_idle_timeout=(0.5, 2.0, 50.0)[seed % 3],
     )
 
 

@@ -128,7 +128,7 @@ async def _run(
     data_dir: str,
 ) -> None:
     rng = random.Random(schedule.seed * 7919 + 1)
-    overrides = {}
+    overrides = {"slot.idle.timeout": f"{int(schedule.slot_idle_timeout * 1000)} ms"}
     if schedule.checkpoint_interval:
         overrides["execution.checkpointing.interval"] = f"{int(schedule.checkpoint_interval * 1000)} ms"
     world = World(

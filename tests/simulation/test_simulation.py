@@ -234,3 +234,28 @@ def test_the_invariants_catch_a_lost_split() -> None:
     assert failures, "300 schedules with task failures and crashes, and no invariant noticed lost splits"
     kinds = {violations[0].split("]", 1)[0] for _, violations in failures}
     assert "[exactly-once" in kinds, kinds
+
+
+KEPT = "continuous: a round deployed into the slots its job kept"
+GIVEN_BACK = "continuous: the slots kept between rounds were given back before the next"
+
+
+def test_a_continuous_job_keeps_its_slots_between_rounds_until_the_idle_timeout() -> None:
+    # slot.idle.timeout 2 s. job1 (2 subtasks, in rounds) ends round 1 at t=2.97 and keeps
+    # its 2 slots; a file arrives at 4.54 and round 2 is deployed into them at 4.65 (no
+    # slot request). Round 2 ends at 4.83; no file comes within 2 s, the slots go back at
+    # 7.01, and round 3 (7.31) asks the pool for slots again. Slots never miscounted.
+    result = in_subprocess(replay_continuous, 370)
+    assert result.ok, result.violations
+    assert result.notes.get(KEPT) == 1 and result.notes.get(GIVEN_BACK)
+    assert result.job_states == {"job0": "FINISHED", "job1": "FINISHED"}
+
+
+def test_a_task_manager_lost_between_rounds_takes_the_kept_slots_with_it() -> None:
+    # slot.idle.timeout 50 s. job1's round ends at t=1.40 with its slots kept on tm-0, the
+    # only TaskManager, which crashes at 2.69: the kept slots are gone with it, and round 2
+    # (5.37) gets slots of tm-0's new process.
+    result = in_subprocess(replay_continuous, 242)
+    assert result.ok, result.violations
+    assert result.notes.get(GIVEN_BACK) and not result.notes.get(KEPT)
+    assert result.job_states["job1"] == "FINISHED"

@@ -49,6 +49,8 @@ class FakePlanner:
     splits: int = 2
     publish_error: BaseException | None = None
     monitor_interval: float | None = None  # set: the sources are continuous (the job runs in rounds)
+    # The splits each scan for new input finds per source, one entry a scan (none left: nothing new).
+    new_input: list[int] = field(default_factory=list)
     published: list[JobStatus] = field(default_factory=list)
 
     def run(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
@@ -69,7 +71,13 @@ class FakePlanner:
                 raise self.publish_error
             return None
         if function is planner_tasks.prepare_sources:
-            return {}
+            found = self.new_input.pop(0) if self.new_input else 0
+            return {
+                vertex_id: Prepared(
+                    splits=[InputSplit(n) for n in range(found)], monitor_interval=self.monitor_interval
+                )
+                for vertex_id in args[2]
+            }
         raise AssertionError(f"unexpected planner call {function}")
 
 
@@ -91,6 +99,7 @@ class FakeGateway:
         self.free_slots = [PhysicalSlot(TASK_MANAGER, index, "localhost") for index in range(slots)]
         self.allocated: dict[str, PhysicalSlot] = {}
         self.pending_requests: list[str] = []
+        self.requested: list[str] = []  # every slot request, in order
         self.submitted: list[SubmitTask] = []
         self.cancelled: list[str] = []  # attempt ids CancelTask was asked for
         self.told: list[Message] = []
@@ -147,6 +156,7 @@ class FakeGateway:
     def request_slot(
         self, job: JobMaster, request_id: str, preferred_hosts: list[str], profile: object = None
     ) -> PhysicalSlot | None:
+        self.requested.append(request_id)
         if not self.free_slots:
             self.pending_requests.append(request_id)
             return None
@@ -175,6 +185,9 @@ class FakeGateway:
 
     def slot_of(self, allocation_id: str) -> PhysicalSlot | None:
         return self.allocated.get(allocation_id)
+
+    def slot_requests_waiting(self) -> bool:
+        return bool(self.pending_requests)
 
     # -- TaskManagers -------------------------------------------------------------------------
 

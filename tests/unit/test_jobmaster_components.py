@@ -325,6 +325,7 @@ class RoundsHost:
         self.data_namespace = "job"
         self.runs: list[str] = []  # the data namespace of each run from the sources
         self.ended: list[BaseException | None] = []
+        self.deployer = SimpleNamespace(slots=SimpleNamespace(requests_made=0, kept_slots_taken=0, held_slots=0))
 
     def run_from_sources(self) -> None:
         self.runs.append(self.data_namespace)

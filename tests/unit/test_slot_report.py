@@ -96,6 +96,9 @@ class FakeHost:
     def run_async(self, awaitable: Coroutine[Any, Any, Any], on_done: Any = None) -> None:
         awaitable.close()
 
+    def schedule_once(self, delay: float, function: Any, *args: Any) -> None:
+        pass  # its timers never fire: the test drives the ResourceManager itself
+
 
 def resource_manager() -> ResourceManager:
     config = Configuration({"security.cluster.secret": SECRET, "heartbeat.timeout": "60 s"})

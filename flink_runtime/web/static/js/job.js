@@ -34,10 +34,12 @@ function headerFacts({ details, metrics }) {
 }
 
 // A continuous job runs in rounds; between two it waits for new input, its subtasks done
-// with the last round and their slots released (so the slots count shows them free).
+// with the last round and their slots kept for the next (as a Flink streaming job holds
+// its slots) until slot.idle.timeout.
 function roundsText(rounds) {
   const last = rounds["last-round-end"] > 0 ? `, last ended ${fmt.time(rounds["last-round-end"])}` : "";
-  const now = rounds.waiting ? "waiting for new input (slots released)" : `round ${rounds.count} running`;
+  const held = `${rounds.slots} slot${rounds.slots === 1 ? "" : "s"} held`;
+  const now = rounds.waiting ? `waiting for new input (${held})` : `round ${rounds.count} running (${held})`;
   return `${rounds.count}${last}; ${now}`;
 }
 
