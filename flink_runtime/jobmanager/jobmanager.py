@@ -151,9 +151,7 @@ class JobManager(RpcEndpoint):
         rpc.on_disconnect = lambda address: self.run_in_mailbox(self.resource_manager.on_connection_lost, address)
         self.events = JobEventLog()
         self.status_listeners: list[Callable[[JobStatusChanged], None]] = []
-        # The REST API's URL (set by RestServer once it serves); TaskManagers download
-        # job libraries from it.
-        self.rest_url = ""
+        self.rest_url = ""  # set by RestServer once it serves; TaskManagers download job libraries from it
         url = config.get(cfg.JobStoreOptions.URL)
         job_store = JobStore(str(url), idle_transaction_timeout=store_idle_timeout(config)) if url else None
         # high-availability.type: database: a standby until elected (jobmanager/leadership.py).
