@@ -96,6 +96,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneClus
         "heartbeat.timeout": "4 s",
         "spark.master": "local[2]",
         "taskmanager.numberOfTaskSlots": 2,
+        # As a deployment's TaskManagers do: their Spark starts while Airflow does, not in
+        # the first task (the tests' default is off).
+        "taskmanager.spark.warm-up": "true",
     }
     cluster = StandaloneCluster(tmp_path_factory.mktemp("nightly-cluster"), properties)
     try:
