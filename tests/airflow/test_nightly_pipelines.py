@@ -195,6 +195,10 @@ def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(
     runs = wait_for_runs(airflow, backfill["id"], len(DAYS))
     for run_id in runs.values():
         airflow.wait_for_task(DAG_ID, run_id, TASK, ["success"], timeout=300)
+    # Cleared only once the scheduler has marked the backfill complete, as a user would: a
+    # task reads "success" before the scheduler has processed its end, and a run cleared in
+    # between was never started again (once, on a loaded machine).
+    wait_for_backfill_complete(airflow, backfill["id"])
     for day in DAYS:
         assert day_totals(out, day) == expected[day], day
     before = {day: day_hashes(out, day) for day in DAYS}
@@ -221,6 +225,13 @@ def test_backfill_then_a_rerun_of_day_two_with_a_taskmanager_killed(
     assert day_hashes(out, DAYS[2]) == before[DAYS[2]]
     assert day_totals(out, DAYS[1]) == new_day2
     assert not (out / "_flink_staging").exists()
+
+
+def wait_for_backfill_complete(airflow: AirflowDeployment, backfill_id: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not airflow._json("GET", f"/backfills/{backfill_id}").get("completed_at"):
+        assert time.monotonic() < deadline, f"backfill {backfill_id} not complete within {timeout} s"
+        time.sleep(0.5)
 
 
 def wait_for_runs(airflow: AirflowDeployment, backfill_id: int, count: int, timeout: float = 60) -> dict[str, str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 
 from flink_runtime.client import JobClient
 from flink_runtime.minicluster import MiniCluster
@@ -133,9 +134,13 @@ def test_the_job_page_draws_the_graph_with_its_vertices(
     driver.get(f"{minicluster.rest_url}/#/jobs/{running_job}")
 
     def drawn_vertices() -> dict[str, str]:
-        # Read in one go: a refresh may redraw the graph (its figures changed) at any time.
-        nodes = by_css(driver, "svg.job-graph g.vertex")
-        return {node.get_attribute("data-vertex-id"): node.text for node in nodes}
+        # Read in one go: a refresh may redraw the graph (its figures changed) at any time;
+        # a node redrawn while it is read is read again on the next poll.
+        try:
+            nodes = by_css(driver, "svg.job-graph g.vertex")
+            return {node.get_attribute("data-vertex-id"): node.text for node in nodes}
+        except StaleElementReferenceException:
+            return {}
 
     drawn = wait_until("a graph node per vertex", lambda: len(found := drawn_vertices()) == len(vertices) and found)
     assert set(drawn) == {vertex["id"] for vertex in vertices}
