@@ -294,3 +294,24 @@ def finish_deployed(job: JobMaster) -> int:
     for execution in deployed:
         run_to(job, execution, ExecutionState.FINISHED)
     return len(deployed)
+
+
+def resource_manager_on_a_fake_host(schedule_once: Callable[..., Any]) -> tuple[Any, Any]:
+    """A real ResourceManager whose JobManager is a stand-in (no transport: its asks go
+    nowhere), and that stand-in, whose `jobs` a test fills. `schedule_once(delay, function,
+    *args)` receives the manager's timers."""
+    from types import SimpleNamespace
+
+    from flink_runtime.jobmanager.resource_manager import ResourceManager
+
+    host = SimpleNamespace(
+        rpc=SimpleNamespace(disconnect=lambda address: None),
+        jobmanager_id="jm",
+        rest_url="",
+        jobs={},
+        run_async=lambda awaitable, on_done=None: awaitable.close(),
+        schedule_once=schedule_once,
+    )
+    manager = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
+    manager.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]
+    return manager, host

@@ -227,21 +227,12 @@ class _Job:
 
 
 def test_the_resource_manager_gives_a_jobs_idle_slots_to_another_jobs_request_and_expires_them() -> None:
-    from flink_runtime.configuration import Configuration
-    from flink_runtime.jobmanager.resource_manager import ResourceManager
     from flink_runtime.rpc.messages import RegisterTaskManager
 
+    from .jobmaster_fakes import resource_manager_on_a_fake_host
+
     timers: list[Any] = []
-    host = SimpleNamespace(
-        rpc=SimpleNamespace(disconnect=lambda address: None),
-        jobmanager_id="jm",
-        rest_url="",
-        jobs={},
-        run_async=lambda awaitable, on_done=None: awaitable.close(),
-        schedule_once=lambda delay, function, *args: timers.append((function, args)),
-    )
-    rm = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
-    rm.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]
+    rm, host = resource_manager_on_a_fake_host(lambda delay, function, *args: timers.append((function, args)))
     rm.register_task_manager(
         RegisterTaskManager(task_manager_id="tm", address="tcp://127.0.0.1:1", host="h", slots=2, secret="secret")
     )

@@ -299,20 +299,11 @@ def test_the_taskmanagers_resources_size_its_spark_application_where_spark_can()
 def test_the_resource_manager_registers_total_resources_and_reports_slots_per_job() -> None:
     from types import SimpleNamespace
 
-    from flink_runtime.configuration import Configuration
-    from flink_runtime.jobmanager.resource_manager import ResourceManager
     from flink_runtime.rpc.messages import RegisterTaskManager
 
-    host = SimpleNamespace(
-        rpc=SimpleNamespace(disconnect=lambda address: None),
-        jobmanager_id="jm",
-        rest_url="",
-        jobs={},
-        run_async=lambda awaitable, on_done=None: awaitable.close(),
-        schedule_once=lambda delay, function, *args: function(*args),
-    )
-    rm = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
-    rm.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]
+    from .jobmaster_fakes import resource_manager_on_a_fake_host
+
+    rm, host = resource_manager_on_a_fake_host(lambda delay, function, *args: function(*args))
     answer = rm.register_task_manager(
         RegisterTaskManager(
             task_manager_id="tm",
