@@ -303,7 +303,7 @@ def test_the_resource_manager_registers_total_resources_and_reports_slots_per_jo
 
     from .jobmaster_fakes import resource_manager_on_a_fake_host
 
-    rm, host = resource_manager_on_a_fake_host(lambda delay, function, *args: function(*args))
+    rm, _ = resource_manager_on_a_fake_host(lambda delay, function, *args: function(*args))
     answer = rm.register_task_manager(
         RegisterTaskManager(
             task_manager_id="tm",
