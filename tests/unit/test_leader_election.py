@@ -25,6 +25,9 @@ from flink_runtime.jobmanager.jobstore_schema import jobs_table
 from tests.helpers.postgres import PostgresServer
 
 SHORT = LeaderElectionConfiguration(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1)
+# For a leader that must keep its lease for several durations on a loaded machine: a renewal
+# delayed past 0.6 s (a starved thread, SQLite's writer lock) would rightly revoke it.
+PATIENT = LeaderElectionConfiguration(lease_duration=2.0, renew_deadline=1.5, retry_period=0.1)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -177,14 +180,16 @@ def test_configuration_is_checked_and_named() -> None:
 
 
 class Contender:
-    def __init__(self, job_store: JobStore, name: str) -> None:
+    def __init__(
+        self, job_store: JobStore, name: str, config: LeaderElectionConfiguration = SHORT
+    ) -> None:
         self.events: list[tuple[str, object]] = []
         self.granted = threading.Event()
         self.revoked = threading.Event()
         self.service = LeaderElectionService(
             lease_store(job_store),
             name,
-            SHORT,
+            config,
             addresses=lambda: (f"tcp://{name}:1", f"http://{name}:2"),
             on_grant=self._grant,
             on_revoke=self._revoke,
@@ -200,12 +205,12 @@ class Contender:
 
 
 def test_standby_takes_over_from_a_leader_that_stopped_renewing(job_store: JobStore) -> None:
-    a, b = Contender(job_store, "jm-a"), Contender(job_store, "jm-b")
+    a, b = Contender(job_store, "jm-a", PATIENT), Contender(job_store, "jm-b", PATIENT)
     a.service.start()
     assert a.granted.wait(5)
     b.service.start()
     try:
-        time.sleep(1.5)  # several lease durations: a renews, b never gets it
+        time.sleep(2 * PATIENT.lease_duration + 0.5)  # a renews, b never gets it
         assert not b.granted.is_set() and a.events == [("grant", 1)]
         # a's process freezes (it stops renewing without releasing): b takes over after the lease.
         a.service._stopped.set()
