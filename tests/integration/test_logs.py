@@ -175,6 +175,17 @@ def follow(cluster: Cluster, job_id: str) -> tuple[subprocess.Popen[str], list[t
     return process, lines
 
 
+def exit_code(process: subprocess.Popen[str], timeout: float) -> int:
+    """The process's exit code; if it has not exited within `timeout`, where it hangs."""
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        spy = Path(sys.executable).with_name("py-spy")
+        stacks = subprocess.run([str(spy), "dump", "--pid", str(process.pid)], capture_output=True, text=True).stdout
+        process.kill()
+        raise AssertionError(f"still running {timeout} s after Ctrl-C:\n{stacks}") from None
+
+
 def wait_for_line(lines: list[tuple[float, str]], text: str, timeout: float = 30.0) -> float:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -206,7 +217,7 @@ def test_the_cli_stops_following_on_ctrl_c(cluster: Cluster) -> None:
             wait_for_line(lines, "switched from INITIALIZING to RUNNING")
             time.sleep(1.5)  # a poll or two with nothing new
             process.send_signal(signal.SIGINT)
-            assert process.wait(10) == 0
+            assert exit_code(process, 30) == 0
             assert len(lines) == 2, lines
         finally:
             client.cancel(job_id)

@@ -180,9 +180,7 @@ def test_configuration_is_checked_and_named() -> None:
 
 
 class Contender:
-    def __init__(
-        self, job_store: JobStore, name: str, config: LeaderElectionConfiguration = SHORT
-    ) -> None:
+    def __init__(self, job_store: JobStore, name: str, config: LeaderElectionConfiguration = SHORT) -> None:
         self.events: list[tuple[str, object]] = []
         self.granted = threading.Event()
         self.revoked = threading.Event()

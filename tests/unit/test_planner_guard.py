@@ -38,6 +38,14 @@ def test_no_limit_with_0() -> None:
         pool.close()
 
 
+def _running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (it may go between the two checks)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_an_idle_planner_is_replaced_by_a_fresh_process_but_never_under_a_call() -> None:
     """jobmanager.planner.idle-timeout: a used planner idle that long is replaced (its
     SparkSession's JVM goes with it); a call longer than the timeout keeps its process."""
@@ -47,7 +55,7 @@ def test_an_idle_planner_is_replaced_by_a_fresh_process_but_never_under_a_call()
         assert pool.run(planner_calls.sleep_then_pid, 2.5, timeout=60) == first  # 2.5 s > 1 s: kept
         assert pool.run(planner_calls.pid, timeout=60) == first  # right after the call: kept
         deadline = time.monotonic() + 30
-        while psutil.pid_exists(first) and psutil.Process(first).status() != psutil.STATUS_ZOMBIE:
+        while _running(first):
             assert time.monotonic() < deadline, "the idle planner process was not replaced"
             time.sleep(0.1)
         second = pool.run(planner_calls.pid, timeout=60)
