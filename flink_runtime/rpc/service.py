@@ -259,7 +259,7 @@ class RpcService:
         self._read_monitor(address, reader)
 
     def _read_monitor(self, address: str, monitor: zmq.Socket) -> None:
-        while _readable(monitor):
+        while True:
             try:
                 event = recv_monitor_message(monitor, zmq.NOBLOCK)
             except (zmq.Again, zmq.ZMQError):
@@ -329,7 +329,7 @@ class RpcService:
             self._read_monitor(address, monitor)
 
     def _drain_replies(self, address: str, socket: zmq.Socket) -> None:
-        while _readable(socket):
+        while True:
             try:
                 payload = socket.recv(zmq.NOBLOCK)
             except zmq.Again:
@@ -346,7 +346,7 @@ class RpcService:
     def _drain_router(self, router: zmq.Socket) -> None:
         assert self._handler is not None
         handler = self._handler
-        while self._router is not None and _readable(router):
+        while self._router is not None:
             try:
                 frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -402,13 +402,3 @@ class RpcService:
             # and ignored; registration answers version mismatches explicitly.
             log.warning("undecodable RPC message from %s dropped: %s", source, exc)
             return None
-
-
-def _readable(socket: zmq.Socket) -> bool:
-    """Whether a message waits on `socket` (False once it is closed). Asked before each
-    NOBLOCK receive: every drain reads every socket until it is empty, and the zmq.Again
-    that a receive on an empty socket raises costs more than this read of ZMQ_EVENTS."""
-    try:
-        return bool(socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
-    except zmq.ZMQError:
-        return False
