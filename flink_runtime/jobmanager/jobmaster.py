@@ -92,8 +92,7 @@ class JobMaster:
         self.gateway = SupervisedGateway(gateway, self)
         self.supervisor = gateway
         self.config = cluster_config.copy(job_graph.config)
-        # security.allowed-directories, parsed once (not per deployment): fixed for the job's life.
-        self._allowed = allowed_directories(self.config)
+        self._allowed = allowed_directories(self.config)  # parsed once, not per deployment
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
         self.graph: ExecutionGraph | None = None
         self.exceptions: list[ExceptionEntry] = []

@@ -125,8 +125,7 @@ class ResourceManager:
         self._job_of_request: dict[str, JobMaster] = {}
         self._job_of_allocation: dict[str, JobMaster] = {}
         self._idle_release_queued = False
-        # SubmitTasks of one mailbox turn, one message per TaskManager.
-        self.submissions = TaskSubmissions(self._ask, host.at_end_of_turn)
+        self.submissions = TaskSubmissions(self._ask, host.at_end_of_turn)  # a turn's, per TaskManager
 
     @property
     def rpc(self) -> RpcService:
@@ -459,11 +458,10 @@ class ResourceManager:
 
     def _deployment_answered(self, address: str, message: SubmitTask, on_done: Callback) -> Callback:
         def answered(answer: Any, error: BaseException | None) -> None:
-            if isinstance(answer, TaskOperationResult) and answer.success:
-                # From now on the TaskManager's heartbeat reports must list it (reconciliation).
-                registration = self._registration_at(address)
-                if registration is not None:
-                    registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
+            # Accepted: from now on the TaskManager's heartbeat reports must list it (reconciliation).
+            registration = self._registration_at(address) if isinstance(answer, TaskOperationResult) else None
+            if registration is not None and answer.success:
+                registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
             on_done(answer, error)
 
         return answered
