@@ -49,6 +49,8 @@ class ProgressTracker:
         self._checkpoints_dir = checkpoints_dir  # keyed-state snapshots go under it
         # The job chose it: tasks check it with security.allowed-directories before writing.
         self._checkpoints_dir_confined = checkpoints_dir_confined
+        # (state.backend.type,) as configured, read at the first deployment.
+        self._backend: tuple[str | None] | None = None
         self._state_root: str | None = None  # <checkpoints dir>/<job id>/state, made once (per deployment: a URL parse)
         self.restore: JobProgress | None = None
         self.restore_location: str | None = None
@@ -153,7 +155,9 @@ class ProgressTracker:
 
     def state_config(self, vertex_id: str, subtask: int, attempt_id: str) -> dict[str, Any]:
         restored = self.restored_state(vertex_id, subtask)
-        backend = self.job.config.get(cfg.StateBackendOptions.STATE_BACKEND)  # None: not asked for
+        if self._backend is None:  # read once: the job's configuration is fixed for its life
+            self._backend = (self.job.config.get(cfg.StateBackendOptions.STATE_BACKEND),)
+        backend = self._backend[0]  # None: not asked for
         enabled = self.snapshot_all_state or backend is not None or restored is not None or self.job.is_continuous
         return {
             "enabled": enabled,

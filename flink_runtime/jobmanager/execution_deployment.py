@@ -28,11 +28,9 @@ from flink_runtime.executiongraph import Execution, ExecutionState, ExecutionVer
 from flink_runtime.invokable import COMPLETED_SPLITS_KEY
 from flink_runtime.rpc.messages import CancelTask, SubmitTask, TaskDeploymentDescriptor, TaskOperationResult
 from flink_runtime.scheduler.execution_slots import ExecutionSlotAllocator
-from flink_runtime.security.paths import allowed_directories
 
 if TYPE_CHECKING:
     from flink_runtime.checkpoint.progress import ProgressTracker
-    from flink_runtime.configuration import Configuration
     from flink_runtime.invokable import Prepared
     from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.jobmanager.task_reports import PartitionRegistry
@@ -266,11 +264,12 @@ def deployment_descriptor(
     completed_splits: list[int],
     tracker: ProgressTracker,
     partitions: PartitionRegistry,
-    config: Configuration,
+    allowed: list[str],
 ) -> TaskDeploymentDescriptor:
     """What the TaskManager needs to run this attempt: the vertex's config with what its
     preparation added (and the splits earlier attempts of the subtask completed), its
-    state, and where its inputs are."""
+    state, and where its inputs are. `allowed`: the JobManager's security.allowed-directories
+    (security/paths.py `allowed_directories`, read once per job)."""
     vertex = execution.vertex
     vertex_id = vertex.job_vertex.id
     vertex_config = dict(vertex.job_vertex.job_vertex.config)
@@ -297,7 +296,7 @@ def deployment_descriptor(
         partition_locations=partitions.locations,
         partition_addresses=partitions.addresses,
         chunk_locations=tracker.chunks_for,
-        allowed_directories=allowed_directories(config),
+        allowed_directories=allowed,
     )
 
 

@@ -64,6 +64,7 @@ from flink_runtime.scheduler.slot_sharing import slot_profiles
 from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.scheduler.source_splits import SourceSplits, SplitProgress
 from flink_runtime.scheduler.strategy import vertices_to_start
+from flink_runtime.security.paths import allowed_directories
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,7 @@ class JobMaster:
         self.gateway = SupervisedGateway(gateway, self)
         self.supervisor = gateway
         self.config = cluster_config.copy(job_graph.config)
+        self._allowed = allowed_directories(self.config)  # parsed once, not per deployment
         self.status_timestamps: dict[JobStatus, float] = {JobStatus.INITIALIZING: time.time()}
         self.graph: ExecutionGraph | None = None
         self.exceptions: list[ExceptionEntry] = []
@@ -367,7 +369,7 @@ class JobMaster:
             completed_splits=self.splits.completed_by(vertex.job_vertex.id, vertex.subtask_index),
             tracker=self.tracker,
             partitions=self.partitions,
-            config=self.config,
+            allowed=self._allowed,
         )
 
     def _vertices(self) -> Iterable[ExecutionVertex]:

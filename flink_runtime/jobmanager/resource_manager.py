@@ -44,6 +44,7 @@ from flink_runtime.heartbeat import (
     HeartbeatMonitor,
 )
 from flink_runtime.jobmanager.metrics import reported_taskmanager_metrics
+from flink_runtime.jobmanager.task_submissions import TaskSubmissions
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
     AcknowledgeRegistration,
@@ -100,6 +101,7 @@ class ResourceManagerHost(Protocol):
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
     def schedule_once(self, delay: float, function: Callable[..., None], *args: Any) -> Any: ...
+    def at_end_of_turn(self, function: Callable[[], None]) -> None: ...
 
 
 class ResourceManager:
@@ -123,6 +125,7 @@ class ResourceManager:
         self._job_of_request: dict[str, JobMaster] = {}
         self._job_of_allocation: dict[str, JobMaster] = {}
         self._idle_release_queued = False
+        self.submissions = TaskSubmissions(self._ask, host.at_end_of_turn)  # a turn's, per TaskManager
 
     @property
     def rpc(self) -> RpcService:
@@ -439,16 +442,29 @@ class ResourceManager:
         return registration.address if registration is not None else None
 
     def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None:
+        if isinstance(message, SubmitTask):
+            # Leaves at the end of the turn with the turn's other deployments there.
+            self.submissions.submit(address, message, self._deployment_answered(address, message, on_done))
+            return
+        self.submissions.flush(address)  # a task is submitted before it is cancelled
+        self._ask(address, message, on_done)
+
+    def _ask(self, address: str, message: Message, on_done: Callback) -> None:
         def answered(answer: Any, error: BaseException | None) -> None:
             self._drop_connection_if_unregistered(address)
-            if isinstance(message, SubmitTask) and isinstance(answer, TaskOperationResult) and answer.success:
-                # From now on the TaskManager's heartbeat reports must list it (reconciliation).
-                registration = self._registration_at(address)
-                if registration is not None:
-                    registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
             on_done(answer, error)
 
         self.host.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
+
+    def _deployment_answered(self, address: str, message: SubmitTask, on_done: Callback) -> Callback:
+        def answered(answer: Any, error: BaseException | None) -> None:
+            # Accepted: from now on the TaskManager's heartbeat reports must list it (reconciliation).
+            registration = self._registration_at(address) if isinstance(answer, TaskOperationResult) else None
+            if registration is not None and answer.success:
+                registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
+            on_done(answer, error)
+
+        return answered
 
     def blocking_ask(self) -> Callable[[str, Message], Message]:
         """An ask of a registered TaskManager to call from a worker thread, waiting for the
@@ -471,6 +487,7 @@ class ResourceManager:
         return ask
 
     def tell_task_manager(self, address: str, message: Message) -> None:
+        self.submissions.flush(address)  # a task is submitted before it is cancelled
         if self._registration_at(address) is not None:
             self.rpc.tell(address, message)
         else:  # gone: a tell would only open a connection nobody ever closes

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from flink_runtime.scheduler.resource_profile import ResourceProfile
 
@@ -68,6 +68,11 @@ class TaskManagerSlots:
     free_resources: ResourceProfile = ResourceProfile.ANY
     # Cached "how many more UNKNOWN requests fit now" (the pool's free slot count).
     free_count: int = 0
+    # Dynamic mode, no carved nor occupied slot: (free_resources, free_count) by the number
+    # of free static slots, as `recompute` computed them the first time. A finished
+    # subtask's release and the next one's allocation then cost a lookup, not a sum over
+    # every slot (and the same floats as the sum, which it is).
+    _by_free_static: dict[int, tuple[ResourceProfile, int]] = field(default_factory=dict)
 
     @classmethod
     def create(
@@ -150,9 +155,13 @@ class TaskManagerSlots:
             index = self._new_dynamic_index()
             slot = PhysicalSlot(tm_id, index, self.host, allocation_id, required)
         else:
-            self.free.remove(index)
-            heapq.heapify(self.free)
-            slot = replace(self.slots[index], allocation_id=allocation_id)
+            free = self.free
+            if free[0] == index:  # the usual choice: the lowest free index
+                heapq.heappop(free)
+            else:
+                free.remove(index)
+                heapq.heapify(free)
+            slot = PhysicalSlot(tm_id, index, self.host, allocation_id, self.slots[index].resource_profile)
         self.slots[index] = slot
         self.recompute()
         return slot
@@ -161,7 +170,8 @@ class TaskManagerSlots:
         if index >= self.num_slots:
             del self.slots[index]
         else:
-            self.slots[index] = replace(self.slots[index], allocation_id=None)
+            old = self.slots[index]
+            self.slots[index] = PhysicalSlot(old.task_manager_id, index, self.host, None, old.resource_profile)
             heapq.heappush(self.free, index)
         self.recompute()
 
@@ -185,6 +195,14 @@ class TaskManagerSlots:
         if not self.dynamic:
             self.free_count = len(self.free)
             return
+        static_only = not self.occupied and len(self.slots) == self.num_slots
+        if static_only:
+            # Every allocated slot is a static one of the default profile: the result
+            # depends on how many are free only.
+            known = self._by_free_static.get(len(self.free))
+            if known is not None:
+                self.free_resources, self.free_count = known
+                return
         profiles = [slot.resource_profile for slot in self.slots.values() if slot.allocation_id is not None]
         # What an earlier registration's tasks hold is not known: count a default slot each.
         profiles.append(self.default_profile.multiply(len(self.occupied)))
@@ -195,6 +213,8 @@ class TaskManagerSlots:
             max(0.0, self.total.managed_memory_mb - used.managed_memory_mb),
         )
         self.free_count = min(len(self.free), self.free_resources.count_fitting(self.default_profile))
+        if static_only:
+            self._by_free_static[len(self.free)] = (self.free_resources, self.free_count)
 
     def _new_dynamic_index(self) -> int:
         index = self.num_slots

@@ -137,8 +137,15 @@ class Task:
 
     def _transition(self, state: ExecutionState, error: str | None = None) -> None:
         # As Flink's TaskManager logs it: "Sum (1/2)#0 (<attempt id>) switched from DEPLOYING to INITIALIZING."
-        name = f"{self.descriptor.task_name}#{self.descriptor.attempt_number} ({self.execution_id})"
-        log.info("%s switched from %s to %s.", name, self.state.value, state.value)
+        if log.isEnabledFor(logging.INFO):
+            name = f"{self.descriptor.task_name}#{self.descriptor.attempt_number} ({self.execution_id})"
+            # The record made without log.info's Logger.findCaller, a stack walk per line (a
+            # tenth of a TaskManager's work with short tasks) for a caller LOG_FORMAT never shows.
+            args = (name, self.state.value, state.value)
+            record = log.makeRecord(
+                log.name, logging.INFO, __file__, 0, "%s switched from %s to %s.", args, None, "_transition"
+            )
+            log.handle(record)
         self.state = state
         self._report(self, state, error)
 

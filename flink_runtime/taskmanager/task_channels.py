@@ -39,15 +39,20 @@ class TaskChannels:
         self._host = host
         self._jobmanager_address = jobmanager_address
         self._ask_timeout = ask_timeout
+        # (loop, its blocking ask): made once, not three times per task deployed.
+        self._blocking: tuple[asyncio.AbstractEventLoop, Callable[[str, Message], Message]] | None = None
 
     def blocking_ask(self) -> Callable[[str, Message], Message]:
         """`ask(address, message)` for a task's thread (call this in the event loop)."""
         loop = asyncio.get_running_loop()
+        if self._blocking is not None and self._blocking[0] is loop:
+            return self._blocking[1]
 
         def ask(address: str, message: Message) -> Message:
             coroutine = self._transport.ask(address, message, self._ask_timeout)
             return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
+        self._blocking = (loop, ask)
         return ask
 
     def split_requester(self, descriptor: TaskDeploymentDescriptor) -> Callable[[int | None], InputSplit | None]:

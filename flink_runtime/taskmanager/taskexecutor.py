@@ -57,10 +57,12 @@ from flink_runtime.rpc.messages import (
     RequestTaskLog,
     RequestThreadDump,
     SubmitTask,
+    SubmitTasks,
     SubpartitionFiles,
     TaskDeploymentDescriptor,
     TaskLogLines,
     TaskOperationResult,
+    TaskOperationResults,
     ThreadDump,
     TriggerCheckpoint,
 )
@@ -255,6 +257,23 @@ class TaskExecutor(RpcEndpoint):
         if self.connection.jobmanager_id is None:
             return self._submit_once_registered(message)
         return self._submit_task(message)
+
+    @handles(SubmitTasks)
+    def on_submit_tasks(self, message: SubmitTasks) -> TaskOperationResults | Awaitable[TaskOperationResults]:
+        if self.connection.jobmanager_id is None:
+            return self._submit_all_once_registered(message)
+        return self._submit_each(message)
+
+    async def _submit_all_once_registered(self, message: SubmitTasks) -> TaskOperationResults:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.registered.wait(), REGISTRATION_ANSWER_GRACE)
+        return await self.call_in_mailbox(self._submit_each, message)
+
+    def _submit_each(self, message: SubmitTasks) -> TaskOperationResults:
+        """A JobManager's deployments of one turn: each entry fenced, checked, started and
+        answered as if it had come alone (one refused fails only its own task)."""
+        results = self.answer_each(message.tasks, self._submit_task)
+        return TaskOperationResults(results=results)  # type: ignore[arg-type]
 
     async def _submit_once_registered(self, message: SubmitTask) -> TaskOperationResult:
         """A JobManager offers a new TaskManager's slots in the handler that acknowledges its

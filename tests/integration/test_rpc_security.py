@@ -25,6 +25,7 @@ from flink_runtime.rpc.messages import (
     DisconnectTaskManager,
     ReleasePartitions,
     SubmitTask,
+    SubmitTasks,
     TaskDeploymentDescriptor,
     UpdateTaskExecutionState,
     UpdateTaskExecutionStates,
@@ -88,6 +89,10 @@ def test_a_minicluster_without_a_secret_obeys_no_forger(tmp_path: Path, runtime_
             vertex_config={"seconds": 60},
         )
         assert ask(taskmanager.address, SubmitTask(descriptor=descriptor)) is None
+        forged_tasks = SubmitTasks(
+            tasks=[SubmitTask(descriptor=descriptor), SubmitTask(descriptor=descriptor)]  # one twice
+        )
+        assert ask(taskmanager.address, forged_tasks, timeout=1.0) is None
         (attempt,) = taskmanager.tasks
         forged_batch = UpdateTaskExecutionStates(
             updates=[
@@ -208,9 +213,29 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
                 ],
                 forger_secret,
             )
+            forged_task = TaskDeploymentDescriptor(
+                job_id=job_id,
+                job_name="forged",
+                execution_id="forged-execution",
+                jobmanager_id="",
+                allocation_id="forged-allocation",
+                slot_index=0,
+                data_namespace=job_id,
+                vertex_id="zzz",
+                task_name="forged",
+                subtask_index=0,
+                parallelism=1,
+                attempt_number=0,
+                invokable="sleep",
+                vertex_config={"seconds": 60},
+            )
             forge(
                 cluster.taskmanagers[0].rpc_address,
-                [ReleasePartitions(job_id=str(outside)), ReleasePartitions(job_id="x", data_namespace="/")],
+                [
+                    ReleasePartitions(job_id=str(outside)),
+                    ReleasePartitions(job_id="x", data_namespace="/"),
+                    SubmitTasks(tasks=[SubmitTask(descriptor=forged_task)] * 2),
+                ],
                 forger_secret,
             )
 

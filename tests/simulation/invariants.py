@@ -34,7 +34,9 @@ from flink_runtime.rpc.messages import (
     RequestNextInputSplit,
     ScheduleOrUpdateConsumers,
     SubmitTask,
+    SubmitTasks,
     TaskOperationResult,
+    TaskOperationResults,
     TriggerCheckpoint,
     UpdateTaskExecutionState,
     UpdateTaskExecutionStates,
@@ -174,18 +176,27 @@ class Invariants:
                 reply(answer)
 
             return checked
-        if isinstance(message, SubmitTask):
+        if isinstance(message, SubmitTask | SubmitTasks):
             executor = next(
                 (s.executor for s in self.world.task_managers if s.executor is not None and s.executor.rpc is receiver),
                 None,
             )
             if executor is None:
                 return reply
+            # A batch: each entry is checked as if it came alone, against its own answer.
+            submits = message.tasks if isinstance(message, SubmitTasks) else [message]
 
             def checked_submit(answer: Message) -> None:
-                token = message.descriptor.jobmanager_id
-                if isinstance(answer, TaskOperationResult) and answer.success and token != executor.jobmanager_id:
-                    self.violate("fencing", f"{executor.resource_id} accepted a task of JobManager {token}")
+                if isinstance(message, SubmitTasks) and isinstance(answer, TaskOperationResults):
+                    if len(answer.results) != len(submits):
+                        self.violate("batch", f"{len(submits)} tasks submitted, answered with {len(answer.results)}")
+                    results = answer.results
+                else:
+                    results = [answer]
+                for submit, result in zip(submits, results, strict=False):
+                    token = submit.descriptor.jobmanager_id
+                    if isinstance(result, TaskOperationResult) and result.success and token != executor.jobmanager_id:
+                        self.violate("fencing", f"{executor.resource_id} accepted a task of JobManager {token}")
                 reply(answer)
 
             return checked_submit

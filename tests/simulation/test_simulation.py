@@ -218,12 +218,13 @@ def test_a_stop_that_finds_a_round_publishing_ends_the_continuous_job() -> None:
 
 
 def test_a_continuous_job_recovered_without_a_checkpoint_adds_to_its_output() -> None:
-    # job0 published its first round at t=1.07; its JobManager dies at 1.96 (no
+    # job0 published its first round at t=2.49; its JobManager dies at 4.02 (no
     # checkpoints). The run recovered from the store's job finds its sink holding output,
     # which mode 'error' refuses; the sink's marker of published rounds says the output
     # is the job's own: the run goes on, reading its input again (at-least-once,
-    # counted), and the stop ends it.
-    result = in_subprocess(replay_continuous, 2339)
+    # counted; published again at 9.49), and the stop ends it. (Seed 2339 until
+    # protocol 6 batched SubmitTasks, which changed its message timings.)
+    result = in_subprocess(replay_continuous, 984)
     assert result.ok, result.violations
     assert result.notes.get("continuous: a file published before a JobManager failover is read again")
 
@@ -252,10 +253,11 @@ def test_a_continuous_job_keeps_its_slots_between_rounds_until_the_idle_timeout(
 
 
 def test_a_task_manager_lost_between_rounds_takes_the_kept_slots_with_it() -> None:
-    # slot.idle.timeout 50 s. job1's round ends at t=1.40 with its slots kept on tm-0, the
-    # only TaskManager, which crashes at 2.69: the kept slots are gone with it, and round 2
-    # (5.37) gets slots of tm-0's new process.
-    result = in_subprocess(replay_continuous, 242)
+    # slot.idle.timeout 50 s. tm-0 crashed at t=0.61; job1's round ends at 2.56 with its
+    # slots kept on tm-1, the only TaskManager left, which crashes at 4.05: the kept slots
+    # are gone with it, and round 2 (5.30) gets slots of the new processes. (Seed 242
+    # until protocol 6 batched SubmitTasks, which changed its message timings.)
+    result = in_subprocess(replay_continuous, 12419)
     assert result.ok, result.violations
     assert result.notes.get(GIVEN_BACK) and not result.notes.get(KEPT)
     assert result.job_states["job1"] == "FINISHED"

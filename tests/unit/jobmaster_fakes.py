@@ -311,6 +311,7 @@ def resource_manager_on_a_fake_host(schedule_once: Callable[..., Any]) -> tuple[
         jobs={},
         run_async=lambda awaitable, on_done=None: awaitable.close(),
         schedule_once=schedule_once,
+        at_end_of_turn=lambda function: None,
     )
     manager = ResourceManager(host, Configuration({}), "secret")  # type: ignore[arg-type]
     manager.rpc.ask = lambda *args: SimpleNamespace(close=lambda: None)  # type: ignore[attr-defined]

@@ -60,11 +60,13 @@ from flink_runtime.rpc.messages import (
     ScheduleOrUpdateConsumers,
     SubmitJob,
     SubmitTask,
+    SubmitTasks,
     SubpartitionFiles,
     Success,
     TaskDeploymentDescriptor,
     TaskLogLines,
     TaskOperationResult,
+    TaskOperationResults,
     ThreadDump,
     TriggerCheckpoint,
     UpdateTaskExecutionState,
@@ -501,8 +503,13 @@ async def test_registration_from_other_protocol_version_reaches_the_handler(prob
         b"",
         msgspec.msgpack.encode([PROTOCOL_VERSION, ASK, 1, {"type": "NoSuchMessage"}]),
         msgspec.msgpack.encode({"version": 1}),
+        # A batch whose entries are not SubmitTasks: refused whole by the decoder.
+        msgspec.msgpack.encode(
+            [PROTOCOL_VERSION, ASK, 1, {"type": "SubmitTasks", "tasks": [{"type": "CancelTask", "execution_id": "x"}]}]
+        ),
+        msgspec.msgpack.encode([PROTOCOL_VERSION, ASK, 1, {"type": "SubmitTasks", "tasks": "not a list"}]),
     ],
-    ids=["not-msgpack", "empty", "unknown-tag", "not-an-envelope"],
+    ids=["not-msgpack", "empty", "unknown-tag", "not-an-envelope", "batch-of-other-messages", "batch-not-a-list"],
 )
 async def test_garbage_is_dropped_and_service_keeps_working(probe: Probe, client: RpcService, garbage: bytes) -> None:
     raw = RawDealer(probe.address)
@@ -639,8 +646,12 @@ def one_of_each_wire_message() -> list[Message]:
         CancellationFailure(job_id=JOB_ID, reason="unknown job"),
         JobStatusChanged(job_id=JOB_ID, old_state="CREATED", new_state="RUNNING", timestamp=1700000000.25),
         SubmitTask(descriptor=descriptor),
+        SubmitTasks(tasks=[SubmitTask(descriptor=descriptor), SubmitTask(descriptor=descriptor)]),
         CancelTask(execution_id="exec-1"),
         TaskOperationResult(execution_id="exec-1", success=False, reason="no slot"),
+        TaskOperationResults(
+            results=[TaskOperationResult(execution_id="exec-1", success=True), RpcError(error="ValueError: boom")]
+        ),
         UpdateTaskExecutionState(
             job_id=JOB_ID,
             execution_id="exec-1",

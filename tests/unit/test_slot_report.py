@@ -99,6 +99,9 @@ class FakeHost:
     def schedule_once(self, delay: float, function: Any, *args: Any) -> None:
         pass  # its timers never fire: the test drives the ResourceManager itself
 
+    def at_end_of_turn(self, function: Any) -> None:
+        pass  # nor do its turns end
+
 
 def resource_manager() -> ResourceManager:
     config = Configuration({"security.cluster.secret": SECRET, "heartbeat.timeout": "60 s"})

@@ -350,3 +350,36 @@ def test_coarse_grained_taskmanagers_have_fixed_default_slots() -> None:
     with pytest.raises(UnfulfillableSlotRequest, match="offers 0.5 cores, 256 MB task heap"):
         pool.request_slot("one", 0.0, profile=P(1, 0))
     assert [pool.request_slot(f"u{i}", 0.0) is not None for i in range(4)] == [True, True, True, False]
+
+
+def test_free_resources_looked_up_on_reuse_are_what_a_recount_gives() -> None:
+    """Releases and allocations of default slots look a TaskManager's free resources up by
+    its free slot count; carved and occupied slots take the full count. Either way the
+    figures are those of a sum over the slots held, whatever the order of operations."""
+    total = ResourceProfile(3.0, 3000.0, 300.0)
+    carved = ResourceProfile(0.5, 500.0, 50.0)
+    pool = SlotPool()
+    pool.add_task_manager("tm", "host", 3, occupied=[2], total_resource=total)
+    rng = random.Random(26)
+    held: dict[str, ResourceProfile] = {}
+    for step in range(400):
+        if step == 40:
+            pool.slots_vacated("tm", [])  # the earlier registration's task ended
+        if held and rng.random() < 0.5:
+            request_id = rng.choice(sorted(held))
+            del held[request_id]
+            pool.release_slot(request_id)
+        else:
+            profile = carved if rng.random() < 0.2 else ResourceProfile.UNKNOWN
+            request_id = f"r{step}"
+            if pool.request_slot(request_id, 0.0, profile=profile) is None:
+                pool.cancel_request(request_id)
+            else:
+                held[request_id] = carved if profile is carved else total.divide(3)
+        occupied = len(pool.occupied_slots_of("tm"))
+        used = ResourceProfile.total([*held.values(), total.divide(3).multiply(occupied)])
+        free = pool.free_resource_of("tm")
+        assert free.cpu_cores == pytest.approx(total.cpu_cores - used.cpu_cores)
+        assert free.task_heap_memory_mb == pytest.approx(total.task_heap_memory_mb - used.task_heap_memory_mb)
+        default_free = sum(1 for slot in pool.slots_of("tm")[:3] if slot.allocation_id is None) - (1 if occupied else 0)
+        assert pool.free_slots_of("tm") == min(default_free, free.count_fitting(total.divide(3)))

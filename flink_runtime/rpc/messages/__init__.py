@@ -12,6 +12,7 @@ TaskManager is refused by name rather than misunderstood.
 | client -> JM | SubmitJob                  | Success / JobSubmissionFailure               |
 | client -> JM | CancelJob                  | CancellationSuccess / CancellationFailure    |
 | JM -> TM     | SubmitTask                 | TaskOperationResult                          |
+| JM -> TM     | SubmitTasks                | TaskOperationResults (a batch of the above)  |
 | JM -> TM     | CancelTask                 | TaskOperationResult                          |
 | TM -> JM     | UpdateTaskExecutionState   | Acknowledge                                  |
 | TM -> JM     | UpdateTaskExecutionStates  | AcknowledgeTaskExecutionStates (a batch of the above) |
@@ -62,8 +63,10 @@ from flink_runtime.rpc.messages.deployment import (
     InputGateDeploymentDescriptor,
     ResultPartitionDeploymentDescriptor,
     SubmitTask,
+    SubmitTasks,
     TaskDeploymentDescriptor,
     TaskOperationResult,
+    TaskOperationResults,
 )
 from flink_runtime.rpc.messages.jobs import (
     CancelJob,
@@ -158,11 +161,13 @@ __all__ = [
     "ScheduleOrUpdateConsumers",
     "SubmitJob",
     "SubmitTask",
+    "SubmitTasks",
     "SubpartitionFiles",
     "Success",
     "TaskDeploymentDescriptor",
     "TaskLogLines",
     "TaskOperationResult",
+    "TaskOperationResults",
     "ThreadDump",
     "TriggerCheckpoint",
     "UpdateTaskExecutionState",
@@ -189,8 +194,10 @@ WireMessage = (
     | CancellationFailure
     | JobStatusChanged
     | SubmitTask
+    | SubmitTasks
     | CancelTask
     | TaskOperationResult
+    | TaskOperationResults
     | UpdateTaskExecutionState
     | UpdateTaskExecutionStates
     | AcknowledgeTaskExecutionStates

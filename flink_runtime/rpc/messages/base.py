@@ -11,7 +11,9 @@ import msgspec
 # Bumped on any incompatible change to a message of this package.
 # 5: a TaskManager reports task states in batches (UpdateTaskExecutionStates), which a
 # JobManager of version 4 cannot decode.
-PROTOCOL_VERSION = 5
+# 6: a JobManager deploys the tasks of one mailbox turn to one TaskManager in one
+# SubmitTasks message, which a TaskManager of version 5 cannot decode.
+PROTOCOL_VERSION = 6
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from flink_runtime.jobgraph.jobgraph import Partitioner, ResultPartitionType
-from flink_runtime.rpc.messages.base import Message
+from flink_runtime.rpc.messages.base import Message, RpcError
 
 
 class ResultPartitionDeploymentDescriptor(Message):
@@ -74,6 +74,26 @@ class TaskDeploymentDescriptor(Message):
 
 class SubmitTask(Message):
     descriptor: TaskDeploymentDescriptor
+
+
+class SubmitTasks(Message):
+    """JM -> TM: the deployments one JobManager mailbox turn made to one TaskManager, as
+    one message (one send and one answer instead of one each).
+
+    Each entry is Flink's SubmitTask and is taken as if it came alone, in list order:
+    fenced, checked against its slot and answered on its own; a refused entry fails only
+    its own task. A turn that deploys one task there still sends a lone SubmitTask.
+    """
+
+    tasks: list[SubmitTask]
+
+
+class TaskOperationResults(Message):
+    """TM -> JM: the answer to each entry of a SubmitTasks, in its order: what the entry
+    would have been answered alone (TaskOperationResult), or the RpcError of a handler that
+    raised on it (the JobManager then fails and cancels that attempt, as after a failed ask)."""
+
+    results: list[TaskOperationResult | RpcError] = []
 
 
 class CancelTask(Message):
