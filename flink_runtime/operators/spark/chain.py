@@ -145,6 +145,12 @@ def _aggregate(df: DataFrame, spec: dict[str, Any]) -> DataFrame:
     else:
         raise OperatorError(f"aggregate phase must be partial, final or complete, not {phase!r}")
     columns = [F.expr(expression) for expression in expressions]
+    if phase == "final":
+        # The partials of this subtask's keys, already together (the exchange hashed them
+        # here), and few (each producer combined its rows): one Spark partition merges
+        # them in one stage with no shuffle, as a Flink subtask merges its keys in one
+        # thread; the subtask's slot is its share of the cores.
+        df = df.coalesce(1)
     return df.groupBy(*keys).agg(*columns) if keys else df.agg(*columns)
 
 

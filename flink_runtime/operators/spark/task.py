@@ -209,6 +209,7 @@ class SparkTask(AbstractInvokable):
                     self._emit(apply_operators(spark, df, operators), chunks[-1], sink_chunk)
                     env.check_cancelled()
             else:
+                spark = _one_job_session(spark, operators)
                 state = config.get(STATE_CONFIG_KEY)
                 # A final keyed aggregate merged into state (checkpoint/state): it counts the rows it merges.
                 final_stateful = bool(state and state.get("enabled")) and reemits_all_it_read(operators)
@@ -335,22 +336,24 @@ class SparkTask(AbstractInvokable):
 
 
 def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> SparkSession:
-    """The session a source subtask runs its chain in: for a chain that combines (a
-    partial aggregate), a child session with adaptive execution off, so that reading
-    a split, combining and writing the partition are one Spark job (two stages). With
-    AQE, Spark runs the combine's shuffle as a job of its own and plans the write after
-    it, with a gap between the two (issue 26). The child shares the SparkContext
+    """The session a subtask runs its chain in: for a chain that aggregates in two phases
+    (a source's partial aggregate, or the final aggregate that merges the partials after
+    the exchange), a child session with adaptive execution off, so that reading, the
+    aggregate's shuffle and writing are one Spark job (two stages). With AQE, Spark runs
+    the shuffle as a job of its own and plans the write after it, with a gap between the
+    two (issue 26). Both phases see few rows: a partial aggregate combines what it reads,
+    and the final one reads only those combined rows. The child shares the SparkContext
     (scheduler pools, job tags, executors) and the SparkConf's settings; Spark Connect,
-    or a chain without a combine, keeps the shared session."""
+    or any other chain, keeps the shared session."""
     from flink_runtime.spark.session import is_connect
 
-    combines = any(spec.get("op") == "aggregate" and spec.get("phase") == "partial" for spec in operators)
-    if not combines or is_connect(spark):
+    two_phase = any(spec.get("op") == "aggregate" and spec.get("phase") in ("partial", "final") for spec in operators)
+    if not two_phase or is_connect(spark):
         return spark
     session = spark.newSession()
     session.conf.set("spark.sql.adaptive.enabled", "false")
     # What AQE's coalescing would leave of the shuffle partitions: one per core. The
-    # combined rows are few, and each shuffle partition writes a file per subpartition.
+    # aggregated rows are few, and each shuffle partition writes a file per output.
     session.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
     return session
 
