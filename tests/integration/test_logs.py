@@ -163,7 +163,16 @@ def test_the_cli_prints_a_jobs_lines(cluster: Cluster) -> None:
 
 def follow(cluster: Cluster, job_id: str) -> tuple[subprocess.Popen[str], list[tuple[float, str]]]:
     """`flink-runtime logs -f JOB`, its lines collected (with their arrival times) as they come."""
-    process = subprocess.Popen(cli(cluster, "-f", job_id), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default, as in a terminal: a test run before this one in the same
+    # pytest worker may have left SIGINT ignored there, and a child inherits that
+    # (the CLI then slept on through Ctrl-C; py-spy showed it in its poll's sleep).
+    process = subprocess.Popen(
+        cli(cluster, "-f", job_id),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     lines: list[tuple[float, str]] = []
 
     def read() -> None:
