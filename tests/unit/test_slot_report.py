@@ -115,12 +115,9 @@ async def until(condition: Any, what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_a_new_leader_deploys_into_no_slot_a_task_of_the_old_one_still_holds(
-    tmp_path: Path, endpoints: list[RpcEndpoint]
-) -> None:
-    jobmanager = ScriptedJobManager("jm-1", "jm-2")
-    await jobmanager.start()
-    endpoints.append(jobmanager)
+async def task_manager_of_fake_tasks(tmp_path: Path, jobmanager: RpcEndpoint) -> tuple[TaskExecutor, list[FakeTask]]:
+    """A started TaskExecutor of 2 slots registering at `jobmanager`, whose tasks are
+    FakeTasks (the list holds them in the order they were made)."""
     config = {
         "io.tmp.dirs": str(tmp_path),
         "taskmanager.numberOfTaskSlots": 2,
@@ -137,6 +134,16 @@ async def test_a_new_leader_deploys_into_no_slot_a_task_of_the_old_one_still_hol
 
     tm.create_task = create_task  # type: ignore[method-assign]
     await tm.start()
+    return tm, made
+
+
+async def test_a_new_leader_deploys_into_no_slot_a_task_of_the_old_one_still_holds(
+    tmp_path: Path, endpoints: list[RpcEndpoint]
+) -> None:
+    jobmanager = ScriptedJobManager("jm-1", "jm-2")
+    await jobmanager.start()
+    endpoints.append(jobmanager)
+    tm, made = await task_manager_of_fake_tasks(tmp_path, jobmanager)
     endpoints.append(tm)
     await asyncio.wait_for(tm.registered.wait(), 5.0)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from flink_runtime.configuration import Configuration
 from flink_runtime.jobmanager.task_submissions import MAX_BATCH, TaskSubmissions
 from flink_runtime.rpc.endpoint import RpcEndpoint
 from flink_runtime.rpc.messages import (
@@ -26,9 +25,8 @@ from flink_runtime.rpc.messages import (
     TaskOperationResults,
 )
 from flink_runtime.rpc.service import MessageTooLarge, RpcException
-from flink_runtime.taskmanager.taskexecutor import TaskExecutor
-from tests.unit.taskexecutor_fakes import FakeTask, descriptor
-from tests.unit.test_slot_report import SECRET, ScriptedJobManager
+from tests.unit.taskexecutor_fakes import descriptor
+from tests.unit.test_slot_report import ScriptedJobManager, task_manager_of_fake_tasks
 
 
 async def test_a_task_manager_answers_each_entry_of_a_batch_as_if_it_came_alone(
@@ -37,22 +35,7 @@ async def test_a_task_manager_answers_each_entry_of_a_batch_as_if_it_came_alone(
     jobmanager = ScriptedJobManager("jm-1")
     await jobmanager.start()
     endpoints.append(jobmanager)
-    config = {
-        "io.tmp.dirs": str(tmp_path),
-        "taskmanager.numberOfTaskSlots": 2,
-        "heartbeat.interval": "10 s",
-        "heartbeat.timeout": "60 s",
-        "security.cluster.secret": SECRET,
-    }
-    tm = TaskExecutor(Configuration(config), jobmanager_address=jobmanager.address)
-    started: list[FakeTask] = []
-
-    def create_task(task_descriptor: Any) -> FakeTask:
-        started.append(FakeTask(task_descriptor, report=tm.task_table.report_from_task_thread))
-        return started[-1]
-
-    tm.create_task = create_task  # type: ignore[method-assign]
-    await tm.start()
+    tm, started = await task_manager_of_fake_tasks(tmp_path, jobmanager)
     endpoints.append(tm)
 
     batch = SubmitTasks(
