@@ -39,6 +39,26 @@ pytestmark = pytest.mark.integration
 SECRET = "rpc-forgery-secret"
 
 
+def forged_descriptor(job_id: str, jobmanager_id: str) -> TaskDeploymentDescriptor:
+    """A deployment of a 60 s sleep that no JobManager made."""
+    return TaskDeploymentDescriptor(
+        job_id=job_id,
+        job_name="forged",
+        execution_id="forged-execution",
+        jobmanager_id=jobmanager_id,
+        allocation_id="forged-allocation",
+        slot_index=0,
+        data_namespace=job_id,
+        vertex_id="zzz",
+        task_name="forged",
+        subtask_index=0,
+        parallelism=1,
+        attempt_number=0,
+        invokable="sleep",
+        vertex_config={"seconds": 60},
+    )
+
+
 def wait_running(client: JobClient, job_id: str) -> None:
     deadline = time.monotonic() + 60
     while client.status(job_id).value != "RUNNING":
@@ -72,22 +92,7 @@ def test_a_minicluster_without_a_secret_obeys_no_forger(tmp_path: Path, runtime_
 
         assert ask(jobmanager.address, fake_registration()) is None
         assert ask(jobmanager.address, CancelJob(job_id=job_id)) is None
-        descriptor = TaskDeploymentDescriptor(
-            job_id=job_id,
-            job_name="forged",
-            execution_id="forged-execution",
-            jobmanager_id=jobmanager.jobmanager_id,
-            allocation_id="forged-allocation",
-            slot_index=0,
-            data_namespace=job_id,
-            vertex_id="zzz",
-            task_name="forged",
-            subtask_index=0,
-            parallelism=1,
-            attempt_number=0,
-            invokable="sleep",
-            vertex_config={"seconds": 60},
-        )
+        descriptor = forged_descriptor(job_id, jobmanager.jobmanager_id)
         assert ask(taskmanager.address, SubmitTask(descriptor=descriptor)) is None
         forged_tasks = SubmitTasks(
             tasks=[SubmitTask(descriptor=descriptor), SubmitTask(descriptor=descriptor)]  # one twice
@@ -213,22 +218,7 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
                 ],
                 forger_secret,
             )
-            forged_task = TaskDeploymentDescriptor(
-                job_id=job_id,
-                job_name="forged",
-                execution_id="forged-execution",
-                jobmanager_id="",
-                allocation_id="forged-allocation",
-                slot_index=0,
-                data_namespace=job_id,
-                vertex_id="zzz",
-                task_name="forged",
-                subtask_index=0,
-                parallelism=1,
-                attempt_number=0,
-                invokable="sleep",
-                vertex_config={"seconds": 60},
-            )
+            forged_task = forged_descriptor(job_id, jobmanager_id="")
             forge(
                 cluster.taskmanagers[0].rpc_address,
                 [
