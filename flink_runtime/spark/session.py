@@ -164,6 +164,9 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from flink_runtime.spark.frames import defer_numpy_converters
+
+    defer_numpy_converters()
     remote = properties.pop("spark.remote", None)
     builder = SparkSession.builder
     if remote:

@@ -55,6 +55,13 @@ def wait_for_descendant(process: ClusterProcess, marker: str, timeout: float = 1
     raise AssertionError(f"no process with {marker!r} below {process.name} within {timeout} s")
 
 
+def heavy_libraries_mapped(process: psutil.Process) -> list[str]:
+    """Which of pandas, pyarrow and numpy a process has loaded (their shared objects
+    are in its memory map once imported)."""
+    maps = Path(f"/proc/{process.pid}/maps").read_text()
+    return [name for name in ("pandas", "pyarrow", "numpy") if f"/site-packages/{name}/" in maps]
+
+
 def test_a_jobmanager_and_a_taskmanager_killed_with_sigkill_leave_no_process_behind(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -72,6 +79,10 @@ def test_a_jobmanager_and_a_taskmanager_killed_with_sigkill_leave_no_process_beh
         planner = wait_for_descendant(jobmanager, "spawn_main")
         planner_jvm = wait_for_descendant(jobmanager, "SparkSubmit")
         assert planner_jvm.ppid() == planner.pid
+        # Resolving a plan needs neither pandas, pyarrow nor numpy (~100 MB of the
+        # planner's memory when PySpark's createDataFrame and py4j converters load them).
+        assert not heavy_libraries_mapped(planner), heavy_libraries_mapped(planner)
+        print("TaskManager maps:", heavy_libraries_mapped(taskmanager) or "none of pandas, pyarrow, numpy")
         processes = family(jobmanager) + family(taskmanager)
         assert any("SparkSubmit" in " ".join(p.cmdline()) for p in family(taskmanager))
 

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
+from flink_runtime.spark.frames import empty_frame
 from flink_runtime.spark.session import acquire_session, release_session
 from tests.conftest import fast_config
 
@@ -355,3 +356,28 @@ def test_a_pooled_task_thread_carries_no_scheduler_pool_into_its_next_task(spark
         handle.join(30)
     assert pools == ["slot-3", None]
     assert tags == [{"t-slot-3"}, {"t-None"}]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "value string",
+        "id INT, name STRING, amount DECIMAL(10,2), tags ARRAY<STRING>, at TIMESTAMP",
+        "int",
+        "struct<a: int, b: map<string, double>>",
+    ],
+)
+def test_an_empty_frame_has_the_schema_createdataframe_gives(spark, schema) -> None:
+    """The planner's empty DataFrames (built in the JVM, so pandas stays unimported) have
+    exactly the schema of `createDataFrame([], schema)`, DDL strings and atomic types too."""
+    assert empty_frame(spark, schema).schema == spark.createDataFrame([], schema).schema
+
+
+def test_an_empty_frame_keeps_non_nullable_fields(spark) -> None:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField("id", LongType(), False), StructField("name", StringType(), True)])
+    frame = empty_frame(spark, schema)
+    assert frame.schema == schema
+    assert frame.count() == 0
+    assert frame.groupBy("name").count().schema.names == ["name", "count"]

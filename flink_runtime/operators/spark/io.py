@@ -30,6 +30,7 @@ from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.operators.spark import partitioned_sink
 from flink_runtime.security.paths import AllowedDirectories, local_resolved
+from flink_runtime.spark.frames import empty_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -151,7 +152,7 @@ def _split(number: int, files: list[str], size: int) -> InputSplit:
 
 def read_source(spark: SparkSession, source: dict[str, Any], files: list[str], schema: StructType) -> DataFrame:
     if not files:
-        return spark.createDataFrame([], schema)
+        return empty_frame(spark, schema)
     reader = spark.read.format(source["format"]).options(**source.get("options", {}))
     if source["format"] != "text":
         reader = reader.schema(schema)
@@ -167,7 +168,7 @@ def infer_source_schema(spark: SparkSession, source: dict[str, Any], files: list
     if "__resolved__" in source:  # asked of a database already (a JDBC source)
         return schema_from_json(source["__resolved__"])
     if source.get("schema"):
-        return spark.createDataFrame([], source["schema"]).schema
+        return empty_frame(spark, source["schema"]).schema
     if not files:
         raise SourceError(
             f"{source['format']} input {source['paths']} has no files to infer a schema from; "
@@ -214,7 +215,7 @@ def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: 
     for chunk_location in gate.chunk_locations:
         files.update(chunk_file_sizes(chunk_location, gate.result_id, subdirectory))
     if not files:
-        return spark.createDataFrame([], schema), 0
+        return empty_frame(spark, schema), 0
     return spark.read.schema(schema).parquet(*files), sum(files.values())
 
 

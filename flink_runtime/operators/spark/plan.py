@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.operators.spark import io
 from flink_runtime.operators.spark.chain import apply_operators, combine_inputs
+from flink_runtime.spark.frames import empty_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,12 +31,12 @@ def resolve_vertex(
         if "source" in config:
             schema = io.infer_source_schema(spark, config["source"], files)
             resolved["source_schema"] = io.schema_to_json(schema)
-            df = apply_operators(spark, spark.createDataFrame([], schema), operators, views)
+            df = apply_operators(spark, empty_frame(spark, schema), operators, views)
         else:
             if any(schema is None for schema in input_schemas):
                 raise ValueError("an input of this vertex is not a Spark vertex; connect Spark vertices only")
             resolved["input_schemas"] = list(input_schemas)
-            inputs = [spark.createDataFrame([], io.schema_from_json(s)) for s in input_schemas]  # type: ignore[arg-type]
+            inputs = [empty_frame(spark, io.schema_from_json(s)) for s in input_schemas]  # type: ignore[arg-type]
             df, rest = combine_inputs(inputs, operators)
             df = apply_operators(spark, df, rest, views)
         output_schema = io.schema_to_json(df.schema)
