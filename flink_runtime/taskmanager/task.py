@@ -15,6 +15,7 @@ and gives up on the thread after `task.cancellation.timeout`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import tempfile
@@ -257,6 +258,7 @@ class Task:
         return partition_dir(self.data_dir, namespace, partition.result_id, partition.partition_number)
 
 
+@functools.lru_cache(maxsize=16)  # per task deployed otherwise: a URL parse each
 def blob_cache_dir_for(data_dir: str) -> str:
     """Where a TaskManager keeps downloaded job libraries: <data dir>/blobs, on local disk
     (Python imports only local files, so a remote data dir gets a local temp dir)."""
