@@ -41,6 +41,7 @@ from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partition_files import PartitionUnreachableError, remove_fetched
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.logs.context import bind_task
+from flink_runtime.logs.records import RecordTemplate
 from flink_runtime.taskmanager.task_threads import TASK_THREADS, TaskThread, TaskThreadPool
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     from flink_runtime.security.secret_store import SecretStore
 
 log = logging.getLogger(__name__)
+
+# The "switched from X to Y" line's records (three per task).
+_TRANSITION_RECORDS = RecordTemplate(log, logging.INFO, "%s switched from %s to %s.", __file__, "_transition")
 
 ReportState = Callable[["Task", ExecutionState, str | None], None]
 # Fetches the inputs produced on other TaskManagers: the descriptor reading the local
@@ -141,12 +145,9 @@ class Task:
         if log.isEnabledFor(logging.INFO):
             name = f"{self.descriptor.task_name}#{self.descriptor.attempt_number} ({self.execution_id})"
             # The record made without log.info's Logger.findCaller, a stack walk per line (a
-            # tenth of a TaskManager's work with short tasks) for a caller LOG_FORMAT never shows.
-            args = (name, self.state.value, state.value)
-            record = log.makeRecord(
-                log.name, logging.INFO, __file__, 0, "%s switched from %s to %s.", args, None, "_transition"
-            )
-            log.handle(record)
+            # tenth of a TaskManager's work with short tasks) for a caller LOG_FORMAT never
+            # shows, and copied from the first one made (logs/records.py).
+            log.handle(_TRANSITION_RECORDS.make((name, self.state.value, state.value)))
         self.state = state
         self._report(self, state, error)
 
