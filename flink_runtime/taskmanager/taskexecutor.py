@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flink_runtime import configuration as cfg
@@ -44,6 +44,7 @@ from flink_runtime.rpc.messages import (
     LogFileChunk,
     LogFileRefused,
     LogFiles,
+    Message,
     PartitionFileChunk,
     PartitionFiles,
     PartitionRequestRefused,
@@ -337,15 +338,17 @@ class TaskExecutor(RpcEndpoint):
 
     def create_task(self, descriptor: TaskDeploymentDescriptor) -> RunningTask:
         """The task a descriptor deploys, not started yet (runs in the mailbox)."""
+        ask = self.channels.blocking_ask()
+        request_split, notify_partition_ready = self.channels.of_task(descriptor, ask)
         return Task(
             descriptor,
             self.data_dir,
             report=self.task_table.report_from_task_thread,
-            request_split=self.channels.split_requester(descriptor),
-            notify_partition_ready=self.channels.partition_notifier(descriptor),
+            request_split=request_split,
+            notify_partition_ready=notify_partition_ready,
             spark=self.spark,
             blob_server=self._blob_server(),
-            fetch_inputs=self._input_fetcher(),
+            fetch_inputs=self._input_fetcher(ask),
             allowed_directories=self.allowed_directories,
             secrets=self.secrets,
         )
@@ -357,9 +360,8 @@ class TaskExecutor(RpcEndpoint):
             self._blob_server_of = BlobServer(url, self._rest_headers, self._rest_verify)
         return self._blob_server_of
 
-    def _input_fetcher(self) -> FetchInputs | None:
-        """How tasks fetch remote inputs: made once for this address and event loop."""
-        ask = self.channels.blocking_ask()
+    def _input_fetcher(self, ask: Callable[[str, Message], Message]) -> FetchInputs | None:
+        """How tasks fetch remote inputs: made once for this address and event loop's ask."""
         key = (self.address, ask)
         if self._input_fetcher_of is None or self._input_fetcher_of[0] != key:
             self._input_fetcher_of = (key, self.partitions.input_fetcher(self.address, ask))
