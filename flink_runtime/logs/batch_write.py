@@ -4,8 +4,8 @@ The TaskManager's log writer thread (logs/queued.py) takes the records queued si
 last turn together. Handed one by one to the handlers a process has (a
 RotatingFileHandler for the log file, a StreamHandler for stderr), every line cost a
 write and a flush each, and the rotating handler's rollover check two `stat`s, a seek,
-a tell and a second formatting of the line: a quarter of a TaskManager's CPU with many
-short tasks (three "switched from" lines each). `write_batch` formats each record once
+a tell and a second formatting of the line: about a fifth of a TaskManager's CPU with
+many short tasks (three "switched from" lines each). `write_batch` formats each record once
 and writes the batch in one piece, rolling the file over before the line that would
 make it reach `maxBytes`, as RotatingFileHandler would (the same lines in the same
 files). Handlers of any other type get the records one by one through `handle`.
