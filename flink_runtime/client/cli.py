@@ -67,6 +67,7 @@ from flink_runtime.client.job_client import (
 )
 from flink_runtime.configuration import Configuration, ConfigurationError
 from flink_runtime.executiongraph.states import JobStatus
+from flink_runtime.logs.context import LineFormatter
 from flink_runtime.security import client_verify, rest_token
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,9 @@ def _load_config(args: argparse.Namespace) -> Configuration:
 def _setup_logging(args: argparse.Namespace, default: str) -> None:
     level = getattr(logging, args.log_level or default)
     # basicConfig leaves existing handlers alone (an embedding program's, or pytest's).
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(LineFormatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[stderr])
     if args.log_level:
         logging.getLogger().setLevel(level)
 

@@ -5,7 +5,8 @@
 - context.py: the `[job=... vertex=... subtask=N attempt=N]` tag of a task's lines;
 - reading.py: listing, bounded and confined reads, a job's tagged lines;
 - ranges.py: HTTP Range headers against a log file;
-- queued.py: a TaskManager's handlers fed by one writer thread (task threads only queue).
+- queued.py: a TaskManager's handlers fed by one writer thread (task threads only queue);
+- batch_write.py: the records of one writer turn written with one write per handler.
 
 The TaskManager answers for its files over RPC (taskmanager/log_service.py); the REST
 API serves the JobManager's own and fetches a TaskManager's (rest/log_routes.py).

@@ -36,7 +36,7 @@ from typing import TextIO
 
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration, ConfigurationError
-from flink_runtime.logs.context import LOG_FORMAT, TaskTagFilter
+from flink_runtime.logs.context import LOG_FORMAT, LineFormatter, TaskTagFilter
 
 ROLES = ("jobmanager", "taskexecutor", "minicluster")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -153,7 +153,7 @@ def _open(config: Configuration, role: str, process_id: str, capture_stdout: boo
     handler = logging.handlers.RotatingFileHandler(
         directory / f"{prefix}.log", maxBytes=max_bytes, backupCount=max_files, encoding="utf-8"
     )
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(LineFormatter(LOG_FORMAT))
     handler.addFilter(TaskTagFilter())
     logging.getLogger().addHandler(handler)
     logs = ProcessLogs(directory, prefix, max_bytes, max_files, handler)

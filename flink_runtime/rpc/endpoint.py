@@ -19,8 +19,10 @@ until whoever owns it stops it (the MiniCluster) or the process ends.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
@@ -83,6 +85,10 @@ class RpcEndpoint:
         self._end_of_turn: list[Callable[[], None]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Told from other threads, not yet in the mailbox (tell_self_threadsafe).
+        self._inbox: collections.deque[Any] = collections.deque()
+        self._inbox_lock = threading.Lock()
+        self._inbox_scheduled = False
 
     @property
     def address(self) -> str:
@@ -126,9 +132,29 @@ class RpcEndpoint:
         self._mailbox.put_nowait((message, None))
 
     def tell_self_threadsafe(self, message: Any) -> None:
-        """Put a message in the mailbox from another thread (a task's thread)."""
+        """Put a message in the mailbox from another thread (a task's thread). Messages told
+        while the loop has not yet taken the earlier ones go in with them: one wake-up of
+        the loop (a write to its self-pipe) for all, in the order they were told."""
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._mailbox.put_nowait, (message, None))
+        with self._inbox_lock:
+            self._inbox.append(message)
+            if self._inbox_scheduled:
+                return
+            self._inbox_scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._take_inbox)
+        except BaseException:  # a closed loop: the next teller tries again
+            with self._inbox_lock:
+                self._inbox_scheduled = False
+            raise
+
+    def _take_inbox(self) -> None:
+        with self._inbox_lock:
+            messages = list(self._inbox)
+            self._inbox.clear()
+            self._inbox_scheduled = False
+        for message in messages:
+            self._mailbox.put_nowait((message, None))
 
     async def ask_self(self, message: Any, timeout: float | None = None) -> Any:
         """Ask this actor from the same process (the REST server does)."""

@@ -161,6 +161,8 @@ def fetch_remote_inputs(
     this one's data directory (locations rewritten to the copies), and the folder of the
     copies (None when nothing was fetched). A partition that cannot be fetched raises
     PartitionUnreachableError naming it."""
+    if not descriptor.input_gates:
+        return descriptor, None  # a source: nothing to fetch (and no folder path to build)
     namespace = descriptor.data_namespace or descriptor.job_id
     base = pf.fetched_dir(data_dir, namespace, descriptor.execution_id)
     fetched = False

@@ -15,6 +15,7 @@ and gives up on the thread after `task.cancellation.timeout`.
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import os
 import tempfile
@@ -40,6 +41,7 @@ from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partition_files import PartitionUnreachableError, remove_fetched
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.logs.context import bind_task
+from flink_runtime.logs.records import RecordTemplate
 from flink_runtime.taskmanager.task_threads import TASK_THREADS, TaskThread, TaskThreadPool
 
 if TYPE_CHECKING:
@@ -48,6 +50,9 @@ if TYPE_CHECKING:
     from flink_runtime.security.secret_store import SecretStore
 
 log = logging.getLogger(__name__)
+
+# The "switched from X to Y" line's records (three per task).
+_TRANSITION_RECORDS = RecordTemplate(log, logging.INFO, "%s switched from %s to %s.", __file__, "_transition")
 
 ReportState = Callable[["Task", ExecutionState, str | None], None]
 # Fetches the inputs produced on other TaskManagers: the descriptor reading the local
@@ -140,12 +145,9 @@ class Task:
         if log.isEnabledFor(logging.INFO):
             name = f"{self.descriptor.task_name}#{self.descriptor.attempt_number} ({self.execution_id})"
             # The record made without log.info's Logger.findCaller, a stack walk per line (a
-            # tenth of a TaskManager's work with short tasks) for a caller LOG_FORMAT never shows.
-            args = (name, self.state.value, state.value)
-            record = log.makeRecord(
-                log.name, logging.INFO, __file__, 0, "%s switched from %s to %s.", args, None, "_transition"
-            )
-            log.handle(record)
+            # tenth of a TaskManager's work with short tasks) for a caller LOG_FORMAT never
+            # shows, and copied from the first one made (logs/records.py).
+            log.handle(_TRANSITION_RECORDS.make((name, self.state.value, state.value)))
         self.state = state
         self._report(self, state, error)
 
@@ -257,6 +259,7 @@ class Task:
         return partition_dir(self.data_dir, namespace, partition.result_id, partition.partition_number)
 
 
+@functools.lru_cache(maxsize=16)  # per task deployed otherwise: a URL parse each
 def blob_cache_dir_for(data_dir: str) -> str:
     """Where a TaskManager keeps downloaded job libraries: <data dir>/blobs, on local disk
     (Python imports only local files, so a remote data dir gets a local temp dir)."""

@@ -56,8 +56,21 @@ class TaskChannels:
         return ask
 
     def split_requester(self, descriptor: TaskDeploymentDescriptor) -> Callable[[int | None], InputSplit | None]:
-        ask = self.blocking_ask()
+        return self._split_requester(descriptor, self.blocking_ask())
 
+    def partition_notifier(self, descriptor: TaskDeploymentDescriptor) -> Callable[[str, str], None]:
+        return self._partition_notifier(descriptor, self.blocking_ask())
+
+    def of_task(
+        self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
+    ) -> tuple[Callable[[int | None], InputSplit | None], Callable[[str, str], None]]:
+        """A task's split requester and partition notifier over `ask` (blocking_ask's,
+        looked up once per task by the caller)."""
+        return self._split_requester(descriptor, ask), self._partition_notifier(descriptor, ask)
+
+    def _split_requester(
+        self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
+    ) -> Callable[[int | None], InputSplit | None]:
         def next_split(completed_split: int | None = None) -> InputSplit | None:
             request = RequestNextInputSplit(
                 job_id=descriptor.job_id,
@@ -72,9 +85,9 @@ class TaskChannels:
 
         return next_split
 
-    def partition_notifier(self, descriptor: TaskDeploymentDescriptor) -> Callable[[str, str], None]:
-        ask = self.blocking_ask()
-
+    def _partition_notifier(
+        self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
+    ) -> Callable[[str, str], None]:
         def notify(partition_id: str, location: str) -> None:
             message = ScheduleOrUpdateConsumers(
                 job_id=descriptor.job_id,

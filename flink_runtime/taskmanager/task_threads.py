@@ -33,15 +33,20 @@ class TaskThread:
     def __init__(self, name: str) -> None:
         self.name = name
         self.ident: int | None = None
-        self._done = threading.Event()
+        # Held from the task's start until its run returned: a bare lock, made per task
+        # deployed, costs a fraction of an Event (a Condition around a lock).
+        self._running = threading.Lock()
         self._started = False
+        self._finished = False  # not `not locked()`: a join() holds the lock for a moment
 
     def is_alive(self) -> bool:
         """True from the task's start until its run returned."""
-        return self._started and not self._done.is_set()
+        return self._started and not self._finished
 
     def join(self, timeout: float | None = None) -> None:
-        self._done.wait(timeout)
+        """Wait until the task's run returned (at once if it never started)."""
+        if self._running.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            self._running.release()
 
 
 class TaskThreadPool:
@@ -56,6 +61,7 @@ class TaskThreadPool:
 
     def start(self, handle: TaskThread, function: Callable[[], None]) -> None:
         """Run `function` for `handle`'s task; `handle` is alive from now until it returns."""
+        handle._running.acquire()
         handle._started = True
         with self._lock:
             if self._idle > 0:
@@ -81,7 +87,8 @@ class TaskThreadPool:
                 pass
             _clear_pending_interrupt(ident)
             me.name = idle_name
-            handle._done.set()
+            handle._finished = True
+            handle._running.release()
             with self._lock:
                 self._idle += 1
             handle, function = self._work.get()

@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from flink_runtime import configuration as cfg
@@ -44,6 +44,7 @@ from flink_runtime.rpc.messages import (
     LogFileChunk,
     LogFileRefused,
     LogFiles,
+    Message,
     PartitionFileChunk,
     PartitionFiles,
     PartitionRequestRefused,
@@ -79,7 +80,7 @@ from flink_runtime.taskmanager.partition_service import PartitionService
 from flink_runtime.taskmanager.resources import task_manager_resources, task_manager_total_resource
 from flink_runtime.taskmanager.spark_session import TaskManagerSpark
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
-from flink_runtime.taskmanager.task import Task
+from flink_runtime.taskmanager.task import FetchInputs, Task
 from flink_runtime.taskmanager.task_channels import TaskChannels
 from flink_runtime.taskmanager.task_table import FINAL_STATE_ATTEMPTS, RunningTask, TaskStateChanged, TaskTable
 
@@ -164,6 +165,9 @@ class TaskExecutor(RpcEndpoint):
             rpc, lambda: self.address, host, lambda: self.connection.jobmanager_address, self.ask_timeout
         )
         self.spark_session = TaskManagerSpark(config, self.slots, self.data_dir)
+        # What every task is given, made once rather than per task (create_task).
+        self._blob_server_of: BlobServer | None = None
+        self._input_fetcher_of: tuple[tuple[str, Any], FetchInputs | None] | None = None
         # Called by the RPC layer outside the mailbox; handled inside it.
         rpc.on_disconnect = lambda address: self.run_in_mailbox(self.connection.connection_lost, address)
         self.system_metrics = SystemMetricsSampler(
@@ -334,18 +338,34 @@ class TaskExecutor(RpcEndpoint):
 
     def create_task(self, descriptor: TaskDeploymentDescriptor) -> RunningTask:
         """The task a descriptor deploys, not started yet (runs in the mailbox)."""
+        ask = self.channels.blocking_ask()
+        request_split, notify_partition_ready = self.channels.of_task(descriptor, ask)
         return Task(
             descriptor,
             self.data_dir,
             report=self.task_table.report_from_task_thread,
-            request_split=self.channels.split_requester(descriptor),
-            notify_partition_ready=self.channels.partition_notifier(descriptor),
+            request_split=request_split,
+            notify_partition_ready=notify_partition_ready,
             spark=self.spark,
-            blob_server=BlobServer(self.jobmanager_rest_url, self._rest_headers, self._rest_verify),
-            fetch_inputs=self.partitions.input_fetcher(self.address, self.channels.blocking_ask()),
+            blob_server=self._blob_server(),
+            fetch_inputs=self._input_fetcher(ask),
             allowed_directories=self.allowed_directories,
             secrets=self.secrets,
         )
+
+    def _blob_server(self) -> BlobServer:
+        """The current JobManager's REST API for job libraries (one while it stays the same)."""
+        url = self.jobmanager_rest_url
+        if self._blob_server_of is None or self._blob_server_of.url != url:
+            self._blob_server_of = BlobServer(url, self._rest_headers, self._rest_verify)
+        return self._blob_server_of
+
+    def _input_fetcher(self, ask: Callable[[str, Message], Message]) -> FetchInputs | None:
+        """How tasks fetch remote inputs: made once for this address and event loop's ask."""
+        key = (self.address, ask)
+        if self._input_fetcher_of is None or self._input_fetcher_of[0] != key:
+            self._input_fetcher_of = (key, self.partitions.input_fetcher(self.address, ask))
+        return self._input_fetcher_of[1]
 
     @handles(TaskStateChanged)
     def _on_task_state(self, change: TaskStateChanged) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 import typing
 from collections.abc import AsyncIterator
@@ -765,6 +766,27 @@ async def test_tell_self_threadsafe(probe: Probe) -> None:
     await asyncio.to_thread(probe.tell_self_threadsafe, DisconnectTaskManager(task_manager_id="t", reason="r"))
     await asyncio.wait_for(probe.told.wait(), 1)
     assert probe.tasks_seen == [probe._drainer]
+
+
+async def test_tell_self_threadsafe_from_many_threads_delivers_each_in_its_threads_order(probe: Probe) -> None:
+    # Tells that come while the loop has not taken the earlier ones share one wake-up of
+    # the loop: none may be lost or overtake another of its thread.
+    def tell(thread: int) -> None:
+        for n in range(300):
+            probe.tell_self_threadsafe(Heartbeat(jobmanager_id=f"{thread}-{n}"))
+
+    threads = [threading.Thread(target=tell, args=(thread,)) for thread in range(6)]
+    for thread in threads:
+        thread.start()
+    await asyncio.to_thread(lambda: [thread.join() for thread in threads])
+    await wait_until(lambda: len(probe.received) == 6 * 300)
+    for thread in range(6):
+        mine = [m.jobmanager_id for m in probe.received if m.jobmanager_id.startswith(f"{thread}-")]
+        assert mine == [f"{thread}-{n}" for n in range(300)]
+    assert set(probe.tasks_seen) == {probe._drainer}
+    # Once taken, a later tell wakes the loop again.
+    probe.tell_self_threadsafe(Heartbeat(jobmanager_id="late"))
+    await wait_until(lambda: probe.received[-1].jobmanager_id == "late")
 
 
 async def test_run_async_on_done_runs_inside_the_mailbox(probe: Probe) -> None:
