@@ -31,7 +31,7 @@ from flink_runtime.client.cli import main as cli_main
 from flink_runtime.embedded import ports
 from flink_runtime.jobgraph import JobGraph, JobVertex
 from flink_runtime.rpc.messages import AcknowledgeRegistration
-from tests.helpers.forged_rpc import ask, fake_registration
+from tests.helpers.forged_rpc import ask, ask_all, fake_registration
 
 pytestmark = pytest.mark.integration
 
@@ -122,8 +122,9 @@ def test_its_rpc_answers_no_other_process(shared: tuple[Path, str]) -> None:
     process = psutil.Process(state["pid"])
     ports = rpc_ports(state)
     assert len(ports) >= 2  # the JobManager's and its TaskManager's
-    for port in ports:
-        assert ask(f"tcp://127.0.0.1:{port}", fake_registration(), timeout=2.0) is None, port
+    # Each unanswered for 2 s, all side by side.
+    forged = [(f"tcp://127.0.0.1:{port}", fake_registration(), None) for port in ports]
+    assert ask_all(forged, timeout=2.0) == [None] * len(ports), ports
     assert [tm["id"] for tm in httpx.get(f"{rest_url}/taskmanagers").json()["taskmanagers"]] == ["minicluster-tm-0"]
     assert "cluster.secret" not in " ".join(process.cmdline()) + json.dumps(state)
     assert "--secrets-on-stdin" not in process.cmdline()  # it was given none

@@ -48,6 +48,30 @@ def ask(address: str, message: Message, secret: str | None = None, timeout: floa
         dealer.close()
 
 
+def ask_all(asks: list[tuple[str, Message, str | None]], timeout: float = 3.0) -> list[Message | None]:
+    """`ask` each (address, message, secret) at once, each from a fresh DEALER (CURVE keys
+    of its secret, or none): the answers' bodies
+    in order, None for each one not answered within `timeout` s. Every ask gets the whole
+    window, as one `ask` does, but the windows run side by side: checking that n forged
+    messages go unanswered waits `timeout` once, not n times."""
+    dealers = [_dealer(address, secret) for address, _, secret in asks]
+    try:
+        poller = zmq.Poller()
+        for dealer, (_, message, _) in zip(dealers, asks, strict=True):
+            dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, ASK, 1, message)), zmq.NOBLOCK)
+            poller.register(dealer, zmq.POLLIN)
+        answers: dict[zmq.Socket, Message] = {}
+        deadline = time.monotonic() + timeout
+        while len(answers) < len(dealers) and (left := deadline - time.monotonic()) > 0:
+            for dealer, _ in poller.poll(int(left * 1000) + 1):
+                answers[dealer] = msgspec.msgpack.decode(dealer.recv(), type=Envelope).body
+                poller.unregister(dealer)
+        return [answers.get(dealer) for dealer in dealers]
+    finally:
+        for dealer in dealers:
+            dealer.close()
+
+
 def fake_registration(secret: str = "") -> RegisterTaskManager:
     """A TaskManager that does not exist, offering many slots (the next job's would go there)."""
     return RegisterTaskManager(
