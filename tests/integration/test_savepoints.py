@@ -56,6 +56,15 @@ def input_splits(rest_url: str, job_id: str, vertex_prefix: str = "Read text") -
     return httpx.get(f"{rest_url}/jobs/{job_id}/vertices/{source['id']}").json()["input-splits"]
 
 
+def wait_for_splits(rest_url: str, job_id: str, completed: int, vertex_prefix: str = "Read text") -> None:
+    """Until the source has completed `completed` splits: "a few splits in" by the job's
+    progress rather than a fixed sleep (which also had to guess how fast Spark runs)."""
+    deadline = time.monotonic() + 60
+    while input_splits(rest_url, job_id, vertex_prefix).get("completed", 0) < completed:
+        assert time.monotonic() < deadline, f"job {job_id}: fewer than {completed} splits of {vertex_prefix} in 60 s"
+        time.sleep(0.1)
+
+
 def wait_running(client: JobClient, job_id: str, timeout: float = 60) -> None:
     """Plan resolution starts a SparkSession the first time, so RUNNING can take a while."""
     deadline = time.monotonic() + timeout
@@ -74,7 +83,7 @@ def test_stop_with_savepoint_then_resume_processes_every_file_exactly_once(
         graph.config["state.backend.type"] = backend
         job_id = client.submit(graph)
         wait_running(client, job_id)
-        time.sleep(2.0)  # a few splits in
+        wait_for_splits(minicluster.rest_url, job_id, 2)  # a few splits in
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
         assert client.status(job_id).value == "FINISHED"
         first = input_splits(minicluster.rest_url, job_id)
@@ -118,7 +127,8 @@ def test_stop_then_resume_keeps_the_static_side_of_a_join(minicluster: MiniClust
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(counts_with_lengths().job_graph())
         wait_running(client, job_id)
-        time.sleep(2.0)  # a few splits in; the one-file side is read by now
+        wait_for_splits(minicluster.rest_url, job_id, 2)  # a few splits in
+        wait_for_splits(minicluster.rest_url, job_id, 1, "Read JSON")  # the one-file side is read
         location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
         assert 0 < input_splits(minicluster.rest_url, job_id)["completed"] < 12, "the stop should come mid-job"
         resumed = client.submit(counts_with_lengths().job_graph(), savepoint_path=location)
@@ -206,7 +216,7 @@ def test_a_batch_job_whose_stop_fails_keeps_running_and_finishes_all_its_input(
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(word_count(tmp_path / "in", tmp_path / "out").job_graph())
         wait_running(client, job_id)
-        time.sleep(2.0)  # a few splits in
+        wait_for_splits(minicluster.rest_url, job_id, 2)  # a few splits in
         answer = stop_whose_savepoint_fails(client, job_id, tmp_path / "savepoints")
         assert "failure-cause" in answer["operation"], answer
         assert client.status(job_id).value == "RUNNING"
@@ -229,7 +239,7 @@ def test_a_failed_stop_of_a_job_without_aggregation_adds_the_rest_of_its_rows(
     with JobClient(minicluster.rest_url) as client:
         job_id = client.submit(pipeline.job_graph())
         wait_running(client, job_id)
-        time.sleep(2.0)
+        wait_for_splits(minicluster.rest_url, job_id, 2)  # a few splits in
         answer = stop_whose_savepoint_fails(client, job_id, tmp_path / "savepoints")
         assert "failure-cause" in answer["operation"], answer
         assert client.wait(job_id, timeout=120).value == "FINISHED", client.exceptions(job_id)
