@@ -26,13 +26,21 @@ def _dealer(address: str, secret: str | None) -> zmq.Socket:
 
 def forge(address: str, messages: list[Message], secret: str | None) -> None:
     """Send `messages` as tells from a fresh DEALER (CURVE keys of `secret`, or none)."""
-    dealer = _dealer(address, secret)
+    forge_all([(address, messages)], secret)
+
+
+def forge_all(targets: list[tuple[str, list[Message]]], secret: str | None) -> None:
+    """`forge` to several peers at once: one DEALER each, all sent, then one second for
+    them to go out and be handled (closing with LINGER 0 drops what is still queued)."""
+    dealers = [(_dealer(address, secret), messages) for address, messages in targets]
     try:
-        for message in messages:
-            dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, message)), zmq.NOBLOCK)
+        for dealer, messages in dealers:
+            for message in messages:
+                dealer.send(msgspec.msgpack.encode(Envelope(PROTOCOL_VERSION, TELL, 0, message)), zmq.NOBLOCK)
         time.sleep(1.0)
     finally:
-        dealer.close()
+        for dealer, _ in dealers:
+            dealer.close()
 
 
 def ask(address: str, message: Message, secret: str | None = None, timeout: float = 3.0) -> Message | None:

@@ -31,7 +31,7 @@ from flink_runtime.rpc.messages import (
     UpdateTaskExecutionStates,
 )
 from tests.conftest import fast_config
-from tests.helpers.forged_rpc import ask, ask_all, fake_registration, forge
+from tests.helpers.forged_rpc import ask, ask_all, fake_registration, forge_all
 from tests.helpers.jobs import sleep_job
 
 pytestmark = pytest.mark.integration
@@ -197,40 +197,44 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
             (taskmanager,) = client.taskmanagers()
 
             assert cluster.jobmanager is not None
-            forge(
-                cluster.jobmanager.rpc_address,
+            forged_task = forged_descriptor(job_id, jobmanager_id="")
+            # To the JobManager and the TaskManager at once (one settling second, not two).
+            forge_all(
                 [
-                    UpdateTaskExecutionState(
-                        jobmanager_id="",
-                        job_id=job_id,
-                        execution_id=execution_id,
-                        state="FAILED",
-                        error="made-up exception",
-                    ),
-                    UpdateTaskExecutionStates(
-                        updates=[
+                    (
+                        cluster.jobmanager.rpc_address,
+                        [
                             UpdateTaskExecutionState(
                                 jobmanager_id="",
                                 job_id=job_id,
                                 execution_id=execution_id,
-                                state=state,
+                                state="FAILED",
                                 error="made-up exception",
-                            )
-                            for state in ("CANCELED", "FAILED")
-                        ]
+                            ),
+                            UpdateTaskExecutionStates(
+                                updates=[
+                                    UpdateTaskExecutionState(
+                                        jobmanager_id="",
+                                        job_id=job_id,
+                                        execution_id=execution_id,
+                                        state=state,
+                                        error="made-up exception",
+                                    )
+                                    for state in ("CANCELED", "FAILED")
+                                ]
+                            ),
+                            CancelJob(job_id=job_id),
+                            DisconnectTaskManager(task_manager_id=taskmanager["id"], reason="forged"),
+                        ],
                     ),
-                    CancelJob(job_id=job_id),
-                    DisconnectTaskManager(task_manager_id=taskmanager["id"], reason="forged"),
-                ],
-                forger_secret,
-            )
-            forged_task = forged_descriptor(job_id, jobmanager_id="")
-            forge(
-                cluster.taskmanagers[0].rpc_address,
-                [
-                    ReleasePartitions(job_id=str(outside)),
-                    ReleasePartitions(job_id="x", data_namespace="/"),
-                    SubmitTasks(tasks=[SubmitTask(descriptor=forged_task)] * 2),
+                    (
+                        cluster.taskmanagers[0].rpc_address,
+                        [
+                            ReleasePartitions(job_id=str(outside)),
+                            ReleasePartitions(job_id="x", data_namespace="/"),
+                            SubmitTasks(tasks=[SubmitTask(descriptor=forged_task)] * 2),
+                        ],
+                    ),
                 ],
                 forger_secret,
             )
