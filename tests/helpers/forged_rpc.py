@@ -58,10 +58,10 @@ def ask(address: str, message: Message, secret: str | None = None, timeout: floa
 
 def ask_all(asks: list[tuple[str, Message, str | None]], timeout: float = 3.0) -> list[Message | None]:
     """`ask` each (address, message, secret) at once, each from a fresh DEALER (CURVE keys
-    of its secret, or none): the answers' bodies
-    in order, None for each one not answered within `timeout` s. Every ask gets the whole
-    window, as one `ask` does, but the windows run side by side: checking that n forged
-    messages go unanswered waits `timeout` once, not n times."""
+    of its secret, or none): the answers' bodies in order, None for each one not answered
+    within `timeout` s. Every ask gets the whole window, as one `ask` does, but the windows
+    run side by side: checking that n forged messages go unanswered waits `timeout` once,
+    not n times."""
     dealers = [_dealer(address, secret) for address, _, secret in asks]
     try:
         poller = zmq.Poller()
