@@ -62,6 +62,36 @@ def spark_job_count() -> int:
     return len(context.statusTracker().getJobIdsForGroup()) if context is not None else 0
 
 
+def job_phases(rest_url: str, job_id: str, submitted: float, seen_done: float) -> dict[str, int]:
+    """Where one run's wall went, in ms, from the REST timestamps: submit -> job start;
+    per vertex (in plan order) the gap before its first subtask deployed, then
+    DEPLOYING -> RUNNING (deployment) and RUNNING -> its last subtask FINISHED (the
+    subtasks' work); the last vertex's end -> job FINISHED (the JobManager's terminal
+    work: publishing the sink); job FINISHED -> the client saw it."""
+    import urllib.request
+
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(rest_url.rstrip("/") + path, timeout=30) as response:
+            return json.loads(response.read())
+
+    details = get(f"/jobs/{job_id}")
+    at = submitted * 1000
+    phases = {"submit": details["start-time"] - at}
+    at = details["start-time"]
+    for index, vertex in enumerate(details["vertices"]):
+        subtasks = get(f"/jobs/{job_id}/vertices/{vertex['id']}/subtasktimes")["subtasks"]
+        deploying = min(s["timestamps"]["DEPLOYING"] for s in subtasks)
+        running = max(s["timestamps"]["RUNNING"] for s in subtasks)
+        finished = max(s["timestamps"]["FINISHED"] for s in subtasks)
+        phases[f"v{index}-gap"] = deploying - at
+        phases[f"v{index}-deploy"] = running - deploying
+        phases[f"v{index}-run"] = finished - running
+        at = finished
+    phases["to-finished"] = details["end-time"] - at
+    phases["client"] = seen_done * 1000 - details["end-time"]
+    return {key: int(value) for key, value in phases.items()}
+
+
 def plain_worker(text: Path, out: Path, runs: int) -> dict[str, Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -100,11 +130,13 @@ def runtime_worker(text: Path, out: Path, runs: int, scratch: Path) -> dict[str,
                 p = Pipeline("peers word count", parallelism=CORES)
                 words = p.read_text(str(text)).select("explode(split(value, ' ')) AS word").filter("word != ''")
                 words.key_by("word").agg("count(*) AS count").write_parquet(str(out), mode="overwrite")
-                jobs, started = spark_job_count(), time.perf_counter()
+                jobs, started, submitted = spark_job_count(), time.perf_counter(), time.time()
                 job_id = client.submit(p.job_graph())
                 status = client.wait(job_id, timeout=WORKER_TIMEOUT)
                 result["runs"].append(time.perf_counter() - started)
                 result["spark_jobs"].append(spark_job_count() - jobs)
+                result.setdefault("phases", []).append(job_phases(cluster.rest_url, job_id, submitted, time.time()))
+                print(f"run {_run} phases (ms): {result['phases'][-1]}", file=sys.stderr, flush=True)
                 if status.value != "FINISHED":
                     raise RuntimeError(f"job ended {status.value}: {client.exceptions(job_id).get('root-exception')}")
     return result
@@ -237,6 +269,11 @@ def bench_size(size: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def report(all_results: list[dict[str, Any]], sides: list[str]) -> None:
+    for results in all_results:
+        phases = results.get("runtime", {}).get("phases", [])[1:]
+        if phases:
+            medians = {key: sorted(p[key] for p in phases)[len(phases) // 2] for key in phases[0]}
+            print(f"{results['size']:>6} runtime warm phases, median ms: {medians}")
     print()
     columns = f"{'ready s':>8} {'cold s':>7} {'warm s':>7} {'process s':>10} {'CPU s':>7} {'jobs':>9} {'busy':>5}"
     print(f"{'size':>6} {'side':<8} {columns}")
