@@ -62,12 +62,36 @@ def spark_job_count() -> int:
     return len(context.statusTracker().getJobIdsForGroup()) if context is not None else 0
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds this process and its descendants (the Spark JVM) used so far: steadier
+    than wall time on a shared machine (a run's `cpu` phase)."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as file:
+                    fields = file.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)], ticks[int(entry)] = int(fields[1]), int(fields[11]) + int(fields[12])
+    tree = {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                changed = True
+    return sum(ticks[pid] for pid in tree) / os.sysconf("SC_CLK_TCK")
+
+
 def job_phases(rest_url: str, job_id: str, submitted: float, seen_done: float) -> dict[str, int]:
     """Where one run's wall went, in ms, from the REST timestamps: submit -> job start;
     per vertex (in plan order) the gap before its first subtask deployed, then
     DEPLOYING -> RUNNING (deployment) and RUNNING -> its last subtask FINISHED (the
     subtasks' work); the last vertex's end -> job FINISHED (the JobManager's terminal
-    work: publishing the sink); job FINISHED -> the client saw it."""
+    work: publishing the sink); job FINISHED -> the client saw it. The caller adds `cpu`."""
     import urllib.request
 
     def get(path: str) -> Any:
@@ -130,12 +154,14 @@ def runtime_worker(text: Path, out: Path, runs: int, scratch: Path) -> dict[str,
                 p = Pipeline("peers word count", parallelism=CORES)
                 words = p.read_text(str(text)).select("explode(split(value, ' ')) AS word").filter("word != ''")
                 words.key_by("word").agg("count(*) AS count").write_parquet(str(out), mode="overwrite")
-                jobs, started, submitted = spark_job_count(), time.perf_counter(), time.time()
+                jobs, started, submitted, cpu = spark_job_count(), time.perf_counter(), time.time(), tree_cpu_seconds()
                 job_id = client.submit(p.job_graph())
                 status = client.wait(job_id, timeout=WORKER_TIMEOUT)
                 result["runs"].append(time.perf_counter() - started)
                 result["spark_jobs"].append(spark_job_count() - jobs)
-                result.setdefault("phases", []).append(job_phases(cluster.rest_url, job_id, submitted, time.time()))
+                phases = job_phases(cluster.rest_url, job_id, submitted, time.time())
+                phases["cpu"] = int((tree_cpu_seconds() - cpu) * 1000)
+                result.setdefault("phases", []).append(phases)
                 print(f"run {_run} phases (ms): {result['phases'][-1]}", file=sys.stderr, flush=True)
                 if status.value != "FINISHED":
                     raise RuntimeError(f"job ended {status.value}: {client.exceptions(job_id).get('root-exception')}")
