@@ -203,6 +203,7 @@ class SparkTask(AbstractInvokable):
                         paths = split.payload["files"]
                         io.check_paths(env.allowed_directories, paths, f"input split {split.split_number}")
                         df = io.read_source(spark, config["source"], paths, schema)
+                        df = _small_split_in_one_partition(df, operators, split.payload.get("bytes", 0))
                     env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
                     sink_chunk = jdbc.split_chunk(split.payload)
@@ -356,6 +357,23 @@ def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> Sp
     # aggregated rows are few, and each shuffle partition writes a file per output.
     session.conf.set("spark.sql.shuffle.partitions", str(max(1, spark.sparkContext.defaultParallelism)))
     return session
+
+
+# A file split of at most this many bytes combines in one Spark partition (see below):
+# Spark's own cost of opening a file (spark.sql.files.openCostInBytes' default), under
+# which its scan packs a file into one partition anyway.
+SMALL_SPLIT_BYTES = 4 << 20
+
+
+def _small_split_in_one_partition(df: DataFrame, operators: list[dict[str, Any]], size: int) -> DataFrame:
+    """A small split read in one Spark partition when the chain combines it (a partial
+    aggregate): the aggregate then needs no shuffle, and the split is one Spark stage of
+    one task (scan, combine, write) instead of two stages (a 1 MB word count's source
+    subtask: 500 -> 406 ms, benchmarks/README.md round 38). Its rows are the same: the
+    partial aggregate's result does not depend on how the split was cut. Larger splits
+    keep the scan's parallelism."""
+    combines = any(spec.get("op") == "aggregate" and spec.get("phase") == "partial" for spec in operators)
+    return df.coalesce(1) if combines and size <= SMALL_SPLIT_BYTES else df
 
 
 def _counted(df: DataFrame) -> tuple[DataFrame, Callable[[], int]]:
