@@ -18,6 +18,7 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from flink_runtime.client import JobClient, RestClientError
 from flink_runtime.minicluster import MiniCluster
+from flink_runtime.operators.spark.task import SMALL_SPLIT_BYTES, small_split_in_one_partition
 from flink_runtime.pipeline import Pipeline
 from flink_runtime.spark.frames import empty_frame
 from flink_runtime.spark.session import acquire_session, release_session
@@ -129,8 +130,23 @@ def test_each_aggregate_subtask_runs_one_spark_job(minicluster, spark, text_dir,
     started = set(tracker.getJobIdsForGroup()) - before
     # 2 source subtasks x 1 job, and the 2 final-aggregate subtasks x 1 job.
     assert len(started) <= 2 + 2, f"{len(started)} Spark jobs ran for the job"
+    # The splits are small: each combines in one Spark partition, without a shuffle.
+    assert [len(tracker.getJobInfo(job).stageIds) for job in sorted(started)] == [1] * len(started)
     reference = spark.read.text(str(text_dir)).selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
     assert rows(spark, out) == sorted(tuple(r) for r in reference.groupBy("word").count().collect())
+
+
+def test_only_a_small_split_that_combines_is_read_in_one_partition(spark, text_dir) -> None:
+    """A split up to SMALL_SPLIT_BYTES whose chain has a partial aggregate is one Spark
+    partition (its aggregate then needs no shuffle); a larger one keeps the scan's
+    partitions, and a chain that does not combine is left alone."""
+    df = spark.read.text(str(text_dir))
+    scanned = df.rdd.getNumPartitions()
+    assert scanned > 1  # 8 small files: one scan partition each
+    partial = [{"op": "aggregate", "phase": "partial", "keys": ["value"], "aggregates": ["count(*) AS n"]}]
+    assert small_split_in_one_partition(df, partial, SMALL_SPLIT_BYTES).rdd.getNumPartitions() == 1
+    assert small_split_in_one_partition(df, partial, SMALL_SPLIT_BYTES + 1).rdd.getNumPartitions() == scanned
+    assert small_split_in_one_partition(df, [{"op": "select", "exprs": ["value"]}], 0) is df
 
 
 def test_multi_key_group_by_matches_plain_pyspark(minicluster, spark, sales_dir, tmp_path) -> None:

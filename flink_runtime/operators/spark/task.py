@@ -203,7 +203,7 @@ class SparkTask(AbstractInvokable):
                         paths = split.payload["files"]
                         io.check_paths(env.allowed_directories, paths, f"input split {split.split_number}")
                         df = io.read_source(spark, config["source"], paths, schema)
-                        df = _small_split_in_one_partition(df, operators, split.payload.get("bytes", 0))
+                        df = small_split_in_one_partition(df, operators, split.payload.get("bytes", 0))
                     env.io_metrics += IOMetrics(bytes_in=split.payload.get("bytes", 0))
                     chunks.append(f"split-{split.split_number}")
                     sink_chunk = jdbc.split_chunk(split.payload)
@@ -365,7 +365,7 @@ def _one_job_session(spark: SparkSession, operators: list[dict[str, Any]]) -> Sp
 SMALL_SPLIT_BYTES = 4 << 20
 
 
-def _small_split_in_one_partition(df: DataFrame, operators: list[dict[str, Any]], size: int) -> DataFrame:
+def small_split_in_one_partition(df: DataFrame, operators: list[dict[str, Any]], size: int) -> DataFrame:
     """A small split read in one Spark partition when the chain combines it (a partial
     aggregate): the aggregate then needs no shuffle, and the split is one Spark stage of
     one task (scan, combine, write) instead of two stages (a 1 MB word count's source
