@@ -152,8 +152,9 @@ class TaskManagerSpark:
 def _exercise_file_paths(session: Any, data_dir: str) -> None:
     """A tiny word count through the Spark calls a Pipeline API job's tasks make, in a
     scratch folder of `data_dir`: the source's (text read, a combining aggregate in a
-    session with adaptive execution off, a row-count observation, the exchange's Parquet
-    write split into subpartition folders) and the final aggregate's (Parquet read with a
+    session with adaptive execution off over a small split's one partition, a row-count
+    observation, the exchange's Parquet write split into subpartition folders) and the
+    final aggregate's (Parquet read with a
     schema, its partials merged in one partition, the sink's Parquet write). Each plan
     shape Spark meets the first time costs code generation and class loading; the same
     shapes here leave that to the warm-up (operators/spark/task.py, io.py)."""
@@ -167,7 +168,9 @@ def _exercise_file_paths(session: Any, data_dir: str) -> None:
         one_job = session.newSession()
         one_job.conf.set("spark.sql.adaptive.enabled", "false")
         one_job.conf.set("spark.sql.shuffle.partitions", str(max(1, session.sparkContext.defaultParallelism)))
-        words = one_job.read.text(text).selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
+        # In one partition, as a small split's partial aggregate reads (task.py small_split_in_one_partition).
+        lines = one_job.read.text(text).coalesce(1)
+        words = lines.selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
         partials = words.groupBy("word").agg(F.count(F.lit(1)).alias("n"))
         observed = partials.observe(_observation(), F.count(F.lit(1)).alias("rows"))
         subpartition = F.pmod(F.hash(F.col("word")), F.lit(2))
