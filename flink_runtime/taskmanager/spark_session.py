@@ -154,10 +154,11 @@ def _exercise_file_paths(session: Any, data_dir: str) -> None:
     scratch folder of `data_dir`: the source's (text read, a combining aggregate in a
     session with adaptive execution off over a small split's one partition, a row-count
     observation, the exchange's Parquet write split into subpartition folders) and the
-    final aggregate's (Parquet read with a
-    schema, its partials merged in one partition, the sink's Parquet write). Each plan
-    shape Spark meets the first time costs code generation and class loading; the same
-    shapes here leave that to the warm-up (operators/spark/task.py, io.py)."""
+    final aggregate's (Parquet read with a schema, its partials merged in one partition,
+    the sink's Parquet write). Each plan shape Spark meets the first time costs code
+    generation and class loading; the same shapes here leave that to the warm-up
+    (operators/spark/task.py, io.py). A split over 4 MiB meets the partial aggregate's
+    shuffle cold."""
     from pyspark.sql import functions as F  # noqa: N812
 
     scratch = tempfile.mkdtemp(prefix="spark-warm-up-", dir=data_dir if os.path.isdir(data_dir) else None)

@@ -369,9 +369,9 @@ def small_split_in_one_partition(df: DataFrame, operators: list[dict[str, Any]],
     """A small split read in one Spark partition when the chain combines it (a partial
     aggregate): the aggregate then needs no shuffle, and the split is one Spark stage of
     one task (scan, combine, write) instead of two stages (a 1 MB word count's source
-    subtask: 500 -> 406 ms, benchmarks/README.md round 38). Its rows are the same: the
-    partial aggregate's result does not depend on how the split was cut. Larger splits
-    keep the scan's parallelism."""
+    subtask: 7-19 % shorter, 12-18 % less CPU; benchmarks/README.md round 38). Its rows
+    are the same: the partial aggregate's result does not depend on how the split was
+    cut. Larger splits keep the scan's parallelism."""
     combines = any(spec.get("op") == "aggregate" and spec.get("phase") == "partial" for spec in operators)
     return df.coalesce(1) if combines and size <= SMALL_SPLIT_BYTES else df
 
