@@ -14,8 +14,8 @@ machine's load falls on both; reported: the median wall of each subtask's part a
 CPU of this process tree per round (steadier under load).
 
 --plan-check: the JobManager's plan check of both vertices (plan.resolve_vertex) on
-`local[1]`, alternating `createDataFrame([])` and io.empty_dataframe for its empty
-DataFrames.
+`local[1]`, alternating `createDataFrame([])` and spark/frames.py's empty_frame (built in
+the JVM) for its empty DataFrames.
 """
 
 from __future__ import annotations
@@ -96,25 +96,26 @@ def bench_split(text: str, rounds: int) -> None:
 def bench_plan_check(text: str, rounds: int) -> None:
     from pyspark.sql import SparkSession
 
-    from flink_runtime.operators.spark import io, plan
+    from flink_runtime.operators.spark import plan
     from flink_runtime.pipeline import Pipeline
+    from flink_runtime.spark.frames import empty_frame
 
     spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
     pipeline = Pipeline("word count", parallelism=2)
     words = pipeline.read_text(text).select("explode(split(value, ' ')) AS word").filter("word != ''")
     words.key_by("word").agg("count(*) AS count").write_parquet(tempfile.mkdtemp(), mode="overwrite")
     source, final = pipeline.job_graph().vertices
-    variants = {"createDataFrame": lambda s, schema: s.createDataFrame([], schema), "jvm": io.empty_dataframe}
+    variants = {"createDataFrame": lambda s, schema: s.createDataFrame([], schema), "jvm": empty_frame}
     results: dict[str, list[float]] = {name: [] for name in variants}
     for index in range(rounds + 4):
         for name in list(variants) if index % 2 == 0 else list(variants)[::-1]:
-            plan.io.empty_dataframe = variants[name]  # type: ignore[assignment]
+            plan.empty_frame = variants[name]  # type: ignore[assignment]
             started = time.perf_counter()
             _, output = plan.resolve_vertex(spark, source.config, [], [text])
             plan.resolve_vertex(spark, final.config, [output], [])
             if index >= 4:
                 results[name].append((time.perf_counter() - started) * 1000)
-    plan.io.empty_dataframe = variants["jvm"]  # type: ignore[assignment]
+    plan.empty_frame = empty_frame
     for name, times in results.items():
         print(f"{name:16s} plan check of both vertices: median {statistics.median(times):.0f} ms ({len(times)})")
 
