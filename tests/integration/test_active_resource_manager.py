@@ -227,8 +227,11 @@ def test_run_application_runs_one_job_and_leaves_no_process(tmp_path: Path) -> N
         while application.poll() is None:
             try:
                 for child in parent.children(recursive=True):
-                    if child.pid not in seen:
-                        seen[child.pid] = (child, _cmdline(child))
+                    # Read again while it lives: a child seen between its fork and its exec
+                    # still shows its parent's command line (seen once: a TaskManager missed).
+                    command = _cmdline(child)
+                    if child.pid not in seen or command != "?":
+                        seen[child.pid] = (seen[child.pid][0] if child.pid in seen else child, command)
             except psutil.NoSuchProcess:
                 break
             time.sleep(0.05)
