@@ -55,22 +55,12 @@ class TaskChannels:
         self._blocking = (loop, ask)
         return ask
 
-    def split_requester(self, descriptor: TaskDeploymentDescriptor) -> Callable[[int | None], InputSplit | None]:
-        return self._split_requester(descriptor, self.blocking_ask())
-
-    def partition_notifier(self, descriptor: TaskDeploymentDescriptor) -> Callable[[str, str], None]:
-        return self._partition_notifier(descriptor, self.blocking_ask())
-
-    def of_task(
-        self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
-    ) -> tuple[Callable[[int | None], InputSplit | None], Callable[[str, str], None]]:
-        """A task's split requester and partition notifier over `ask` (blocking_ask's,
-        looked up once per task by the caller)."""
-        return self._split_requester(descriptor, ask), self._partition_notifier(descriptor, ask)
-
-    def _split_requester(
+    def split_requester(
         self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
     ) -> Callable[[int | None], InputSplit | None]:
+        """The task's RequestNextInputSplit over `ask` (blocking_ask's, looked up once per
+        task by the caller)."""
+
         def next_split(completed_split: int | None = None) -> InputSplit | None:
             request = RequestNextInputSplit(
                 job_id=descriptor.job_id,
@@ -85,9 +75,11 @@ class TaskChannels:
 
         return next_split
 
-    def _partition_notifier(
+    def partition_notifier(
         self, descriptor: TaskDeploymentDescriptor, ask: Callable[[str, Message], Message]
     ) -> Callable[[str, str], None]:
+        """The task's ScheduleOrUpdateConsumers over `ask`."""
+
         def notify(partition_id: str, location: str) -> None:
             message = ScheduleOrUpdateConsumers(
                 job_id=descriptor.job_id,

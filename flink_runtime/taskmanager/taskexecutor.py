@@ -339,13 +339,12 @@ class TaskExecutor(RpcEndpoint):
     def create_task(self, descriptor: TaskDeploymentDescriptor) -> RunningTask:
         """The task a descriptor deploys, not started yet (runs in the mailbox)."""
         ask = self.channels.blocking_ask()
-        request_split, notify_partition_ready = self.channels.of_task(descriptor, ask)
         return Task(
             descriptor,
             self.data_dir,
             report=self.task_table.report_from_task_thread,
-            request_split=request_split,
-            notify_partition_ready=notify_partition_ready,
+            request_split=self.channels.split_requester(descriptor, ask),
+            notify_partition_ready=self.channels.partition_notifier(descriptor, ask),
             spark=self.spark,
             blob_server=self._blob_server(),
             fetch_inputs=self._input_fetcher(ask),

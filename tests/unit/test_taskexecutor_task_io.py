@@ -71,8 +71,8 @@ async def test_a_task_thread_asks_the_current_jobmanager_through_the_event_loop(
     jobmanager = ["tcp://jm-1:1"]
     channels = TaskChannels(transport, lambda: "tcp://tm:1", "tm-host", lambda: jobmanager[0], 1.0)
     task = descriptor("e-1")
-    next_split = channels.split_requester(task)
-    notify = channels.partition_notifier(task)
+    next_split = channels.split_requester(task, channels.blocking_ask())
+    notify = channels.partition_notifier(task, channels.blocking_ask())
 
     def task_thread() -> tuple[Any, ...]:
         split = next_split(6)
