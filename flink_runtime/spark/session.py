@@ -164,9 +164,7 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from flink_runtime.spark.frames import defer_numpy_converters
-
-    defer_numpy_converters()
+    _defer_numpy_converters()
     remote = properties.pop("spark.remote", None)
     builder = SparkSession.builder
     if remote:
@@ -185,6 +183,36 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
             builder = builder.config(key, value)
         log.info("Starting SparkSession on %s", mask_url_password(properties["spark.master"]))
     return builder.getOrCreate()
+
+
+_NUMPY_CONVERTERS = ("NumpyArrayConverter", "NumpyScalarConverter")
+
+
+class _OnlyOnceNumpyIsLoaded:
+    """A numpy converter asked only when numpy is imported: no argument can be a numpy
+    value before, and asking imports pandas, pyarrow and numpy (through
+    `pyspark.testing.utils`), ~100 MB a process that never uses them (the planner)."""
+
+    def __init__(self, converter: Any) -> None:
+        self.converter = converter
+
+    def can_convert(self, obj: Any) -> bool:
+        return "numpy" in sys.modules and self.converter.can_convert(obj)
+
+    def convert(self, obj: Any, gateway_client: Any) -> Any:
+        return self.converter.convert(obj, gateway_client)
+
+
+def _defer_numpy_converters() -> None:
+    """Wrap PySpark's numpy input converters (registered when pyspark.sql.types is
+    imported) so that py4j calls do not import numpy; idempotent."""
+    import pyspark.sql.types  # noqa: F401  (registers the converters)
+    from py4j import protocol
+
+    protocol.INPUT_CONVERTER[:] = [
+        _OnlyOnceNumpyIsLoaded(converter) if type(converter).__name__ in _NUMPY_CONVERTERS else converter
+        for converter in protocol.INPUT_CONVERTER
+    ]
 
 
 def _slot_pools_file(slots: int) -> str:
