@@ -397,3 +397,17 @@ def test_an_empty_frame_keeps_non_nullable_fields(spark) -> None:
     assert frame.schema == schema
     assert frame.count() == 0
     assert frame.groupBy("name").count().schema.names == ["name", "count"]
+
+
+def test_a_malformed_source_schema_is_refused_at_submit_saying_what(minicluster, spark, text_dir, tmp_path) -> None:
+    """The declared schema is parsed at submit (spark/frames.py builds its empty DataFrame
+    in the JVM now, not through createDataFrame): a typo still refuses the job clearly."""
+    pipeline = Pipeline("bad schema", parallelism=1)
+    pipeline.read_csv(str(text_dir / "*.txt"), schema="id INTT, name STRING").write_parquet(
+        str(tmp_path / "out"), mode="overwrite"
+    )
+    with JobClient(minicluster.rest_url) as client, pytest.raises(RestClientError) as refused:
+        client.submit(pipeline.job_graph())
+    assert refused.value.status_code == 400
+    assert "INTT" in str(refused.value), str(refused.value)
+    assert "Traceback" not in str(refused.value)
