@@ -157,3 +157,37 @@ def test_a_taskmanager_killed_while_it_resolves_leaves_the_plan_to_the_planner(
         assert len(resolved_by) == 2, resolved_by  # the TaskManager, then the planner
         with JobClient(standalone.rest_url, timeout=30) as client:
             client.cancel(outcome["job_id"])
+
+
+def test_a_transform_that_never_returns_is_refused_and_stopped_on_the_taskmanager(tmp_path: Path) -> None:
+    """The TaskManager gives the job's code half of what is left of jobmanager.planner.timeout,
+    answers timed_out, and interrupts the thread: the loop stops, the TaskManager serves on."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("one line\n")
+    properties = {**PROPERTIES, "jobmanager.planner.timeout": "10 s"}
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
+        jobmanager = standalone.start_jobmanager()
+        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
+        wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
+        pipeline = Pipeline("loops", parallelism=1)
+        pipeline.read_text(str(corpus / "*.txt")).transform("tests.helpers.hostile:loops_for_ever").write_json(
+            str(tmp_path / "out"), mode="overwrite"
+        )
+        with JobClient(standalone.rest_url, timeout=120) as client:
+            with pytest.raises(RestClientError) as refused:
+                client.submit(pipeline.job_graph())
+            assert refused.value.status_code == 400, refused.value
+            assert "did not finish within" in str(refused.value), refused.value
+            assert "on TaskManager tm-0" in str(refused.value), refused.value
+            process = psutil.Process(taskmanager.pid)
+            before = sum(process.cpu_times()[:2])
+            time.sleep(3)
+            spent = sum(process.cpu_times()[:2]) - before
+            print(f"TaskManager CPU in the 3 s after the refusal: {spent:.2f} s")
+            assert spent < 1.5, "the endless transform still runs on the TaskManager"
+            good = Pipeline("after", parallelism=1)
+            good.read_text(str(corpus / "*.txt")).write_json(str(tmp_path / "after"), mode="overwrite")
+            job_id = client.submit(good.job_graph())
+            assert client.wait(job_id, timeout=120) is JobStatus.FINISHED
+        assert not jvms_below(jobmanager)
