@@ -120,7 +120,9 @@ class SparkTask(AbstractInvokable):
         else:
             resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         if "sink" in config:
-            partitioned_sink.check_partition_columns(config["sink"], io.schema_from_json(output_schema))
+            # Parsed only for partition columns: a planner that resolved the plan on a
+            # TaskManager imports no PySpark otherwise (~18 MB of its memory).
+            partitioned_sink.check_partition_columns(config["sink"], lambda: io.schema_from_json(output_schema))
         monitor = config.get("source", {}).get("monitor_interval")
         operators = config.get("operators") or []
         return Prepared(
