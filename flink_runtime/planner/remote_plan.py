@@ -35,7 +35,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from flink_runtime.rpc.messages import Message, PlanRefused, PlanResolved, ResolvePlan
@@ -55,7 +55,7 @@ class TaskManagerTarget:
 
     task_manager_id: str
     address: str  # its RPC address
-    cluster_secret: str  # the RPC's (security/rpc_keys.py)
+    cluster_secret: str = field(repr=False)  # the RPC's (security/rpc_keys.py); never in a log line
     framesize: int  # pekko.framesize, bytes
 
 
