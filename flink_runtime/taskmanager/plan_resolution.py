@@ -23,6 +23,7 @@ false, and the planner resolves the plan itself then.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import logging
 import threading
@@ -67,7 +68,10 @@ class PlanResolution:
 
         def run() -> None:
             result = self._resolve(message, blob_server)
-            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(result))
+            # An interrupted thread ends after its answer went (timed_out), maybe after the
+            # loop closed (the TaskManager stopped): nobody waits for this result then.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(result))
 
         # A daemon thread, not the loop's executor: a transform that never returns must
         # not hold up the TaskManager's exit.
