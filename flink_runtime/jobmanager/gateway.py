@@ -5,7 +5,7 @@ thread or of an RPC) that raises is reported as the job's failure, never lost.""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded, supervise
@@ -31,6 +31,8 @@ class JobMasterGateway(Supervisor, Protocol[J_contra]):
     planner: Planner  # runs the job's own code (planner/)
     planner_timeout: float  # seconds
     jobmanager_id: str  # the fencing token deployed tasks carry back
+    task_managers: Mapping[str, Any]  # registered (RegisteredTaskManager): one resolves Spark plans
+    cluster_secret: str  # the RPC's, for the planner's ask of that TaskManager
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
     def request_slot(
