@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 # The heartbeat metric a TaskManager reports once its Spark JVM runs (system_metrics.py).
 _JVM_METRIC = "Status.JVM.Memory.Heap.Used"
+# Seconds a TaskManager's address gets to accept a TCP connection before the planner
+# resolves the plan itself (a host that drops packets, not one that refuses).
+PROBE_TIMEOUT = 3.0
 
 Resolution = tuple[dict[str, Any], str]  # (resolved config, output schema as JSON)
 LocalResolver = Callable[[dict[str, Any], list[Any], list[str]], Resolution]
@@ -145,10 +148,12 @@ class RemotePlanResolver:
 
 
 async def _ask(target: TaskManagerTarget, message: ResolvePlan, timeout: float) -> Message:
-    """The TaskManager's answer; RpcException when its connection drops first (a killed
-    TaskManager: no need to wait out the timeout), AskTimeoutError without an answer."""
+    """The TaskManager's answer; RpcException when nothing listens at its address or its
+    connection drops first (a killed TaskManager: no need to wait out the timeout),
+    AskTimeoutError without an answer."""
     from flink_runtime.rpc.service import RpcException, RpcService
 
+    await _check_listening(target.address)
     # Bound to loopback: answers come back on the connection this side opens.
     service = RpcService("127.0.0.1", 0, framesize=target.framesize, cluster_secret=target.cluster_secret)
     lost: asyncio.Future[str] = asyncio.get_running_loop().create_future()
@@ -163,3 +168,20 @@ async def _ask(target: TaskManagerTarget, message: ResolvePlan, timeout: float) 
     finally:
         asked.cancel()
         await service.close()
+
+
+async def _check_listening(address: str, timeout: float = PROBE_TIMEOUT) -> None:
+    """RpcException unless something accepts a TCP connection at `address` (tcp://host:port).
+
+    The RPC's sockets retry a refused connection quietly and report no disconnect for a
+    connection that never was: a TaskManager that died before the JobManager noticed
+    (its heartbeat timeout has not passed) would hold the plan for the whole time limit.
+    A plain connect, closed at once, tells within a round trip."""
+    from flink_runtime.rpc.service import RpcException
+
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host.strip("[]"), int(port)), timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise RpcException(f"nothing accepts connections at {address} ({type(exc).__name__}: {exc})") from None
+    writer.close()

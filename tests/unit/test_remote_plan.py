@@ -151,10 +151,14 @@ def test_a_dropped_connection_falls_back_at_once() -> None:
     port = listener.getsockname()[1]
     target = TaskManagerTarget("tm-gone", f"tcp://127.0.0.1:{port}", SECRET, 10 << 20)
 
-    def accept_and_drop() -> None:
-        connection, _ = listener.accept()
-        time.sleep(0.5)
-        connection.close()
+    def accept_and_drop() -> None:  # the planner's reachability probe, then the RPC's connection
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:  # closed at the test's end
+                return
+            time.sleep(0.5)
+            connection.close()
 
     threading.Thread(target=accept_and_drop, daemon=True).start()
     local = Local()
@@ -162,6 +166,22 @@ def test_a_dropped_connection_falls_back_at_once() -> None:
     assert resolver(target, local, limit=120.0)(CONFIG, [SCHEMA], [])[1] == "local"
     assert time.monotonic() - started < 20  # not the 65 s the TaskManager's answer may take
     listener.close()
+
+
+def test_a_taskmanager_dead_before_the_ask_falls_back_at_once() -> None:
+    """Killed before the JobManager noticed: nothing listens at its address any more, and
+    the planner resolves the plan itself instead of waiting half its time limit."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()  # the port is free: connections are refused
+    target = TaskManagerTarget("tm-dead", f"tcp://127.0.0.1:{port}", SECRET, 10 << 20)
+    local = Local()
+    started = time.monotonic()
+    assert resolver(target, local, limit=120.0)(CONFIG, [SCHEMA], [])[1] == "local"
+    assert time.monotonic() - started < 5  # not the 60 s half of the limit would be
+    assert local.calls == 1
 
 
 def test_a_taskmanager_with_its_jvm_running_is_chosen_first() -> None:
