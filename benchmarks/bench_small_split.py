@@ -2,6 +2,7 @@
 
     cd /tmp && PYTHONPATH=<checkout> .venv/bin/python benchmarks/bench_small_split.py TEXT_FILE [--rounds 16]
     cd /tmp && PYTHONPATH=<checkout> .venv/bin/python benchmarks/bench_small_split.py --plan-check TEXT_FILE
+    cd /tmp && PYTHONPATH=<checkout> .venv/bin/python benchmarks/bench_small_split.py --phases TEXT_FILE
 
 Default: the Spark calls of a 1 MB word count's two subtasks (operators/spark/task.py),
 in a child session with adaptive execution off on `local[2]`: the source's (text read,
@@ -12,6 +13,12 @@ merged in one partition, the sink's write). `shuffle` reads the split as Spark c
 `small_split_in_one_partition`). The two alternate, round after round, so a shared
 machine's load falls on both; reported: the median wall of each subtask's part and the
 CPU of this process tree per round (steadier under load).
+
+--phases: where each Spark action's wall goes, from Spark's own event log (not
+compressed, read at the end): the driver before the job (building the DataFrame through
+py4j, Spark's planning, the write's set-up), the job(s), and the driver after (the
+commit), for the source's write, a final subtask's read-merge-write, and plain PySpark's
+whole word count (adaptive execution on, as its defaults).
 
 --plan-check: the JobManager's plan check of both vertices (plan.resolve_vertex) on
 `local[1]`, alternating `createDataFrame([])` and spark/frames.py's empty_frame (built in
@@ -93,6 +100,84 @@ def bench_split(text: str, rounds: int) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
+def bench_phases(text: str, rounds: int) -> None:
+    import json
+
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F  # noqa: N812
+
+    events = tempfile.mkdtemp(prefix="bench-small-split-events-")
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", events)
+        .config("spark.eventLog.compress", "false")
+        .getOrCreate()
+    )
+    work = tempfile.mkdtemp(prefix="bench-small-split-")
+
+    def partials(session: Any) -> Any:
+        lines = session.read.text(text).coalesce(1)
+        words = lines.selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
+        return words.groupBy("word").agg(F.count(F.lit(1)).alias("n"))
+
+    def source(session: Any) -> None:
+        sub = F.pmod(F.hash(F.col("word")), F.lit(2))
+        partials(session).withColumn("__sub", sub).write.mode("append").partitionBy("__sub").parquet(f"{work}/exchange")
+
+    def final(session: Any) -> None:
+        files = glob.glob(f"{work}/exchange/__sub=0/*.parquet")[:1]
+        merged = session.read.schema("word string, n long").parquet(*files).coalesce(1)
+        merged.groupBy("word").agg(F.sum("n").alias("n")).write.mode("append").parquet(f"{work}/sink")
+
+    def plain(session: Any) -> None:
+        words = session.read.text(text).selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
+        words.groupBy("word").count().write.mode("overwrite").parquet(f"{work}/plain")
+
+    actions = {"source": source, "final": final, "plain": plain}
+    spans: dict[str, list[tuple[float, float]]] = {name: [] for name in actions}
+    for _ in range(rounds + 3):
+        shutil.rmtree(f"{work}/exchange", ignore_errors=True)
+        shutil.rmtree(f"{work}/sink", ignore_errors=True)
+        for name, action in actions.items():
+            session = spark.newSession()
+            session.conf.set("spark.sql.adaptive.enabled", "true" if name == "plain" else "false")
+            started = time.time()
+            action(session)
+            spans[name].append((started, time.time()))
+    spark.stop()
+    jobs: dict[int, dict[str, float]] = {}
+    for path in glob.glob(f"{events}/**/*", recursive=True):
+        if os.path.isfile(path):
+            for line in open(path):  # noqa: SIM115 - read once, at the end
+                event = json.loads(line)
+                if event["Event"] == "SparkListenerJobStart":
+                    jobs[event["Job ID"]] = {"start": event["Submission Time"] / 1000}
+                elif event["Event"] == "SparkListenerJobEnd":
+                    jobs[event["Job ID"]]["end"] = event["Completion Time"] / 1000
+    for name, measured in spans.items():
+        rows = []
+        for started, ended in measured[3:]:  # after the warm-up rounds
+            inside = [job for job in jobs.values() if started <= job["start"] <= ended]
+            rows.append(
+                (
+                    (ended - started) * 1000,
+                    (inside[0]["start"] - started) * 1000,
+                    sum(job["end"] - job["start"] for job in inside) * 1000,
+                    (ended - inside[-1]["end"]) * 1000,
+                    len(inside),
+                )
+            )
+        total, before, in_jobs, after, count = (statistics.median(row[i] for row in rows) for i in range(5))
+        print(
+            f"{name:7s} wall {total:5.0f} ms: driver before the job {before:4.0f}, {count:.0f} Spark job(s) "
+            f"{in_jobs:4.0f}, driver after {after:3.0f} ({len(rows)} rounds)"
+        )
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(events, ignore_errors=True)
+
+
 def bench_plan_check(text: str, rounds: int) -> None:
     from pyspark.sql import SparkSession
 
@@ -125,10 +210,12 @@ def main() -> None:
     parser.add_argument("text", help="a text file (e.g. bench_peers' 1 MB data: data-1m/text/part-00000.txt)")
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--plan-check", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="each Spark action's wall, from Spark's event log")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    (bench_plan_check if args.plan_check else bench_split)(args.text, args.rounds)
+    bench = bench_plan_check if args.plan_check else bench_phases if args.phases else bench_split
+    bench(args.text, args.rounds)
     sys.stdout.flush()
     os._exit(0)  # skip py4j's finalizers (bench_spark.worker_main)
 
