@@ -216,7 +216,8 @@ class JobStore:
     def save_progress(self, job_id: str, progress: dict[str, Any]) -> None:
         self._update_job(job_id, progress_json=dumps(progress))
 
-    def archive(self, job_id: str, details: dict[str, Any], exceptions: dict[str, Any]) -> None:
+    def archive(self, job_id: str, details: Any, exceptions: Any) -> None:
+        """details, exceptions: JSON documents, as dicts or msgspec Structs (job_snapshots.py)."""
         # msgspec's encoder, not json.dumps: an archive holds every subtask's attempts (10,000
         # subtasks: ~100 ms of json.dumps, holding the GIL in the store's thread while the
         # JobManager's loop waits for it; ~10x less so). Same JSON values read back: these

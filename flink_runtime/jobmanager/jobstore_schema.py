@@ -128,14 +128,15 @@ _json_encoder = msgspec.json.Encoder()
 
 
 def dumps_fast(value: Any) -> str:
-    """`dumps` for large documents of strings, numbers and finite floats (an archived
-    job's records): the same JSON values, encoded several times faster. Unlike json.dumps
+    """`dumps` for large documents (builtins or msgspec Structs) of strings, numbers and
+    finite floats (an archived job's records): the same JSON values, encoded several times
+    faster (a Struct without msgspec.to_builtins first). Unlike json.dumps
     it writes a non-finite float as null and non-ASCII text as UTF-8; text it cannot
     encode as UTF-8 (a lone surrogate in an error message, say) gets json.dumps."""
     try:
         return _json_encoder.encode(value).decode()
     except (UnicodeEncodeError, TypeError, ValueError):
-        return dumps(value)
+        return dumps(msgspec.to_builtins(value))
 
 
 def loads(text: str | None) -> Any:
