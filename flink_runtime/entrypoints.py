@@ -60,7 +60,8 @@ def run_until_signal(
             # lives as long as it does: out of the cyclic collector's sight from now on. A
             # full collection otherwise walks all of it again each time the objects a busy
             # process makes add up (~50 ms a time in a JobManager, several times per job of
-            # 10,000 subtasks, its loop stopped meanwhile).
+            # 10,000 subtasks, its loop stopped meanwhile). What of it later becomes cyclic
+            # garbage is never freed: a one-off, bounded by the start's own objects.
             gc.freeze()
             waits = [asyncio.ensure_future(stopping.wait())]
             if until is not None:
