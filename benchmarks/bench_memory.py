@@ -7,6 +7,8 @@ own defaults: no test settings) and prints the resident set size (RSS) of
 - its planner process(es) (Python children of the JobManager),
 - the planner's JVM (a java process under the planner),
 
+and, on a line of its own, the TaskManager's (its Python process and its Spark JVM: it
+resolves the planner's Spark plans while the planner has no JVM, planner/remote_plan.py),
 four times: before any job, after a no-op job, after a small Spark job (a word count
 over one generated text file, whose plan check needs Spark), and once the planner has
 been idle for `jobmanager.planner.idle-timeout` (`--idle-timeout`, default 30 s here) and
@@ -56,7 +58,15 @@ def rss(pid: int) -> dict[str, float]:
     return {"jobmanager": own, "planner": planner, "planner_jvm": jvm, "total": own + planner + jvm}
 
 
-def show(stage: str, sizes: dict[str, float], seconds: float | None = None) -> None:
+def taskmanager_rss(pid: int) -> str:
+    """The TaskManager's Python process and its JVM(s), in MB, as a line of its own."""
+    process = psutil.Process(pid)
+    jvm = sum(c.memory_info().rss for c in process.children(recursive=True) if "java" in c.name()) / MB
+    own = process.memory_info().rss / MB
+    return f"{'':<22} TaskManager {own:5.0f} MB  its JVM {jvm:6.0f} MB  total {own + jvm:6.0f} MB"
+
+
+def show(stage: str, sizes: dict[str, float], seconds: float | None = None, taskmanager: int | None = None) -> None:
     took = f"  job took {seconds:5.2f} s" if seconds is not None else ""
     print(
         f"{stage:<22} JobManager {sizes['jobmanager']:6.0f} MB  planner {sizes['planner']:6.0f} MB  "
@@ -64,6 +74,8 @@ def show(stage: str, sizes: dict[str, float], seconds: float | None = None) -> N
         f"(target <= 300: {'PASS' if sizes['total'] <= 300 else 'FAIL'}){took}",
         flush=True,
     )
+    if taskmanager is not None:
+        print(taskmanager_rss(taskmanager), flush=True)
 
 
 def run(client: JobClient, graph: JobGraph) -> float:
@@ -92,13 +104,14 @@ def main() -> None:
             cluster.start(taskmanagers=1, slots=2)
             assert cluster.jobmanager is not None
             pid = cluster.jobmanager.pid
+            tm = cluster.taskmanagers[0].pid
             # The planner's warm-up (if any) runs in the background after "ready".
             time.sleep(args.settle)
-            show("before any job", rss(pid))
+            show("before any job", rss(pid), taskmanager=tm)
             with JobClient(cluster.rest_url, timeout=60) as client:
                 noop = JobGraph(name="noop", vertices=[JobVertex(id="noop", name="NoOp", invokable="noop")])
                 seconds = run(client, noop)
-                show("after a no-op job", rss(pid), seconds)
+                show("after a no-op job", rss(pid), seconds, tm)
 
                 from flink_runtime.pipeline import Pipeline
 
@@ -106,9 +119,9 @@ def main() -> None:
                 words = p.read_text(str(text)).select("explode(split(value, ' ')) AS word").filter("word != ''")
                 words.key_by("word").agg("count(*) AS count").write_parquet(str(work / "out"), mode="overwrite")
                 seconds = run(client, p.job_graph())
-                show("after a Spark job", rss(pid), seconds)
+                show("after a Spark job", rss(pid), seconds, tm)
                 time.sleep(args.idle_timeout + 10)  # the replacement starts without a JVM
-                show("planner idle", rss(pid))
+                show("planner idle", rss(pid), taskmanager=tm)
 
 
 if __name__ == "__main__":

@@ -82,7 +82,8 @@ class JobManagerOptions:
         DURATION,
         "120 s",
         "How long preparing a job (importing its code, resolving its plan) or publishing its output "
-        "may take in the planner process before it is stopped and the job refused or failed.",
+        "may take in the planner process before it is stopped and the job refused or failed. A Spark "
+        "plan resolved on a TaskManager gets half of what is left of it there.",
     )
     PLANNER_WARM_UP = ConfigOption(
         "jobmanager.planner.warm-up",
@@ -91,7 +92,9 @@ class JobManagerOptions:
         "Start the planner's SparkSession (a JVM of about 200-350 MB) when the JobManager starts, so the "
         "first job whose plan needs Spark does not wait for it. The planner process itself (Python, no "
         "JVM) always starts with the JobManager: jobs whose plans need no Spark (built-in invokables "
-        "such as noop) never start a JVM. false: the first plan that needs Spark starts it. A call waits "
+        "such as noop) never start a JVM. false: Spark plans are resolved on a registered TaskManager's "
+        "JVM, and the first plan no TaskManager answers starts the planner's; true: the planner resolves "
+        "them with its own (the job's code at submit stays out of the TaskManagers). A call waits "
         "on a warm-up at most jobmanager.planner.timeout, then runs in a new planner.",
     )
     PLANNER_IDLE_TIMEOUT = ConfigOption(

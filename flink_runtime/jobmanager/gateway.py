@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flink_runtime.rpc.supervision import Supervised, Supervisor, guarded, supervise
@@ -32,6 +32,8 @@ class JobMasterGateway(Supervisor, Protocol[J_contra]):
     planner: Planner  # runs the job's own code (planner/)
     planner_timeout: float  # seconds
     jobmanager_id: str  # the fencing token deployed tasks carry back
+    task_managers: Mapping[str, Any]  # registered (RegisteredTaskManager): one resolves Spark plans
+    cluster_secret: str  # the RPC's, for the planner's ask of that TaskManager
 
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
     def request_slot(

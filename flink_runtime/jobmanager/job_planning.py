@@ -4,6 +4,9 @@ sources, and the terminal hooks that publish or discard what the sinks staged.
 
 `JobPlanning` owns what the preparation returned (`prepared`, per vertex). Its calls
 block: the JobMaster runs them in a worker thread, never in the mailbox.
+
+A preparation names a registered TaskManager to the planner: it resolves the Spark
+plans there while the planner process has no JVM of its own (planner/remote_plan.py).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from flink_runtime import configuration as cfg
 from flink_runtime.planner import tasks as planner_tasks
+from flink_runtime.planner.remote_plan import TaskManagerTarget, choose_task_manager
 
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
@@ -25,6 +30,8 @@ class PlannerGateway(Protocol):
     planner: Planner
     planner_timeout: float  # seconds
     blob_dir: str  # where uploaded libraries live on the JobManager
+    task_managers: Mapping[str, Any]  # the registered TaskManagers (RegisteredTaskManager)
+    cluster_secret: str  # the RPC's: the planner asks a TaskManager with it
 
 
 class JobPlanning:
@@ -48,6 +55,7 @@ class JobPlanning:
             restored,
             data_namespace,
             self._gateway.blob_dir,
+            self._task_manager(),
             timeout=self._gateway.planner_timeout,
         )
 
@@ -59,7 +67,15 @@ class JobPlanning:
             self._config,
             processed,
             data_namespace,
+            self._task_manager(),
             timeout=self._gateway.planner_timeout,
+        )
+
+    def _task_manager(self) -> TaskManagerTarget | None:
+        """The TaskManager the planner asks to resolve Spark plans (None: none registered).
+        Read in a worker thread: list() copies the registry in one step under the GIL."""
+        return choose_task_manager(
+            list(self._gateway.task_managers.values()), self._gateway.cluster_secret, self._config.get(cfg.FRAMESIZE)
         )
 
     def run_terminal_hooks(

@@ -23,6 +23,7 @@ from flink_runtime.executiongraph import ExecutionGraph, JobStatus
 from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
 from flink_runtime.planner import guard
+from flink_runtime.planner.remote_plan import RemotePlanResolver, RemoteUserCodeError, TaskManagerTarget
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ class UserCodeError(RuntimeError):
 
     @classmethod
     def wrapping(cls, message: str, exc: BaseException) -> UserCodeError:
+        if isinstance(exc, RemoteUserCodeError):  # raised on a TaskManager: its name and traceback
+            return cls(f"{message}: {exc}", exc.cause_name, exc.cause_trace)
         return cls(f"{message}: {describe(exc)}", type(exc).__name__, "".join(traceback.format_exception(exc)))
 
 
@@ -136,6 +139,36 @@ def _context(
     )
 
 
+def _own_spark_running() -> bool:
+    from flink_runtime.spark.session import current_session
+
+    return current_session() is not None
+
+
+def _plan_resolver(
+    task_manager: TaskManagerTarget | None, job_graph: JobGraph, spark: Spark
+) -> RemotePlanResolver | None:
+    """Spark plans resolved by `task_manager` while this planner process has no JVM
+    running (planner/remote_plan.py); None in-process (a MiniCluster shares its
+    TaskManagers' SparkSession) or with no TaskManager registered."""
+    if task_manager is None:
+        return None
+
+    def local(config: dict[str, Any], input_schemas: list[Any], files: list[str]) -> tuple[dict[str, Any], str]:
+        from flink_runtime.operators.spark.plan import resolve_vertex
+
+        return resolve_vertex(spark(), config, input_schemas, files)
+
+    return RemotePlanResolver(
+        task_manager,
+        job_graph.job_id or "",
+        job_graph.libraries,
+        local,
+        _own_spark_running,
+        Configuration(_config).get_seconds(cfg.PLANNER_TIMEOUT),
+    )
+
+
 # -- the calls -------------------------------------------------------------------------------------
 
 
@@ -145,10 +178,13 @@ def prepare_job(
     restored: dict[str, Any],
     data_namespace: str,
     blob_dir: str,
+    task_manager: TaskManagerTarget | None = None,
     spark: Spark | None = None,
 ) -> dict[str, Prepared]:
     """Every vertex's input splits and plan check, producers first (VertexPreparationError
-    names the vertex that failed)."""
+    names the vertex that failed). task_manager: resolves the Spark plans when the planner
+    process has no JVM (remote_plan.py); ignored in-process (`spark` given)."""
+    in_process = spark is not None
     job_graph = JobGraph.from_json(job_graph_json)
     try:
         # The planner's SparkSession starts only if a vertex's plan check asks for it.
@@ -159,6 +195,8 @@ def prepare_job(
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
+    if not in_process:
+        context.plan_resolver = _plan_resolver(task_manager, job_graph, spark)
     producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
     prepared: dict[str, Prepared] = {}
     for ejv in graph.vertices.values():  # topological: producers first
@@ -172,10 +210,11 @@ def prepare_sources(
     config: Configuration,
     completed_files: dict[str, list[str]],
     data_namespace: str,
+    task_manager: TaskManagerTarget | None = None,
     spark: Spark | None = None,
 ) -> dict[str, Prepared]:
     """A job's next round (continuous, or going on after a failed stop): its sources
-    prepared again, without the files already processed."""
+    prepared again, without the files already processed (task_manager: as prepare_job's)."""
     from flink_runtime.checkpoint.metadata import VertexProgress
 
     job_graph = JobGraph.from_json(job_graph_json)
@@ -183,6 +222,8 @@ def prepare_sources(
     restored = {vertex_id: VertexProgress(completed_files=files) for vertex_id, files in completed_files.items()}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
     context.continuation = True
+    if spark is None:
+        context.plan_resolver = _plan_resolver(task_manager, job_graph, _own_spark)
     prepared = {}
     for vertex_id in completed_files:
         prepared[vertex_id] = _prepare_vertex(vertices[vertex_id], [], context)

@@ -11,6 +11,7 @@ that own their state and run in its mailbox:
 - `partitions` (partition_service.py): the partitions this TaskManager produced,
   served to consumers, released, and the fetching of a task's remote inputs;
 - `logs` (log_service.py): the process's log files for the REST API;
+- `plans` (plan_resolution.py): Spark plans resolved for the JobManager's planner;
 - `spark_session` (spark_session.py) and `channels` (task_channels.py): what a task's
   thread uses (the SparkSession; blocking asks through the event loop).
 
@@ -48,6 +49,8 @@ from flink_runtime.rpc.messages import (
     PartitionFileChunk,
     PartitionFiles,
     PartitionRequestRefused,
+    PlanRefused,
+    PlanResolved,
     RegisterTaskManager,
     ReleasePartitions,
     RequestLogFile,
@@ -57,6 +60,7 @@ from flink_runtime.rpc.messages import (
     RequestSubpartitionFiles,
     RequestTaskLog,
     RequestThreadDump,
+    ResolvePlan,
     SubmitTask,
     SubmitTasks,
     SubpartitionFiles,
@@ -77,10 +81,11 @@ from flink_runtime.taskmanager.errors import CommandRefused
 from flink_runtime.taskmanager.jobmanager_connection import JobManagerConnection
 from flink_runtime.taskmanager.log_service import LogService
 from flink_runtime.taskmanager.partition_service import PartitionService
+from flink_runtime.taskmanager.plan_resolution import PlanResolution
 from flink_runtime.taskmanager.resources import task_manager_resources, task_manager_total_resource
 from flink_runtime.taskmanager.spark_session import TaskManagerSpark
 from flink_runtime.taskmanager.system_metrics import SystemMetricsSampler
-from flink_runtime.taskmanager.task import FetchInputs, Task
+from flink_runtime.taskmanager.task import FetchInputs, Task, blob_cache_dir_for
 from flink_runtime.taskmanager.task_channels import TaskChannels
 from flink_runtime.taskmanager.task_table import FINAL_STATE_ATTEMPTS, RunningTask, TaskStateChanged, TaskTable
 
@@ -165,6 +170,9 @@ class TaskExecutor(RpcEndpoint):
             rpc, lambda: self.address, host, lambda: self.connection.jobmanager_address, self.ask_timeout
         )
         self.spark_session = TaskManagerSpark(config, self.slots, self.data_dir)
+        self.plans = PlanResolution(
+            self.spark, self._blob_server, blob_cache_dir_for(self.data_dir), self.allowed_directories, self.resource_id
+        )
         # What every task is given, made once rather than per task (create_task).
         self._blob_server_of: BlobServer | None = None
         self._input_fetcher_of: tuple[tuple[str, Any], FetchInputs | None] | None = None
@@ -445,6 +453,10 @@ class TaskExecutor(RpcEndpoint):
     @handles(RequestTaskLog)
     def _on_request_task_log(self, message: RequestTaskLog) -> Awaitable[TaskLogLines]:
         return self.logs.task_log(message)
+
+    @handles(ResolvePlan)
+    def _on_resolve_plan(self, message: ResolvePlan) -> Awaitable[PlanResolved | PlanRefused]:
+        return self.plans.resolve(message)
 
     @handles(RequestThreadDump)
     def _on_request_thread_dump(self, message: RequestThreadDump) -> ThreadDump:

@@ -93,3 +93,19 @@ def fail_on_data(df):
     if not df.isEmpty():
         raise RuntimeError("injected failure: this job must change nothing")
     return df
+
+
+def marks_and_waits(df):
+    """Leaves a file named after the process that calls it (in env FLINK_RUNTIME_TEST_MARKERS),
+    then waits 4 s: a test kills that process meanwhile (a TaskManager resolving the plan)."""
+    import time
+
+    markers = Path(os.environ["FLINK_RUNTIME_TEST_MARKERS"])
+    markers.mkdir(parents=True, exist_ok=True)
+    (markers / f"resolving-{os.getpid()}").touch()
+    time.sleep(4)
+    return df
+
+
+def raises_value_error(df):
+    raise ValueError("a transform that refuses its input")

@@ -23,7 +23,9 @@ from flink_runtime.rpc.messages import (
     AcknowledgeRegistration,
     CancelJob,
     DisconnectTaskManager,
+    PlanResolved,
     ReleasePartitions,
+    ResolvePlan,
     SubmitTask,
     SubmitTasks,
     TaskDeploymentDescriptor,
@@ -37,6 +39,7 @@ from tests.helpers.jobs import sleep_job
 pytestmark = pytest.mark.integration
 
 SECRET = "rpc-forgery-secret"
+MARKING_TRANSFORM = "tests.helpers.transforms:marks_and_waits"
 
 
 def forged_descriptor(job_id: str, jobmanager_id: str) -> TaskDeploymentDescriptor:
@@ -178,10 +181,15 @@ def test_rpc_off_loopback_without_a_secret_refuses_to_start(
 
 
 @pytest.mark.parametrize("forger_secret", [None, "a-guess"], ids=["no-credentials", "wrong-secret"])
-def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | None) -> None:
+def test_forged_messages_change_nothing(
+    tmp_path: Path, forger_secret: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     outside = tmp_path / "precious"
     outside.mkdir()
     (outside / "data.txt").write_text("keep me")
+    # Where a transform run by a forged ResolvePlan would leave its mark (the TaskManager's environment).
+    markers = tmp_path / "markers"
+    monkeypatch.setenv("FLINK_RUNTIME_TEST_MARKERS", str(markers))
     properties = {"security.cluster.secret": SECRET, "heartbeat.interval": "500 ms", "heartbeat.timeout": "5 s"}
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as cluster:
         cluster.start(taskmanagers=1, slots=1)
@@ -233,6 +241,11 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
                             ReleasePartitions(job_id=str(outside)),
                             ReleasePartitions(job_id="x", data_namespace="/"),
                             SubmitTasks(tasks=[SubmitTask(descriptor=forged_task)] * 2),
+                            ResolvePlan(
+                                job_id=job_id,
+                                config={"operators": [{"op": "transform", "function": MARKING_TRANSFORM}]},
+                                input_schemas=['{"type": "struct", "fields": []}'],
+                            ),
                         ],
                     ),
                 ],
@@ -243,5 +256,20 @@ def test_forged_messages_change_nothing(tmp_path: Path, forger_secret: str | Non
             assert [tm["id"] for tm in client.taskmanagers()] == [taskmanager["id"]]
             assert client.exceptions(job_id)["exceptionHistory"]["entries"] == []
             assert (outside / "data.txt").read_text() == "keep me"
+            assert not markers.exists(), "a forged ResolvePlan ran the job's code on the TaskManager"
+            if forger_secret is None:
+                # The control: with the cluster's secret the same message runs the transform.
+                answer = ask(
+                    cluster.taskmanagers[0].rpc_address,
+                    ResolvePlan(
+                        job_id=job_id,
+                        config={"operators": [{"op": "transform", "function": MARKING_TRANSFORM}]},
+                        input_schemas=['{"type": "struct", "fields": []}'],
+                    ),
+                    SECRET,
+                    timeout=120,
+                )
+                assert isinstance(answer, PlanResolved), answer
+                assert markers.exists()
             client.cancel(job_id)
             assert client.wait(job_id, timeout=30).value == "CANCELED"

@@ -88,9 +88,11 @@ class FakeGateway:
     blob_dir = "/nonexistent-blobs"
     planner_timeout = 5.0
     jobmanager_id = "jm-1"
+    cluster_secret = ""
 
     def __init__(self, slots: int = 4, planner: FakePlanner | None = None) -> None:
         self.planner = planner or FakePlanner()
+        self.task_managers: dict[str, Any] = {}  # none registered: the planner resolves plans itself
         self.job: JobMaster | None = None
         self.now = 0.0
         self._timers: list[tuple[float, int, Timer, Callable[..., None], tuple[Any, ...]]] = []

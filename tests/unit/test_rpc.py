@@ -45,6 +45,8 @@ from flink_runtime.rpc.messages import (
     PartitionFileChunk,
     PartitionFiles,
     PartitionRequestRefused,
+    PlanRefused,
+    PlanResolved,
     RefuseRegistration,
     RegisterTaskManager,
     ReleasePartitions,
@@ -56,6 +58,7 @@ from flink_runtime.rpc.messages import (
     RequestSubpartitionFiles,
     RequestTaskLog,
     RequestThreadDump,
+    ResolvePlan,
     ResultPartitionDeploymentDescriptor,
     RpcError,
     ScheduleOrUpdateConsumers,
@@ -695,6 +698,18 @@ def one_of_each_wire_message() -> list[Message]:
         RequestPartitionFile(data_namespace=JOB_ID, result_id="r-1", partition_number=0, name="1.jsonl", offset=4),
         PartitionFileChunk(name="1.jsonl", offset=4, file_size=40, data=b"\x00\xff"),
         PartitionRequestRefused(kind="not-found", reason="no such partition"),
+        ResolvePlan(
+            job_id=JOB_ID,
+            libraries=["blob:lib.zip"],
+            config={"source": {"format": "text", "paths": ["/in/*.txt"]}, "operators": [{"op": "select"}]},
+            input_schemas=['{"type": "struct", "fields": []}', None],
+            files=["/in/a.txt"],
+            timeout=30.0,
+        ),
+        PlanResolved(resolved={"input_schemas": ['{"type": "struct"}']}, output_schema='{"type": "struct"}'),
+        PlanRefused(
+            error="no such column", cause_name="AnalysisException", cause_trace="Traceback ...", user_code=False
+        ),
     ]
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -53,9 +54,10 @@ class PartitionError(ValueError):
     """A partition column or value that a partitioned sink cannot write."""
 
 
-def check_partition_columns(sink: dict[str, Any], schema: StructType) -> None:
+def check_partition_columns(sink: dict[str, Any], output_schema: Callable[[], StructType]) -> None:
     """At submit: every partition_by column is an output column of a partitionable type,
-    and at least one column is left for the files (Spark's rule)."""
+    and at least one column is left for the files (Spark's rule). `output_schema` is
+    asked only when the sink has partition columns."""
     columns = sink.get("partition_by") or []
     if not columns:
         if sink.get("mode") == "overwrite_partitions":
@@ -64,7 +66,7 @@ def check_partition_columns(sink: dict[str, Any], schema: StructType) -> None:
                 "use mode 'overwrite' to replace the whole output"
             )
         return
-    fields = {field.name: field for field in schema.fields}
+    fields = {field.name: field for field in output_schema().fields}
     for column in columns:
         if column not in fields:
             raise PartitionError(

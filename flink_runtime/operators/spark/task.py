@@ -115,9 +115,14 @@ class SparkTask(AbstractInvokable):
                 io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
-        resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
+        if context.plan_resolver is not None:  # a TaskManager's JVM, when the planner has none running
+            resolved, output_schema = context.plan_resolver(config, inputs, files)
+        else:
+            resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
         if "sink" in config:
-            partitioned_sink.check_partition_columns(config["sink"], io.schema_from_json(output_schema))
+            # Parsed only for partition columns: a planner that resolved the plan on a
+            # TaskManager imports no PySpark otherwise (~18 MB of its memory).
+            partitioned_sink.check_partition_columns(config["sink"], lambda: io.schema_from_json(output_schema))
         monitor = config.get("source", {}).get("monitor_interval")
         operators = config.get("operators") or []
         return Prepared(

@@ -31,6 +31,7 @@ TaskManager is refused by name rather than misunderstood.
 | JM -> TM     | RequestPartitionFiles      | PartitionFiles / PartitionRequestRefused     |
 | JM -> TM     | RequestPartitionFile       | PartitionFileChunk / PartitionRequestRefused |
 | JM -> subscribers | JobStatusChanged      |                                              |
+| planner -> TM | ResolvePlan               | PlanResolved / PlanRefused                   |
 
 The messages live in one module per concept; every user imports them from here:
 
@@ -42,6 +43,7 @@ The messages live in one module per concept; every user imports them from here:
   checkpoints.py   TriggerCheckpoint and the tasks' answers
   logs.py          log files, task logs and thread dumps of a TaskManager
   partitions.py    partitions served by their producer's TaskManager, and their release
+  planning.py      a Spark plan resolved by a TaskManager for the JobManager's planner
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ from flink_runtime.rpc.messages.partitions import (
     RequestSubpartitionFiles,
     SubpartitionFiles,
 )
+from flink_runtime.rpc.messages.planning import PlanRefused, PlanResolved, ResolvePlan
 from flink_runtime.rpc.messages.registration import (
     AcknowledgeRegistration,
     AlreadyRegistered,
@@ -145,6 +148,8 @@ __all__ = [
     "PartitionFileChunk",
     "PartitionFiles",
     "PartitionRequestRefused",
+    "PlanRefused",
+    "PlanResolved",
     "RefuseRegistration",
     "RegisterTaskManager",
     "ReleasePartitions",
@@ -156,6 +161,7 @@ __all__ = [
     "RequestSubpartitionFiles",
     "RequestTaskLog",
     "RequestThreadDump",
+    "ResolvePlan",
     "ResultPartitionDeploymentDescriptor",
     "RpcError",
     "ScheduleOrUpdateConsumers",
@@ -224,4 +230,7 @@ WireMessage = (
     | RequestPartitionFile
     | PartitionFileChunk
     | PartitionRequestRefused
+    | ResolvePlan
+    | PlanResolved
+    | PlanRefused
 )

@@ -13,7 +13,9 @@ import msgspec
 # JobManager of version 4 cannot decode.
 # 6: a JobManager deploys the tasks of one mailbox turn to one TaskManager in one
 # SubmitTasks message, which a TaskManager of version 5 cannot decode.
-PROTOCOL_VERSION = 6
+# 7: the JobManager's planner asks a TaskManager to resolve a Spark plan (ResolvePlan),
+# which a TaskManager of version 6 cannot decode.
+PROTOCOL_VERSION = 7
 
 
 class Message(msgspec.Struct, tag=True, kw_only=True, omit_defaults=True):
