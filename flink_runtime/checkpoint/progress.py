@@ -52,6 +52,8 @@ class ProgressTracker:
         # (state.backend.type,) as configured, read at the first deployment.
         self._backend: tuple[str | None] | None = None
         self._state_root: str | None = None  # <checkpoints dir>/<job id>/state, made once (per deployment: a URL parse)
+        # Where tasks keep their working state, made once (per deployment: gettempdir's lock and a join).
+        self._local_dir: str | None = None
         self.restore: JobProgress | None = None
         self.restore_location: str | None = None
         # (vertex id, subtask) -> state handle reported by a FINISHED stateful subtask
@@ -163,10 +165,15 @@ class ProgressTracker:
             "enabled": enabled,
             "backend": backend or "hashmap",
             "snapshot_dir": f"{self._state_dir_root()}/{attempt_id}",
-            "local_dir": os.path.join(tempfile.gettempdir(), "flink-runtime-state"),
+            "local_dir": self._local_state_dir(),
             "restored": restored,
             "confined": self._checkpoints_dir_confined,
         }
+
+    def _local_state_dir(self) -> str:
+        if self._local_dir is None:
+            self._local_dir = os.path.join(tempfile.gettempdir(), "flink-runtime-state")
+        return self._local_dir
 
     def _state_dir_root(self) -> str:
         # Ends in "state", never in a separator: one "/" joins an attempt id to it, as

@@ -9,7 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, NamedTuple
 
 from flink_runtime.executiongraph.states import ExecutionState
-from flink_runtime.io.metrics import IOMetrics
+from flink_runtime.io.metrics import NO_IO, IOMetrics
 
 if TYPE_CHECKING:
     from flink_runtime.executiongraph.executiongraph import ExecutionGraph
@@ -68,8 +68,12 @@ class VertexIOMetrics(NamedTuple):
 def subtask_io_metrics(vertex: ExecutionVertex) -> VertexIOMetrics:
     """One subtask's I/O: its earlier rounds (continuous jobs) plus its current attempt."""
     current = vertex.current_execution.io_metrics
-    total = vertex.earlier_rounds_io_metrics + current if current is not None else vertex.earlier_rounds_io_metrics
-    return VertexIOMetrics(total, current is not None)
+    earlier = vertex.earlier_rounds_io_metrics
+    if current is None:
+        return VertexIOMetrics(earlier, False)
+    # No earlier rounds (every job but a continuous one): the attempt's own, not a new sum
+    # (IOMetrics is immutable); a job's snapshot asks this twice per subtask.
+    return VertexIOMetrics(current if earlier is NO_IO else earlier + current, True)
 
 
 def vertex_io_metrics(ejv: ExecutionJobVertex) -> VertexIOMetrics:

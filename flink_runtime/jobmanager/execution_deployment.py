@@ -200,8 +200,8 @@ class ExecutionDeployer:
         )
 
     def _on_task_submitted(self, execution: Execution, answer: Any, error: BaseException | None) -> None:
-        name = execution.vertex.task_name_with_subtask
         if error is not None:
+            name = execution.vertex.task_name_with_subtask
             self._set_state(execution, _E.FAILED, f"could not deploy {name}: {error}")
             # The SubmitTask may still arrive (a slow one, not a lost one): as Flink's
             # Execution does for an attempt it fails itself, cancel it there, so the task
@@ -210,6 +210,7 @@ class ExecutionDeployer:
             if address is not None:
                 self._gateway.tell_task_manager(address, self._cancel_task(execution))
         elif isinstance(answer, TaskOperationResult) and not answer.success:
+            name = execution.vertex.task_name_with_subtask
             self._set_state(execution, _E.FAILED, f"TaskManager refused {name}: {answer.reason}")
 
     # -- cancelling -----------------------------------------------------------------------------

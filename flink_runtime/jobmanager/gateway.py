@@ -5,6 +5,7 @@ thread or of an RPC) that raises is reported as the job's failure, never lost.""
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -65,7 +66,13 @@ class SupervisedGateway:
         self._job = job
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._gateway, name)
+        value = getattr(self._gateway, name)
+        if inspect.ismethod(value) and value.__self__ is self._gateway:
+            # One of the JobManager's methods: kept here, so that the next call finds it
+            # without a failed look-up and this (several per deployment). Its fields (the
+            # fencing token...) are read through each time.
+            self.__dict__[name] = value
+        return value
 
     def _guard(self, function: Callable[..., Any]) -> Callable[..., Any]:
         return guarded(self._gateway, self._job, function)

@@ -266,7 +266,7 @@ class JobPersistence:
         if job.status.is_terminal:
             self._finished_at[job.job_id] = time.monotonic()
             if job.status.is_globally_terminal and self.job_store is not None:
-                documents = job_snapshots.archive_documents(job, self._host.task_managers.get)
+                documents = job_snapshots.archive_records(job, self._host.task_managers.get)
                 self._write("archive", job.job_id, *documents)
                 self._write("prune", *self._retention())
 

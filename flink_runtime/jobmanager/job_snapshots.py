@@ -295,15 +295,26 @@ def _no_task_manager(task_manager_id: str) -> None:
     return None
 
 
-def archive_documents(
+def archive_records(
     job: JobMaster, task_manager: TaskManagerLookup = _no_task_manager
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[JobSnapshot, dict[str, Any]]:
     """What the job store keeps of an ended job: its snapshot with every subtask's
-    attempts (current and prior), and its exception history."""
+    attempts (current and prior), and its exception history (as builtins: its entries
+    are the job's own). The snapshot is made of new containers and immutable values
+    only, so another thread (the store's) may encode it while the job goes on: without
+    msgspec.to_builtins here, ~30 ms of the JobManager's loop for 10,000 subtasks."""
     snapshot = job_snapshot(job)
     if job.graph is not None:
         snapshot.subtasks = {
             ejv.id: [subtask_snapshot(vertex, task_manager) for vertex in ejv.task_vertices]
             for ejv in job.graph.vertices.values()
         }
-    return msgspec.to_builtins(snapshot), msgspec.to_builtins(exception_history(job))
+    return snapshot, msgspec.to_builtins(exception_history(job))
+
+
+def archive_documents(
+    job: JobMaster, task_manager: TaskManagerLookup = _no_task_manager
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`archive_records` as JSON documents (dicts): what the store reads back."""
+    snapshot, exceptions = archive_records(job, task_manager)
+    return msgspec.to_builtins(snapshot), exceptions

@@ -89,6 +89,7 @@ from flink_runtime.scheduler.slotpool import PhysicalSlot
 from flink_runtime.security.cluster_secret import cluster_secret as resolve_cluster_secret
 
 log = logging.getLogger(__name__)
+_EXECUTION_STATES = {state.value: state for state in ExecutionState}  # ExecutionState(name), as a look-up
 
 # How often libraries no job refers to are looked for (blob.expiration-time says when they go).
 BLOB_CLEANUP_INTERVAL = 60.0
@@ -367,9 +368,8 @@ class JobManager(RpcEndpoint):
             job = self._addressed_job(message)
         except TaskReportRefused as refused:
             return Acknowledge(ok=False, reason=refused.reason)
-        try:
-            state = ExecutionState(message.state)
-        except ValueError:
+        state = _EXECUTION_STATES.get(message.state)  # a dict look-up: three per deployment
+        if state is None:
             return Acknowledge(ok=False, reason=f"unknown execution state {message.state!r}")
         return Acknowledge(
             ok=job.update_task_execution_state(

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from sqlalchemy import BigInteger, Boolean, Column, Double, ForeignKey, Index, Integer, MetaData, String, Table, Text
 
 #: Globally terminal job statuses (JobStatus.is_globally_terminal); SUSPENDED is recoverable.
@@ -121,6 +122,21 @@ checkpoint_id_counters_table = Table(
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
+
+
+_json_encoder = msgspec.json.Encoder()
+
+
+def dumps_fast(value: Any) -> str:
+    """`dumps` for large documents (builtins or msgspec Structs) of strings, numbers and
+    finite floats (an archived job's records): the same JSON values, encoded several times
+    faster (a Struct without msgspec.to_builtins first). Unlike json.dumps
+    it writes a non-finite float as null and non-ASCII text as UTF-8; text it cannot
+    encode as UTF-8 (a lone surrogate in an error message, say) gets json.dumps."""
+    try:
+        return _json_encoder.encode(value).decode()
+    except (UnicodeEncodeError, TypeError, ValueError):
+        return dumps(msgspec.to_builtins(value))
 
 
 def loads(text: str | None) -> Any:

@@ -120,6 +120,10 @@ def split_counts(job: JobMaster, vertex_id: str) -> SplitCounts | None:
 
 TaskManagerLookup = Callable[[str], "RegisteredTaskManager | None"]
 
+# Each state's name: a dict look-up, where `state.value` is an enum descriptor call (a
+# job's archive makes six per subtask: a fifth of its time with 10,000 subtasks).
+_STATE_NAMES = {state: state.value for state in ExecutionState}
+
 
 def attempt_snapshot(
     execution: Execution, task_manager: TaskManagerLookup, io: IOMetrics, io_complete: bool
@@ -137,7 +141,7 @@ def attempt_snapshot(
         host=host,
         start=execution.state_timestamps.get(ExecutionState.DEPLOYING),
         end=execution.state_timestamps[execution.state] if execution.is_terminal else None,
-        state_timestamps={state.value: at for state, at in execution.state_timestamps.items()},
+        state_timestamps={_STATE_NAMES[state]: at for state, at in execution.state_timestamps.items()},
         io=io,
         io_complete=io_complete,
         failure_cause=execution.failure_cause,

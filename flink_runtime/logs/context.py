@@ -87,6 +87,23 @@ class LineFormatter(logging.Formatter):
         super().__init__(fmt, datefmt)
         # (second, its text), replaced as one object: a thread racing another reads a pair.
         self._cached: tuple[int, str] = (-1, "")
+        # The %-format and whether it shows the time, looked at once instead of per line.
+        self._percent_format = self._style._fmt if type(self._style) is logging.PercentStyle else None
+        self._uses_time = self.usesTime()
+
+    def format(self, record: logging.LogRecord) -> str:
+        """logging.Formatter.format's text; a line without exception or stack (nearly all)
+        skips its per-line look-ups (the format's time check, the style's calls)."""
+        fmt = self._percent_format
+        if fmt is None or record.exc_info or record.exc_text or record.stack_info or self._style._defaults:
+            return super().format(record)
+        record.message = record.getMessage()
+        if self._uses_time:
+            record.asctime = self.formatTime(record, self.datefmt)
+        try:
+            return fmt % record.__dict__
+        except KeyError as exc:  # as PercentStyle.format says it
+            raise ValueError(f"Formatting field not found in record: {exc}") from None
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802 - logging's name
         if datefmt is not None or self.converter is not time.localtime:

@@ -91,6 +91,8 @@ class TaskThreadPool:
             handle._running.release()
             with self._lock:
                 self._idle += 1
+            # Not held while idle: the finished task is freed once the TaskManager drops it.
+            del handle, function
             handle, function = self._work.get()
 
 

@@ -127,7 +127,7 @@ def snapshots_of_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """What is archived of a job is job_snapshots.py's (tested with REST); a fake job's is this."""
     monkeypatch.setattr(
         job_persistence.job_snapshots,
-        "archive_documents",
+        "archive_records",
         lambda job, task_manager=None: ({"jid": job.job_id, "state": "X"}, {"root-exception": None}),
     )
 

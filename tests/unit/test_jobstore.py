@@ -174,6 +174,24 @@ def test_progress_round_trips_nested_json_and_is_overwritten(store: JobStore) ->
     assert store.job("j1").progress == {"completed_splits": {"source": [0]}}
 
 
+def test_an_archive_reads_back_the_values_json_dumps_would_have_stored(store: JobStore) -> None:
+    # Archives are encoded with msgspec (dumps_fast), everything else with json.dumps: the
+    # same values come back, non-ASCII text and a lone surrogate (json.dumps's fallback) too.
+    details = {
+        "job_id": "j1",
+        "subtasks": {"v1": [{"subtask": 0, "state_timestamps": {"RUNNING": 1.5e9 + 0.125}, "host": None}]},
+        "name": "résumé ✓",
+        "tiny": 1e-07,
+    }
+    exceptions = {"entries": [{"stacktrace": "bad byte \udcff in output"}], "truncated": False}
+    store.add_job("j1", "job", GRAPH, 1.0)
+    store.update_status("j1", "FINISHED", 2.0)
+    store.archive("j1", details, exceptions)
+    [record] = store.archived_jobs()
+    assert record.details == json.loads(json.dumps(details)) == details
+    assert record.exceptions == exceptions
+
+
 def test_checkpoints_and_latest_includes_savepoints(store: JobStore) -> None:
     store.add_job("j1", "a", GRAPH, 1.0)
     assert store.latest_checkpoint("j1") is None

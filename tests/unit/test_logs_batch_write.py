@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import sys
 import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from flink_runtime.logs.batch_write import write_batch
 from flink_runtime.logs.context import LineFormatter
@@ -96,6 +99,25 @@ def test_line_formatter_writes_the_stock_formatters_time() -> None:
     now = logging.LogRecord("t", logging.INFO, __file__, 0, "now", None, None)
     assert cached.format(now) == stock.format(now)
     assert LineFormatter(FORMAT, "%H:%M").format(now) == logging.Formatter(FORMAT, "%H:%M").format(now)
+
+
+def test_line_formatter_writes_the_stock_formatters_lines_with_exceptions_stacks_and_no_time() -> None:
+    try:
+        raise ValueError("broken")
+    except ValueError:
+        failure = logging.LogRecord("t", logging.ERROR, __file__, 0, "failed %s", ("x",), sys.exc_info())
+    stacked = logging.LogRecord(
+        "t", logging.INFO, __file__, 0, "here", None, None, sinfo="Stack (most recent call last):"
+    )
+    tagged = logging.LogRecord("t", logging.INFO, __file__, 0, "tagged", None, None)
+    tagged.task_tag = "[Sum (1/2)#0] "
+    for fmt in (FORMAT, "%(levelname)s %(task_tag)s%(message)s", "%(message)s"):
+        for record in [*records(3), failure, stacked, tagged]:
+            if "task_tag" in fmt and not hasattr(record, "task_tag"):
+                continue
+            assert LineFormatter(fmt).format(record) == logging.Formatter(fmt).format(record)
+    with pytest.raises(ValueError, match="Formatting field not found in record"):
+        LineFormatter("%(no_such_field)s").format(records(1)[0])
 
 
 def test_a_templates_records_are_makerecords_with_their_own_arguments_time_and_thread() -> None:

@@ -132,6 +132,12 @@ def test_an_ended_job_is_archived_as_its_records_and_read_back_whole(store: JobS
         msgspec.structs.replace(live, taken_at=snapshot.taken_at)
     )
     assert job_views.job_details(snapshot)["vertices"][0]["metrics"]["accumulated-busy-time"] == 2469.0
+    # What the JobManager archives (the snapshot as records, encoded in the store's thread)
+    # reads back as the documents do.
+    store.archive(job.job_id, *job_snapshots.archive_records(job))
+    [again] = store.archived_jobs()
+    assert again.details is not None and again.exceptions == record.exceptions
+    assert {**again.details, "taken_at": 0} == {**record.details, "taken_at": 0}
 
 
 # -- one door: live and archived jobs merged once ---------------------------------------------------

@@ -777,6 +777,26 @@ async def test_tell_self_runs_inside_the_mailbox_in_order(probe: Probe) -> None:
     assert set(probe.tasks_seen) == {probe._drainer}
 
 
+async def test_a_turn_handles_what_is_queued_then_its_end_of_turn_work_then_yields(probe: Probe) -> None:
+    order: list[str] = []
+    loop = asyncio.get_running_loop()
+
+    def first() -> None:
+        order.append("first")
+        probe.at_end_of_turn(lambda: order.append("end of turn"))
+        loop.call_soon(order.append, "loop callback")
+
+    probe.run_in_mailbox(first)
+    for i in range(3):
+        probe.run_in_mailbox(order.append, f"queued {i}")
+    await wait_until(lambda: "loop callback" in order)
+    # Messages already queued are handled in one go, without giving the loop a turn.
+    assert order == ["first", "queued 0", "queued 1", "queued 2", "end of turn", "loop callback"]
+    # A mailbox that ran dry is woken by the next message.
+    probe.run_in_mailbox(order.append, "later")
+    await wait_until(lambda: order[-1] == "later")
+
+
 async def test_tell_self_threadsafe(probe: Probe) -> None:
     await asyncio.to_thread(probe.tell_self_threadsafe, DisconnectTaskManager(task_manager_id="t", reason="r"))
     await asyncio.wait_for(probe.told.wait(), 1)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,33 @@ def test_noop_reports_initializing_running_finished(tmp_path: Path) -> None:
     assert harness.threads == {"noop (1/1) #0"}  # reported from the task's own thread
     assert harness.partitions == []
     assert harness.split_requests == 0
+
+
+def test_a_finished_task_is_freed_without_the_cyclic_collector(tmp_path: Path) -> None:
+    # No reference cycle through the task (its environment's next_input_split used to be a
+    # bound method of it): a busy TaskManager's collector otherwise traversed every task.
+    ended = threading.Event()
+
+    def report(task: Task, state: ExecutionState, error: str | None) -> None:
+        if state.is_terminal:
+            ended.set()
+
+    gc.collect()
+    gc.disable()
+    try:
+        task = Task(descriptor("noop"), str(tmp_path), report, lambda completed=None: None, lambda p, loc: None)
+        task.start()
+        assert ended.wait(3.0)
+        task.thread.join(3.0)
+        assert task.state is S.FINISHED and task.invokable is not None
+        freed = weakref.ref(task)
+        del task
+        deadline = time.monotonic() + 3.0
+        while freed() is not None and time.monotonic() < deadline:  # its thread lets go of it
+            time.sleep(0.01)
+        assert freed() is None
+    finally:
+        gc.enable()
 
 
 def test_task_starts_in_deploying(tmp_path: Path) -> None:
@@ -303,7 +332,7 @@ def test_failure_while_producing_commits_nothing(tmp_path: Path) -> None:
             raise ConnectionError("JobManager unreachable")
         return harness.request_split()
 
-    harness.task._request_split = broken_request
+    harness.task._splits._request_split = broken_request
     harness.run()
     assert harness.states[-1] is S.FAILED
     assert "ConnectionError: JobManager unreachable" in (harness.final_error or "")
