@@ -191,3 +191,33 @@ def test_a_transform_that_never_returns_is_refused_and_stopped_on_the_taskmanage
             job_id = client.submit(good.job_graph())
             assert client.wait(job_id, timeout=120) is JobStatus.FINISHED
         assert not jvms_below(jobmanager)
+
+
+def test_a_transform_that_ends_its_interpreter_takes_the_taskmanager_and_is_refused(tmp_path: Path) -> None:
+    """The trade-off docs/pipelines.md names: `os._exit` in a transform at submit ends the
+    TaskManager resolving it (as it would once the job's tasks ran it there); the planner
+    then resolves the plan itself, the same code ends the planner process, and the
+    submission is refused with that exit code. The JobManager serves on."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("one line\n")
+    with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as standalone:
+        jobmanager = standalone.start_jobmanager()
+        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
+        wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
+        pipeline = Pipeline("exits", parallelism=1)
+        pipeline.read_text(str(corpus / "*.txt")).transform("tests.helpers.hostile:exits_hard").write_json(
+            str(tmp_path / "out"), mode="overwrite"
+        )
+        with JobClient(standalone.rest_url, timeout=120) as client:
+            with pytest.raises(RestClientError) as refused:
+                client.submit(pipeline.job_graph())
+            assert refused.value.status_code == 400, refused.value
+            assert "ended the planner process" in str(refused.value), refused.value
+            assert "exit code 7" in str(refused.value), refused.value
+            assert taskmanager.process.wait(timeout=30) == 7  # the TaskManager's own exit
+            assert "the planner resolves it with its own SparkSession" in jobmanager.log()
+            # The JobManager serves on: it lists the refused job, FAILED (as Flink lists a
+            # submission that failed in its initialization).
+            assert [job["state"] for job in client.list_jobs()] == ["FAILED"]
+        assert jobmanager.process.poll() is None
