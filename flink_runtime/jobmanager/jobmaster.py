@@ -50,7 +50,7 @@ from flink_runtime.jobmanager.job_restarts import JobRestarts
 from flink_runtime.jobmanager.rounds import ContinuousRounds
 from flink_runtime.jobmanager.submission import SubmissionWaiters
 from flink_runtime.jobmanager.task_reports import PartitionRegistry, TaskReports, UnknownExecution
-from flink_runtime.planner.tasks import UserCodeError
+from flink_runtime.planner.user_code import UserCodeError
 from flink_runtime.rpc.messages import JobStatusChanged, Message, TaskDeploymentDescriptor
 from flink_runtime.scheduler import job_scheduling as js
 from flink_runtime.scheduler.exception_history import (

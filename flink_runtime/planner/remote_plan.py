@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from flink_runtime.planner.user_code import UserCodeError
 from flink_runtime.rpc.messages import Message, PlanRefused, PlanResolved, ResolvePlan
 
 log = logging.getLogger(__name__)
@@ -70,16 +71,6 @@ def choose_task_manager(task_managers: Iterable[Any], cluster_secret: str, frame
         return None
     chosen = candidates[0]
     return TaskManagerTarget(chosen.task_manager_id, chosen.address, cluster_secret, framesize)
-
-
-class RemoteUserCodeError(Exception):
-    """What the job's code raised on the TaskManager: its message as the planner words
-    it, the exception's name and its traceback (planner/tasks.py UserCodeError)."""
-
-    def __init__(self, message: str, cause_name: str = "", cause_trace: str = "") -> None:
-        super().__init__(message)
-        self.cause_name = cause_name
-        self.cause_trace = cause_trace
 
 
 class RemotePlanResolver:
@@ -124,14 +115,14 @@ class RemotePlanResolver:
         if isinstance(answer, PlanResolved):
             return answer.resolved, answer.output_schema
         if isinstance(answer, PlanRefused) and answer.timed_out:
-            raise RemoteUserCodeError(
+            raise UserCodeError(
                 f"the job's code did not finish within {budget:g} s resolving the plan on TaskManager "
                 f"{target.task_manager_id} (a transform that never returns?); it was interrupted. "
                 "jobmanager.planner.timeout sets the limit (a TaskManager gets half of what is left of it)",
                 "TimeoutError",
             )
         if isinstance(answer, PlanRefused) and answer.user_code:
-            raise RemoteUserCodeError(answer.error, answer.cause_name, answer.cause_trace)
+            raise UserCodeError(answer.error, answer.cause_name, answer.cause_trace)
         reason = answer.error if isinstance(answer, PlanRefused) else f"unexpected answer {type(answer).__name__}"
         return self._fall_back(reason, config, input_schemas, files)
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from flink_runtime.blob import BlobServer, LibraryError, activate_libraries_lazily
+from flink_runtime.planner.user_code import describe
 from flink_runtime.rpc.messages import PlanRefused, PlanResolved, ResolvePlan
 from flink_runtime.security.paths import AllowedDirectories
 
@@ -116,10 +117,8 @@ class PlanResolution:
             )
             return PlanResolved(resolved=resolved, output_schema=output_schema)
         except BaseException as exc:  # noqa: BLE001 - sys.exit in the job's code included
-            # As planner/tasks.py's describe(): SystemExit and its kind say nothing by themselves.
-            text = str(exc) if isinstance(exc, Exception) else f"the job's code raised {type(exc).__name__}: {exc}"
             return PlanRefused(
-                error=text, cause_name=type(exc).__name__, cause_trace="".join(traceback.format_exception(exc))
+                error=describe(exc), cause_name=type(exc).__name__, cause_trace="".join(traceback.format_exception(exc))
             )
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from flink_runtime.planner.remote_plan import (
     RemotePlanResolver,
-    RemoteUserCodeError,
     TaskManagerTarget,
     choose_task_manager,
 )
 from flink_runtime.planner.tasks import VertexPreparationError
+from flink_runtime.planner.user_code import UserCodeError
 from flink_runtime.rpc.messages import Message, PlanRefused, PlanResolved, ResolvePlan, RpcError
 from flink_runtime.rpc.service import RpcService
 
@@ -90,7 +90,7 @@ def test_the_job_codes_error_reads_as_the_planners_own() -> None:
     raised = ValueError("a transform that refuses its input")
     here = VertexPreparationError.wrapping("vertex 'v' (V)", raised)
     remote = VertexPreparationError.wrapping(
-        "vertex 'v' (V)", RemoteUserCodeError(str(raised), "ValueError", "Traceback (on the TaskManager)")
+        "vertex 'v' (V)", UserCodeError(str(raised), "ValueError", "Traceback (on the TaskManager)")
     )
     assert str(remote) == str(here)
     assert (remote.cause_name, remote.cause_trace) == ("ValueError", "Traceback (on the TaskManager)")
@@ -99,7 +99,7 @@ def test_the_job_codes_error_reads_as_the_planners_own() -> None:
 def test_a_refusal_of_the_job_code_is_raised_with_its_name_and_trace(endpoint: Endpoint) -> None:
     endpoint.answers.append(PlanRefused(error="no such column", cause_name="AnalysisException", cause_trace="tb"))
     local = Local()
-    with pytest.raises(RemoteUserCodeError) as raised:
+    with pytest.raises(UserCodeError) as raised:
         resolver(endpoint.target, local)(CONFIG, [SCHEMA], [])
     assert (str(raised.value), raised.value.cause_name, raised.value.cause_trace) == (
         "no such column",
@@ -112,7 +112,7 @@ def test_a_refusal_of_the_job_code_is_raised_with_its_name_and_trace(endpoint: E
 def test_a_timed_out_answer_fails_saying_so_without_a_second_try(endpoint: Endpoint) -> None:
     endpoint.answers.append(PlanRefused(error="not resolved within 20 s", timed_out=True))
     local = Local()
-    with pytest.raises(RemoteUserCodeError, match="did not finish within .* on TaskManager tm-test"):
+    with pytest.raises(UserCodeError, match="did not finish within .* on TaskManager tm-test"):
         resolver(endpoint.target, local)(CONFIG, [SCHEMA], [])
     assert local.calls == 0
 
