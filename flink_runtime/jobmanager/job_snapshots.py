@@ -1,7 +1,7 @@
 """What the JobManager tells about a job, as domain records (Flink's ArchivedExecutionGraph
 and JobDetails): built from a live JobMaster, or read back from the job store for a job
 that ended in an earlier run. The REST API (rest/job_views.py) turns them into Flink's
-JSON; the job store archives them as they are (`archive_documents`).
+JSON; the job store archives them as they are (`archive_records`).
 
 Times are epoch milliseconds, -1 where a time is not reached yet (as Flink keeps them),
 and durations are taken when the snapshot is: a running job's keeps growing.
@@ -310,11 +310,3 @@ def archive_records(
             for ejv in job.graph.vertices.values()
         }
     return snapshot, msgspec.to_builtins(exception_history(job))
-
-
-def archive_documents(
-    job: JobMaster, task_manager: TaskManagerLookup = _no_task_manager
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`archive_records` as JSON documents (dicts): what the store reads back."""
-    snapshot, exceptions = archive_records(job, task_manager)
-    return msgspec.to_builtins(snapshot), exceptions

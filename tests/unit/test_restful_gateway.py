@@ -114,9 +114,15 @@ def test_a_job_archived_before_the_records_answers_the_rest_api_as_it_did(store:
     assert overview["last-modification"] == BEFORE_RECORDS["details"]["end-time"]
 
 
+def archive_documents(job: JobMaster, *task_manager: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the job store is given for an ended job, as the JSON documents it reads back."""
+    snapshot, exceptions = job_snapshots.archive_records(job, *task_manager)
+    return msgspec.to_builtins(snapshot), exceptions
+
+
 def test_an_ended_job_is_archived_as_its_records_and_read_back_whole(store: JobStore) -> None:
     job = ended_job()
-    details, exceptions = job_snapshots.archive_documents(job)
+    details, exceptions = archive_documents(job)
     assert "jid" not in details and details["job_id"] == job.job_id  # records, not REST answers
     assert not any("-" in key for key in details)
     store.add_job(job.job_id, job.name, job.job_graph.to_json(), 1.0)
@@ -295,7 +301,7 @@ def test_an_archived_job_keeps_its_prior_attempts(store: JobStore, tmp_path: Pat
     live = RestfulGateway(Host(), None)  # type: ignore[arg-type]
     live._host.jobs[job.job_id] = job  # type: ignore[attr-defined]
     expected = job_views.subtask_attempt(live.subtask_attempt(job.job_id, "sink", 0, 0))
-    details, exceptions = job_snapshots.archive_documents(job, Host().task_managers.get)
+    details, exceptions = archive_documents(job, Host().task_managers.get)
     store.add_job(job.job_id, job.name, job.job_graph.to_json(), 1.0)
     store.update_status(job.job_id, "FINISHED", 2.0)
     store.archive(job.job_id, details, exceptions)
