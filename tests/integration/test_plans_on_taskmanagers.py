@@ -45,6 +45,27 @@ def wait_until(condition: Any, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.2)
 
 
+def corpus_of(tmp_path: Path, text: str = "one line\n") -> Path:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text(text)
+    return corpus
+
+
+def warm_taskmanager(standalone: StandaloneCluster) -> ClusterProcess:
+    """A TaskManager whose Spark JVM runs already: the one the planner asks."""
+    taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
+    wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
+    return taskmanager
+
+
+def transformed(name: str, corpus: Path, transform: str, out: Path) -> Pipeline:
+    """The corpus's lines through one transform (`module:function`), written as JSON."""
+    pipeline = Pipeline(name, parallelism=1)
+    pipeline.read_text(str(corpus / "*.txt")).transform(transform).write_json(str(out), mode="overwrite")
+    return pipeline
+
+
 def bad_pipelines(corpus: Path, out: Path) -> dict[str, Pipeline]:
     def text() -> tuple[Pipeline, Any]:
         pipeline = Pipeline("bad", parallelism=1)
@@ -52,10 +73,8 @@ def bad_pipelines(corpus: Path, out: Path) -> dict[str, Pipeline]:
 
     unknown, lines = text()
     lines.select("no_such_column").write_json(str(out), mode="overwrite")
-    raising, lines = text()
-    lines.transform("tests.helpers.transforms:raises_value_error").write_json(str(out), mode="overwrite")
-    not_a_frame, lines = text()
-    lines.transform("tests.helpers.transforms:not_a_dataframe").write_json(str(out), mode="overwrite")
+    raising = transformed("bad", corpus, "tests.helpers.transforms:raises_value_error", out)
+    not_a_frame = transformed("bad", corpus, "tests.helpers.transforms:not_a_dataframe", out)
     malformed = Pipeline("bad", parallelism=1)
     malformed.read_csv(str(corpus / "*.txt"), schema="id INTT, name STRING").write_json(str(out), mode="overwrite")
     return {"unknown column": unknown, "transform raises": raising, "no DataFrame": not_a_frame, "INTT": malformed}
@@ -73,9 +92,7 @@ def refusals(client: JobClient, pipelines: dict[str, Pipeline]) -> dict[str, str
 
 
 def test_a_spark_job_is_planned_on_a_taskmanager_with_the_answers_the_planner_gives(tmp_path: Path) -> None:
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("one line\nanother line\n")
+    corpus = corpus_of(tmp_path, "one line\nanother line\n")
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as standalone:
         jobmanager = standalone.start_jobmanager()
         with JobClient(standalone.rest_url, timeout=120) as client:
@@ -84,8 +101,7 @@ def test_a_spark_job_is_planned_on_a_taskmanager_with_the_answers_the_planner_gi
             assert jvms_below(jobmanager), "the planner resolved Spark plans without a JVM and no TaskManager"
             wait_until(lambda: not jvms_below(jobmanager), "the idle planner replaced by one without a JVM")
 
-            taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
-            wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
+            warm_taskmanager(standalone)
             started = time.monotonic()
             remote = refusals(client, bad_pipelines(corpus, tmp_path / "out"))
             print(f"{len(remote)} refusals resolved on the TaskManager in {time.monotonic() - started:.1f} s")
@@ -117,19 +133,13 @@ def test_a_taskmanager_killed_while_it_resolves_leaves_the_plan_to_the_planner(
     out the time limit, and the job is accepted."""
     markers = tmp_path / "markers"
     monkeypatch.setenv("FLINK_RUNTIME_TEST_MARKERS", str(markers))
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("one line\n")
+    corpus = corpus_of(tmp_path)
     # The submission answers once planned and waited this long for slots (none are left).
     properties = {**PROPERTIES, "rest.submit.wait-timeout": "5 s"}
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
         jobmanager = standalone.start_jobmanager()
-        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
-        wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
-        pipeline = Pipeline("waits", parallelism=1)
-        pipeline.read_text(str(corpus / "*.txt")).transform("tests.helpers.transforms:marks_and_waits").write_json(
-            str(tmp_path / "out"), mode="overwrite"
-        )
+        taskmanager = warm_taskmanager(standalone)
+        pipeline = transformed("waits", corpus, "tests.helpers.transforms:marks_and_waits", tmp_path / "out")
         outcome: dict[str, Any] = {}
 
         def submit() -> None:
@@ -162,18 +172,12 @@ def test_a_taskmanager_killed_while_it_resolves_leaves_the_plan_to_the_planner(
 def test_a_transform_that_never_returns_is_refused_and_stopped_on_the_taskmanager(tmp_path: Path) -> None:
     """The TaskManager gives the job's code half of what is left of jobmanager.planner.timeout,
     answers timed_out, and interrupts the thread: the loop stops, the TaskManager serves on."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("one line\n")
+    corpus = corpus_of(tmp_path)
     properties = {**PROPERTIES, "jobmanager.planner.timeout": "10 s"}
     with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
         jobmanager = standalone.start_jobmanager()
-        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
-        wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
-        pipeline = Pipeline("loops", parallelism=1)
-        pipeline.read_text(str(corpus / "*.txt")).transform("tests.helpers.hostile:loops_for_ever").write_json(
-            str(tmp_path / "out"), mode="overwrite"
-        )
+        taskmanager = warm_taskmanager(standalone)
+        pipeline = transformed("loops", corpus, "tests.helpers.hostile:loops_for_ever", tmp_path / "out")
         with JobClient(standalone.rest_url, timeout=120) as client:
             with pytest.raises(RestClientError) as refused:
                 client.submit(pipeline.job_graph())
@@ -198,17 +202,11 @@ def test_a_transform_that_ends_its_interpreter_takes_the_taskmanager_and_is_refu
     TaskManager resolving it (as it would once the job's tasks ran it there); the planner
     then resolves the plan itself, the same code ends the planner process, and the
     submission is refused with that exit code. The JobManager serves on."""
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    (corpus / "a.txt").write_text("one line\n")
+    corpus = corpus_of(tmp_path)
     with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as standalone:
         jobmanager = standalone.start_jobmanager()
-        taskmanager = standalone.start_taskmanager(**{"taskmanager.spark.warm-up": "true"})
-        wait_until(lambda: jvms_below(taskmanager), "the TaskManager's Spark JVM started")
-        pipeline = Pipeline("exits", parallelism=1)
-        pipeline.read_text(str(corpus / "*.txt")).transform("tests.helpers.hostile:exits_hard").write_json(
-            str(tmp_path / "out"), mode="overwrite"
-        )
+        taskmanager = warm_taskmanager(standalone)
+        pipeline = transformed("exits", corpus, "tests.helpers.hostile:exits_hard", tmp_path / "out")
         with JobClient(standalone.rest_url, timeout=120) as client:
             with pytest.raises(RestClientError) as refused:
                 client.submit(pipeline.job_graph())
