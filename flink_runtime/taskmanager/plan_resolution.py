@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import threading
 import traceback
@@ -35,6 +34,7 @@ from flink_runtime.blob import BlobServer, LibraryError, activate_libraries_lazi
 from flink_runtime.planner.user_code import describe
 from flink_runtime.rpc.messages import PlanRefused, PlanResolved, ResolvePlan
 from flink_runtime.security.paths import AllowedDirectories
+from flink_runtime.taskmanager.task_threads import raise_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -129,5 +129,4 @@ class PlanResolutionTimeout(BaseException):
 
 def _interrupt(thread: threading.Thread) -> None:
     if thread.ident is not None and thread.is_alive():
-        raised = ctypes.py_object(PlanResolutionTimeout)
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), raised)
+        raise_in_thread(thread.ident, PlanResolutionTimeout)

@@ -14,7 +14,6 @@ and gives up on the thread after `task.cancellation.timeout`.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import logging
 import os
@@ -42,7 +41,7 @@ from flink_runtime.io.partition_files import PartitionUnreachableError, remove_f
 from flink_runtime.io.partitions import ResultPartitionWriter, abort_chunks, partition_dir
 from flink_runtime.logs.context import bind_task
 from flink_runtime.logs.records import RecordTemplate
-from flink_runtime.taskmanager.task_threads import TASK_THREADS, TaskThread, TaskThreadPool
+from flink_runtime.taskmanager.task_threads import TASK_THREADS, TaskThread, TaskThreadPool, raise_in_thread
 
 if TYPE_CHECKING:
     from flink_runtime.io.splits import InputSplit
@@ -130,9 +129,7 @@ class Task:
         """Raise TaskCancelledError in the task thread at its next Python instruction."""
         with self._interrupt_lock:
             if self._interruptible and self.thread.ident is not None and self.thread.is_alive():
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self.thread.ident), ctypes.py_object(TaskCancelledError)
-                )
+                raise_in_thread(self.thread.ident, TaskCancelledError)
 
     def _set_interruptible(self, interruptible: bool) -> None:
         with self._interrupt_lock:

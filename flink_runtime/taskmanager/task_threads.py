@@ -96,6 +96,12 @@ class TaskThreadPool:
             handle, function = self._work.get()
 
 
+def raise_in_thread(ident: int, kind: type[BaseException] | None) -> None:
+    """Have the thread `ident` raise `kind` at its next Python instruction (a loop of the
+    job's code stops; a call stuck in C does not); None: drop one sent that has not struck."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None if kind is None else ctypes.py_object(kind))
+
+
 def _clear_pending_interrupt(ident: int) -> None:
     """Drop an interrupt sent to this thread that has not struck yet. Task.interrupt sends
     none once the task left user code (its interruptible flag, under its lock), so after
@@ -103,7 +109,7 @@ def _clear_pending_interrupt(ident: int) -> None:
     runs, it is caught here: then nothing is pending any more."""
     for _ in range(3):
         try:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), None)
+            raise_in_thread(ident, None)
             return
         except BaseException:  # noqa: BLE001, S112 - the stray interrupt itself
             continue
