@@ -42,10 +42,15 @@ _WORKLOAD = textwrap.dedent(
     import sys, tempfile
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
-    spark = (SparkSession.builder.master("local[1]")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.extraJavaOptions", sys.argv[1])
-             .getOrCreate())
+    from flink_runtime.spark.local_filesystem import use_nio_local_filesystem
+    # The classpath of the suite's sessions (spark/session.py adds the file system's jar
+    # first): an archive serves only JVMs whose classpath starts as its dump's did.
+    properties = {"spark.master": "local[1]"}
+    use_nio_local_filesystem(properties)
+    builder = SparkSession.builder.config("spark.ui.enabled", "false")
+    for key, value in {**properties, "spark.driver.extraJavaOptions": sys.argv[1]}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     gateway_process = SparkContext._gateway.proc
     folder = tempfile.mkdtemp()
     frame = spark.createDataFrame([(1, "a", 2.0), (2, "b", 3.0)], "id BIGINT, key STRING, x DOUBLE")
@@ -71,8 +76,11 @@ def archive_path() -> Path:
     """Where the archive for this Java and PySpark lives (it may not exist yet)."""
     import pyspark
 
+    from flink_runtime.spark.local_filesystem import JAR
+
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=60).stderr
-    key = hashlib.sha256(f"{java}\n{pyspark.__version__}\n{pyspark.__file__}".encode()).hexdigest()[:16]
+    jar = f"{JAR}:{hashlib.sha256(JAR.read_bytes()).hexdigest() if JAR.exists() else ''}"
+    key = hashlib.sha256(f"{java}\n{pyspark.__version__}\n{pyspark.__file__}\n{jar}".encode()).hexdigest()[:16]
     return cache_root() / "spark-cds" / f"spark-{pyspark.__version__}-{key}.jsa"
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from flink_runtime.security import mask_url_password
 from flink_runtime.spark.jdbc_driver import driver_jars
+from flink_runtime.spark.local_filesystem import use_nio_local_filesystem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -178,6 +179,7 @@ def _create(properties: dict[str, str], default_cores: int) -> SparkSession:
         if properties["spark.master"].startswith("spark://"):
             properties.setdefault("spark.cores.max", str(max(1, default_cores)))
         _default_java_options(properties)
+        use_nio_local_filesystem(properties)
         properties.setdefault("spark.scheduler.allocation.file", _slot_pools_file(max(default_cores, 16)))
         for key, value in properties.items():
             builder = builder.config(key, value)
