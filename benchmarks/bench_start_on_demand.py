@@ -1,6 +1,6 @@
 """How long a job waits for TaskManagers the JobManager starts for it.
 
-    .venv/bin/python benchmarks/bench_start_on_demand.py [--runs 3] [--slots 3]
+    .venv/bin/python benchmarks/bench_start_on_demand.py [--runs 3] [--slots 3] [--spark]
         [--driver process|docker] [--work-dir /tmp/flink-runtime-bench-rm]
 
 A standalone JobManager with `resourcemanager.driver: process` (or `docker`: containers
@@ -11,6 +11,11 @@ waiting each time until the TaskManagers of the run before stopped idle
 (resourcemanager.taskmanager-timeout 2 s). From the JobManager's log: submission ->
 first TaskManager started -> first registered, and the submission -> job FINISHED time
 the client sees (the job's tiny tasks need not wait for every TaskManager).
+
+--spark: the job is a Pipeline word count over a small text (parallelism `--slots`), whose
+plan needs Spark, and the planner is cold at every run (jobmanager.planner.idle-timeout
+1 s replaces a planner that started a JVM): the figures then include the Spark JVM starts
+the job waits for, the planner's (if it starts one) and the TaskManagers'.
 """
 
 from __future__ import annotations
@@ -52,6 +57,15 @@ def job(slots: int, out: Path, name: str) -> JobGraph:
     return graph
 
 
+def word_count(slots: int, text: Path, out: Path, name: str) -> JobGraph:
+    from flink_runtime.pipeline import Pipeline
+
+    pipeline = Pipeline(name, parallelism=slots)
+    words = pipeline.read_text(str(text)).select("explode(split(value, ' ')) AS word").filter("word != ''")
+    words.key_by("word").agg("count(*) AS n").write_parquet(str(out), mode="overwrite")
+    return pipeline.job_graph()
+
+
 def timeline(log: str, name: str) -> dict[str, float]:
     """Seconds from the submission of job `name` to its first start and registrations."""
     marks: dict[str, float] = {}
@@ -79,6 +93,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--slots", type=int, default=3)
     parser.add_argument("--driver", choices=("process", "docker"), default="process")
+    parser.add_argument("--spark", action="store_true", help="a Spark word count, the planner cold each run")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/flink-runtime-bench-rm"))
     args = parser.parse_args()
     shutil.rmtree(args.work_dir, ignore_errors=True)
@@ -101,6 +116,11 @@ def main() -> None:
         outputs = shared
     else:
         outputs = args.work_dir
+    if args.spark:
+        properties["jobmanager.planner.idle-timeout"] = "1 s"
+        text = outputs / "text"
+        text.mkdir(parents=True, exist_ok=True)
+        (text / "part-0.txt").write_text("the quick brown fox jumps over the lazy dog\n" * 2000)
     rows: list[dict[str, float]] = []
     with StandaloneCluster(args.work_dir, properties=properties) as cluster:
         cluster.start_jobmanager()
@@ -112,7 +132,12 @@ def main() -> None:
                     time.sleep(0.2)  # the TaskManagers of the run before stopped idle
                 name = f"run-{run}"
                 submitted = time.monotonic()
-                state = client.wait(client.submit(job(args.slots, outputs / name, name)), timeout=300)
+                graph = (
+                    word_count(args.slots, text, outputs / name, name)
+                    if args.spark
+                    else job(args.slots, outputs / name, name)
+                )
+                state = client.wait(client.submit(graph), timeout=300)
                 row = timeline(cluster.jobmanager.log() if cluster.jobmanager else "", name)
                 row["finished"] = time.monotonic() - submitted
                 rows.append(row)

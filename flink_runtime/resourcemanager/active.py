@@ -4,6 +4,9 @@ ResourceManager knows and does what the policy decides (Flink's ActiveResourceMa
 The JobManager owns one when `resourcemanager.driver` is process or docker and calls
 `tick()` from its timer (every second or heartbeat.interval) and `request_waiting()`
 when a slot request found no slot, so a start is decided at once, not a tick later.
+A job being prepared declares the slots it will ask for (`planning_demand`), so their
+TaskManagers start while it is prepared, not after: its Spark plans can then be
+resolved on the first of them instead of in a JVM the planner would start (issue 26).
 Driver calls block (a fork, an HTTP call to the Docker Engine), so they run on one thread
 of the shell's own, which also keeps the parent-death signal of started processes armed
 (driver.py); their results come back into the JobManager's mailbox.
@@ -15,7 +18,8 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flink_runtime import configuration as cfg
@@ -36,6 +40,9 @@ from flink_runtime.resourcemanager.policy import (
 log = logging.getLogger(__name__)
 
 Callback = Callable[[Any, BaseException | None], None]
+
+# Seconds a worker thread waits for the JobManager's mailbox to take a planning demand.
+MAILBOX_CALL_TIMEOUT = 30.0
 
 
 class PendingSlotRequests(Protocol):
@@ -84,6 +91,18 @@ class JobManagerEndpoint(Protocol):
     def run_async(self, awaitable: Any, on_done: Callback | None = None) -> Any: ...
 
     def run_in_mailbox(self, function: Callable[..., Any], *args: Any) -> None: ...
+
+    async def call_in_mailbox(self, function: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class PlanningDemand:
+    """Called from a job's preparation (a worker thread). `declare(job_id, profiles)`: the
+    slots the job will ask for once prepared count as wanted until `withdraw(job_id)`;
+    returns whether a TaskManager is starting while none is registered (one to wait for)."""
+
+    declare: Callable[[str, Sequence[SlotProfile]], bool]
+    withdraw: Callable[[str], None]
 
 
 def create_driver(config: Configuration) -> ResourceManagerDriver:
@@ -149,6 +168,8 @@ class ActiveResourceManager:
         # When each started worker registered (monotonic), for the start-on-demand figures.
         self.registered_after: dict[str, float] = {}
         self._started_at: dict[str, float] = {}
+        # The slots each job being prepared declared (planning_demand).
+        self._declared: dict[str, tuple[SlotProfile, ...]] = {}
 
     # -- stimuli: the JobManager's timer and slot requests ----------------------------------------
 
@@ -163,6 +184,25 @@ class ActiveResourceManager:
             self._decision_queued = True
             self.endpoint.run_in_mailbox(self._decide)
 
+    def planning_demand(self) -> PlanningDemand:
+        """For a job's preparation, which runs in a worker thread; made in the mailbox (it
+        captures the loop the calls go through)."""
+        loop = asyncio.get_running_loop()
+
+        def in_mailbox(function: Callable[..., Any], *args: Any) -> Any:
+            call = self.endpoint.call_in_mailbox(function, *args)
+            return asyncio.run_coroutine_threadsafe(call, loop).result(MAILBOX_CALL_TIMEOUT)
+
+        return PlanningDemand(
+            declare=lambda job_id, profiles: in_mailbox(self._declare, job_id, tuple(profiles)),
+            withdraw=lambda job_id: in_mailbox(self._declared.pop, job_id, None),
+        )
+
+    def _declare(self, job_id: str, profiles: tuple[SlotProfile, ...]) -> bool:
+        self._declared[job_id] = profiles
+        self._decide()
+        return not self.resources.task_managers and self.policy.starting_slots > 0
+
     # -- the decisions, executed --------------------------------------------------------------------
 
     def _view(self) -> ClusterView:
@@ -175,6 +215,7 @@ class ActiveResourceManager:
             busy=frozenset(self.resources.busy_task_managers()),
             external_slots=external,
             job_slots=self.resources.slot_demand_by_job(),
+            declared=dict(self._declared),
         )
 
     def _decide(self) -> None:

@@ -88,6 +88,9 @@ class ClusterView:
     busy: frozenset[str] = frozenset()  # registered TaskManagers holding an allocated slot
     external_slots: int = 0  # slots of registered TaskManagers this policy did not start
     job_slots: Mapping[str, int] = field(default_factory=dict)  # per job: slots held + waited for
+    # Per job being prepared, the slots it will ask for once prepared: started for as waiting
+    # requests are, and idle workers are kept for them.
+    declared: Mapping[str, tuple[SlotProfile, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,11 @@ class ResourceAllocationPolicy:
         worker = self._workers.get(worker_id)
         return worker is not None and worker.stopping
 
+    @property
+    def starting_slots(self) -> int:
+        """Slots of the workers started and not yet registered (nor being stopped)."""
+        return sum(w.spec.slots for w in self._workers.values() if w.registered_at is None and not w.stopping)
+
     # -- stimuli ----------------------------------------------------------------------------------
 
     def worker_terminated(self, worker_id: str, now: float) -> bool:
@@ -187,7 +195,7 @@ class ResourceAllocationPolicy:
         actions += failing
         if not failing:  # their requests go first; the next decision sees what is left
             actions += self._starts(now, view)
-        actions += self._idle_stops(now)
+        actions += self._idle_stops(now, view)
         return actions
 
     # -- the decisions --------------------------------------------------------------------------
@@ -223,12 +231,15 @@ class ResourceAllocationPolicy:
                 )
         return actions
 
-    def _idle_stops(self, now: float) -> list[Action]:
+    def _idle_stops(self, now: float, view: ClusterView) -> list[Action]:
         actions: list[Action] = []
+        kept_for_declared = len(self._declared_within_bounds(view))
         for worker_id, worker in self._workers.items():
             if worker.stopping or worker.idle_since is None:
                 continue
-            if now - worker.idle_since >= self.idle_timeout:
+            if now - worker.idle_since >= self.idle_timeout and kept_for_declared > 0:
+                kept_for_declared -= worker.spec.slots
+            elif now - worker.idle_since >= self.idle_timeout:
                 worker.stopping = True
                 actions.append(
                     StopWorker(
@@ -241,11 +252,11 @@ class ResourceAllocationPolicy:
         return actions
 
     def _starts(self, now: float, view: ClusterView) -> list[Action]:
-        starting = sum(w.spec.slots for w in self._workers.values() if w.registered_at is None and not w.stopping)
-        unmet = len(view.pending) - view.free_slots - starting
+        wanted = view.pending + self._declared_within_bounds(view)
+        unmet = len(wanted) - view.free_slots - self.starting_slots
         if unmet <= 0 or self._paused(now):
             return []
-        spec = self._spec_for(view.pending)
+        spec = self._spec_for(wanted)
         actions: list[Action] = []
         for _ in range(math.ceil(unmet / spec.slots)):
             if not self._fits(spec, view.external_slots):
@@ -256,6 +267,15 @@ class ResourceAllocationPolicy:
             self._workers[worker_id] = _Worker(spec, started_at=now)
             actions.append(StartWorker(worker_id, spec))
         return actions
+
+    def _declared_within_bounds(self, view: ClusterView) -> tuple[SlotProfile, ...]:
+        """The declared slots of the jobs the bounds can serve: a job that needs more fails
+        once its requests come, with the numbers (_jobs_past_bounds), and starts nothing."""
+        within: tuple[SlotProfile, ...] = ()
+        for profiles in view.declared.values():
+            if len(profiles) <= self.capacity(self._spec_for(profiles), view.external_slots)[0]:
+                within += profiles
+        return within
 
     def _paused(self, now: float) -> bool:
         """Too many failed starts in the last minute: wait retry_interval after the last one."""

@@ -315,3 +315,16 @@ def slot_profiles(job_graph: JobGraph) -> SlotProfiles:
         ),
         {name: ResourceProfile.from_spec(spec) for name, spec in job_graph.slot_sharing_groups.items()},
     )
+
+
+def job_slot_requests(job_graph: JobGraph) -> list[ResourceProfile]:
+    """The profile of each slot the job asks for when all its subtasks run (one per shared
+    slot): what an active resource manager starts TaskManagers for while the job is still
+    being prepared (resourcemanager/active.py planning_demand)."""
+    profiles = slot_profiles(job_graph)
+    keys = {
+        shared_slot_key(vertex.slot_sharing_group, vertex.co_location_group, vertex.id, index)
+        for vertex in job_graph.vertices
+        for index in range(vertex.parallelism)
+    }
+    return [profiles.profile(key) for key in sorted(keys)]

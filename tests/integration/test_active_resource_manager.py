@@ -6,8 +6,9 @@ starts three TaskManager processes, as its children, which register as any TaskM
 does; once the job is done they stop after resourcemanager.taskmanager-timeout. One of
 them killed with SIGKILL mid-job is replaced and the output is still exact. A job
 needing more slots than resourcemanager.max-taskmanagers allows fails at once with the
-numbers. `flink-runtime run-application` runs a job the same way in one command and
-leaves no process behind.
+numbers. A Spark job's plan on that empty cluster waits for the TaskManager started for it
+instead of the planner starting a JVM. `flink-runtime run-application` runs a job the
+same way in one command and leaves no process behind.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from flink_runtime.client.local_cluster import StandaloneCluster, free_ports
 from flink_runtime.executiongraph.states import JobStatus
 from flink_runtime.jobgraph import JobGraph, JobVertex, Partitioner
 from flink_runtime.jobgraph.jobgraph import ResourceProfile
+from flink_runtime.pipeline import Pipeline
 from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -182,6 +184,48 @@ def test_a_taskmanager_killed_mid_job_is_replaced_and_the_output_is_exact(
     # A replacement was started for the restarted tasks' slot requests.
     assert log.count("Starting TaskManager") > starts_before, log[-3000:]
     assert victim_id not in registered(cluster)
+
+
+def jvms_outside_taskmanagers(parent_pid: int) -> list[str]:
+    """Java processes below the JobManager but not below a TaskManager it started (the
+    planner's JVM would be one)."""
+    found = []
+    for child in psutil.Process(parent_pid).children():
+        try:
+            if "taskmanager" in child.cmdline():
+                continue
+            found += [" ".join(p.cmdline()[:3]) for p in child.children(recursive=True) if "java" in p.name()]
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+@pytest.mark.timeout(240)
+def test_a_spark_plan_waits_for_the_taskmanager_started_for_it_not_for_a_planner_jvm(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
+    """No TaskManager registered and a cold planner: the plan check asks for a TaskManager,
+    which starts at once, and resolves the plan on it; the planner starts no JVM."""
+    assert cluster.jobmanager is not None
+    eventually(lambda: registered(cluster) == set(), timeout=30, what="no TaskManager registered")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("b a b\nc b\n")
+    pipeline = Pipeline("planned on a started TaskManager", parallelism=1)
+    words = pipeline.read_text(str(corpus)).select("explode(split(value, ' ')) AS word")
+    words.key_by("word").agg("count(*) AS n").write_json(str(tmp_path / "out"), mode="overwrite")
+    starts_before = cluster.jobmanager.log().count("Starting TaskManager")
+    with JobClient(cluster.rest_url, timeout=60) as client:
+        job_id = client.submit(pipeline.job_graph())
+        assert client.wait(job_id, timeout=180) is JobStatus.FINISHED
+    counts = {}
+    for part in (tmp_path / "out").glob("*.json"):
+        counts.update((row["word"], row["n"]) for row in map(json.loads, part.read_text().splitlines()))
+    assert counts == {"a": 1, "b": 3, "c": 1}
+    log = cluster.jobmanager.log()
+    assert f"Job {job_id}: its plans wait up to" in log, log[-3000:]
+    assert log.count("Starting TaskManager") == starts_before + 1, log[-3000:]
+    assert jvms_outside_taskmanagers(cluster.jobmanager.pid) == []
 
 
 @pytest.mark.timeout(120)

@@ -89,6 +89,7 @@ class FakeGateway:
     planner_timeout = 5.0
     jobmanager_id = "jm-1"
     cluster_secret = ""
+    active_resources = None  # a standalone cluster: no TaskManager started on demand
 
     def __init__(self, slots: int = 4, planner: FakePlanner | None = None) -> None:
         self.planner = planner or FakePlanner()

@@ -80,6 +80,30 @@ def test_a_worker_that_becomes_busy_again_restarts_its_idle_clock() -> None:
     assert isinstance(policy.decide(22.0, ClusterView(registered=one))[0], StopWorker)
 
 
+def test_slots_declared_by_a_job_being_prepared_start_workers_and_keep_idle_ones() -> None:
+    """A job declares its slots while it is prepared (its requests come after): they start
+    workers as waiting requests do, and keep registered idle workers past the idle
+    timeout until the declaration is withdrawn."""
+    policy = ResourceAllocationPolicy(slots_per_worker=1, idle_timeout=2.0)
+    declared = ClusterView(declared={"j": (UNKNOWN, UNKNOWN)})
+    assert [start.worker_id for start in starts(policy.decide(0.0, declared))] == ["tm-active-1", "tm-active-2"]
+    both = frozenset({"tm-active-1", "tm-active-2"})
+    assert policy.decide(1.0, ClusterView(registered=both, free_slots=2, declared={"j": (UNKNOWN, UNKNOWN)})) == []
+    # Idle for 9 s, past the timeout: kept, the job's requests will take them.
+    assert policy.decide(10.0, ClusterView(registered=both, free_slots=2, declared={"j": (UNKNOWN, UNKNOWN)})) == []
+    # One slot declared keeps one worker; withdrawn, the other goes too.
+    one_declared = ClusterView(registered=both, free_slots=2, declared={"j": (UNKNOWN,)})
+    assert [a.worker_id for a in policy.decide(11.0, one_declared)] == ["tm-active-2"]
+    assert [a.worker_id for a in policy.decide(12.0, ClusterView(registered=both, free_slots=2))] == ["tm-active-1"]
+
+
+def test_declared_slots_past_the_bounds_start_nothing() -> None:
+    """The job fails with the numbers once its requests come; nothing starts before."""
+    policy = ResourceAllocationPolicy(slots_per_worker=1, bounds=Bounds(max_workers=2))
+    assert policy.decide(0.0, ClusterView(declared={"big": (UNKNOWN,) * 3})) == []
+    assert len(starts(policy.decide(1.0, ClusterView(declared={"big": (UNKNOWN,) * 3, "small": (UNKNOWN,)})))) == 1
+
+
 def test_a_worker_that_died_is_a_failure_and_its_job_s_requests_start_a_replacement() -> None:
     policy = ResourceAllocationPolicy(slots_per_worker=1)
     policy.decide(0.0, waiting(1, job_slots={"j": 1}))
