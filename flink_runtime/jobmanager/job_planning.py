@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.planner import Planner
     from flink_runtime.resourcemanager import ActiveResourceManager
+    from flink_runtime.resourcemanager.active import PlanningDemand
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +63,20 @@ class JobPlanning:
         self._config = config
         self._gateway = gateway
         self.prepared: dict[str, Prepared] = {}
-        active = gateway.active_resources
-        self._planning_demand = active.planning_demand() if active is not None else None
+        self._planning_demand = self._demand_of(gateway.active_resources)
         spark_plans = any(vertex.invokable in SPARK_INVOKABLES for vertex in job_graph.vertices)
         # A warm planner has its JVM: its plans need no TaskManager.
         self._plans_wait_for_a_taskmanager = spark_plans and not config.get(cfg.PLANNER_WARM_UP)
+
+    @staticmethod
+    def _demand_of(active: ActiveResourceManager | None) -> PlanningDemand | None:
+        if active is None:
+            return None
+        try:
+            return active.planning_demand()
+        except RuntimeError:  # made outside the JobManager's loop: the job declares nothing
+            log.warning("a JobMaster made outside the JobManager's event loop declares no slots", exc_info=True)
+            return None
 
     @property
     def is_continuous(self) -> bool:

@@ -266,3 +266,17 @@ def test_a_jobmanager_stopping_leaves_the_planner_to_plan_alone() -> None:
         raise RuntimeError("JobManager is not running")
 
     assert declared_target(planning(Gateway(PlanningDemand(declare=stopped, withdraw=stopped)))) is None
+
+
+def test_a_jobmaster_made_outside_the_event_loop_declares_nothing() -> None:
+    """planning_demand captures the JobManager's loop; without one the job prepares as on
+    a standalone cluster rather than failing."""
+    loop = asyncio.new_event_loop()  # not running
+    try:
+        config = Configuration({"resourcemanager.driver": "process"})
+        active = ActiveResourceManager(config, Resources(), NoPendingRequests(), Endpoint(loop), Driver())
+        gateway = Gateway(None)
+        gateway.active_resources = active
+        assert declared_target(planning(gateway)) is None
+    finally:
+        loop.close()
