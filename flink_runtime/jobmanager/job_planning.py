@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
+from flink_runtime.invokable import BUILTIN_INVOKABLES
 from flink_runtime.planner import tasks as planner_tasks
 from flink_runtime.planner.remote_plan import TaskManagerTarget, choose_task_manager
 from flink_runtime.scheduler.slot_sharing import job_slot_requests
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPARK_INVOKABLES = ("spark", "flink_runtime.operators.spark.task:SparkTask")
+SPARK_INVOKABLES = ("spark", BUILTIN_INVOKABLES["spark"])
 # Seconds between looks at the registry while a preparation waits for a TaskManager.
 REGISTRATION_POLL = 0.05
 
