@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -132,7 +133,8 @@ class JobPlanning:
         try:
             target = self._task_manager()
             if target is None and starting and self._plans_wait_for_a_taskmanager:
-                target = self._registered_within(self._registration_wait(), job_id)
+                assert demand is not None
+                target = self._registered_within(self._registration_wait(), job_id, demand.closed)
             yield target
         finally:
             if demand is not None:
@@ -145,11 +147,14 @@ class JobPlanning:
         registration = self._config.get_seconds(cfg.ResourceManagerOptions.TASKMANAGER_REGISTRATION_TIMEOUT)
         return min(registration, self._gateway.planner_timeout / 2)
 
-    def _registered_within(self, limit: float, job_id: str) -> TaskManagerTarget | None:
+    def _registered_within(self, limit: float, job_id: str, closed: threading.Event) -> TaskManagerTarget | None:
+        """A registered TaskManager once there is one, within `limit` seconds and until the
+        resource manager closes (None then)."""
         log.info("Job %s: its plans wait up to %g s for the TaskManager started for them", job_id, limit)
         deadline = time.monotonic() + limit
         while (target := self._task_manager()) is None and time.monotonic() < deadline:
-            time.sleep(REGISTRATION_POLL)
+            if closed.wait(REGISTRATION_POLL):
+                return None
         return target
 
     def run_terminal_hooks(

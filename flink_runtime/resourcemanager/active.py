@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,10 +100,13 @@ class JobManagerEndpoint(Protocol):
 class PlanningDemand:
     """Called from a job's preparation (a worker thread). `declare(job_id, profiles)`: the
     slots the job will ask for once prepared count as wanted until `withdraw(job_id)`;
-    returns whether a TaskManager is starting while none is registered (one to wait for)."""
+    returns whether a TaskManager is starting while none is registered (one to wait for).
+    `closed` is set once the resource manager stops: a wait for a TaskManager ends then
+    (it must not hold up the JobManager's exit)."""
 
     declare: Callable[[str, Sequence[SlotProfile]], bool]
     withdraw: Callable[[str], None]
+    closed: threading.Event
 
 
 def create_driver(config: Configuration) -> ResourceManagerDriver:
@@ -170,6 +174,7 @@ class ActiveResourceManager:
         self._started_at: dict[str, float] = {}
         # The slots each job being prepared declared (planning_demand).
         self._declared: dict[str, tuple[SlotProfile, ...]] = {}
+        self._closed = threading.Event()
 
     # -- stimuli: the JobManager's timer and slot requests ----------------------------------------
 
@@ -196,6 +201,7 @@ class ActiveResourceManager:
         return PlanningDemand(
             declare=lambda job_id, profiles: in_mailbox(self._declare, job_id, tuple(profiles)),
             withdraw=lambda job_id: in_mailbox(self._declared.pop, job_id, None),
+            closed=self._closed,
         )
 
     def _declare(self, job_id: str, profiles: tuple[SlotProfile, ...]) -> bool:
@@ -299,6 +305,7 @@ class ActiveResourceManager:
 
     def close(self) -> None:
         """Stop every started TaskManager and wait for them (the JobManager is stopping)."""
+        self._closed.set()
         log.info("Resource manager stopping: %s", self.view())
         self._executor.submit(self.driver.stop_all).result()
         self._executor.shutdown(wait=True)

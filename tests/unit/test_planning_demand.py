@@ -194,6 +194,14 @@ class Gateway:
         self.active_resources = SimpleNamespace(planning_demand=lambda: demand) if demand is not None else None
 
 
+def demand(
+    declare: Callable[[str, Any], bool],
+    withdraw: Callable[[str], Any] = lambda job_id: None,
+    closed: threading.Event | None = None,
+) -> PlanningDemand:
+    return PlanningDemand(declare=declare, withdraw=withdraw, closed=closed or threading.Event())
+
+
 def registered(task_manager_id: str) -> Any:
     return SimpleNamespace(
         task_manager_id=task_manager_id, address="tcp://127.0.0.1:1", metrics={}, registered_at=time.monotonic()
@@ -223,7 +231,11 @@ def test_the_preparation_declares_its_slots_and_waits_for_the_first_taskmanager(
         threading.Timer(0.3, lambda: gateway.task_managers.update(tm=registered("tm-started"))).start()
         return True
 
-    gateway = Gateway(PlanningDemand(declare=declare, withdraw=lambda job_id: calls.append(("withdraw", job_id))))
+    gateway = Gateway(
+        PlanningDemand(
+            closed=threading.Event(), declare=declare, withdraw=lambda job_id: calls.append(("withdraw", job_id))
+        )
+    )
     preparation = planning(gateway, spark_job(parallelism=3))
     with preparation._declared_slots() as target:
         assert target is not None and target.task_manager_id == "tm-started"
@@ -233,7 +245,7 @@ def test_the_preparation_declares_its_slots_and_waits_for_the_first_taskmanager(
 
 def test_the_wait_ends_at_the_registration_timeout_and_the_planner_plans_alone() -> None:
     calls: list[str] = []
-    gateway = Gateway(PlanningDemand(declare=lambda job_id, profiles: True, withdraw=calls.append))
+    gateway = Gateway(demand(declare=lambda job_id, profiles: True, withdraw=calls.append))
     started = time.monotonic()
     preparation = planning(gateway, **{"resourcemanager.taskmanager-registration.timeout": "300 ms"})
     assert declared_target(preparation) is None
@@ -245,7 +257,11 @@ def test_no_wait_for_jobs_without_spark_plans_or_with_a_warm_planner() -> None:
     """Their slots are declared all the same: their TaskManagers start during the preparation."""
     declared: list[str] = []
     gateway = Gateway(
-        PlanningDemand(declare=lambda job_id, profiles: declared.append(job_id) or True, withdraw=lambda job_id: None)
+        PlanningDemand(
+            closed=threading.Event(),
+            declare=lambda job_id, profiles: declared.append(job_id) or True,
+            withdraw=lambda job_id: None,
+        )
     )
     started = time.monotonic()
     assert declared_target(planning(gateway, spark_job("number-source"))) is None
@@ -255,7 +271,7 @@ def test_no_wait_for_jobs_without_spark_plans_or_with_a_warm_planner() -> None:
 
 
 def test_a_registered_taskmanager_is_named_at_once() -> None:
-    gateway = Gateway(PlanningDemand(declare=lambda job_id, profiles: False, withdraw=lambda job_id: None))
+    gateway = Gateway(demand(declare=lambda job_id, profiles: False))
     gateway.task_managers["tm-1"] = registered("tm-1")
     target = declared_target(planning(gateway))
     assert target is not None and target.task_manager_id == "tm-1"
@@ -265,7 +281,7 @@ def test_a_jobmanager_stopping_leaves_the_planner_to_plan_alone() -> None:
     def stopped(*args: Any) -> bool:
         raise RuntimeError("JobManager is not running")
 
-    assert declared_target(planning(Gateway(PlanningDemand(declare=stopped, withdraw=stopped)))) is None
+    assert declared_target(planning(Gateway(demand(declare=stopped, withdraw=stopped)))) is None
 
 
 def test_a_jobmaster_made_outside_the_event_loop_declares_nothing() -> None:
@@ -280,3 +296,21 @@ def test_a_jobmaster_made_outside_the_event_loop_declares_nothing() -> None:
         assert declared_target(planning(gateway)) is None
     finally:
         loop.close()
+
+
+def test_the_wait_ends_when_the_resource_manager_closes() -> None:
+    """The JobManager stopping must not wait out a preparation's wait for a TaskManager."""
+    closed = threading.Event()
+    gateway = Gateway(demand(declare=lambda job_id, profiles: True, closed=closed))
+    threading.Timer(0.2, closed.set).start()
+    started = time.monotonic()
+    assert declared_target(planning(gateway)) is None  # the limit is 60 s
+    assert time.monotonic() - started < 2
+
+
+def test_closing_the_resource_manager_sets_what_waits_watch(loop: asyncio.AbstractEventLoop) -> None:
+    active, _, _ = shell(loop)
+    demand = demand_of(loop, active)
+    assert not demand.closed.is_set()
+    active.close()
+    assert demand.closed.is_set()
