@@ -231,11 +231,7 @@ def test_the_preparation_declares_its_slots_and_waits_for_the_first_taskmanager(
         threading.Timer(0.3, lambda: gateway.task_managers.update(tm=registered("tm-started"))).start()
         return True
 
-    gateway = Gateway(
-        PlanningDemand(
-            closed=threading.Event(), declare=declare, withdraw=lambda job_id: calls.append(("withdraw", job_id))
-        )
-    )
+    gateway = Gateway(demand(declare=declare, withdraw=lambda job_id: calls.append(("withdraw", job_id))))
     preparation = planning(gateway, spark_job(parallelism=3))
     with preparation._declared_slots() as target:
         assert target is not None and target.task_manager_id == "tm-started"
@@ -256,13 +252,7 @@ def test_the_wait_ends_at_the_registration_timeout_and_the_planner_plans_alone()
 def test_no_wait_for_jobs_without_spark_plans_or_with_a_warm_planner() -> None:
     """Their slots are declared all the same: their TaskManagers start during the preparation."""
     declared: list[str] = []
-    gateway = Gateway(
-        PlanningDemand(
-            closed=threading.Event(),
-            declare=lambda job_id, profiles: declared.append(job_id) or True,
-            withdraw=lambda job_id: None,
-        )
-    )
+    gateway = Gateway(demand(declare=lambda job_id, profiles: declared.append(job_id) or True))
     started = time.monotonic()
     assert declared_target(planning(gateway, spark_job("number-source"))) is None
     assert declared_target(planning(gateway, **{"jobmanager.planner.warm-up": "true"})) is None
