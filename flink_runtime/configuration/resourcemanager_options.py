@@ -50,7 +50,9 @@ class ResourceManagerOptions:
         "resourcemanager.taskmanager-registration.timeout",
         DURATION,
         "5 min",
-        "A started TaskManager that has not registered within this time is stopped and counts as a failed start.",
+        "A started TaskManager that has not registered within this time is stopped and counts as a failed start. "
+        "A job whose Spark plans wait for the first TaskManager started for it waits at most this long (and half "
+        "of jobmanager.planner.timeout) before the planner resolves them itself.",
     )
     MAX_TASKMANAGERS = ConfigOption(
         "resourcemanager.max-taskmanagers",
