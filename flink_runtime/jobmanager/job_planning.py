@@ -24,7 +24,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from flink_runtime import configuration as cfg
@@ -59,9 +59,18 @@ class PlannerGateway(Protocol):
 
 
 class JobPlanning:
-    def __init__(self, job_graph: JobGraph, config: Configuration, gateway: PlannerGateway) -> None:
-        """Made in the JobManager's mailbox (the planning demand captures its loop)."""
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        config: Configuration,
+        gateway: PlannerGateway,
+        job_alive: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """Made in the JobManager's mailbox (the planning demand captures its loop).
+        job_alive: False once the job ended (cancelled while prepared): a wait for a
+        TaskManager stops then."""
         self._job_graph = job_graph
+        self._job_alive = job_alive
         self._config = config
         self._gateway = gateway
         self.prepared: dict[str, Prepared] = {}
@@ -148,12 +157,12 @@ class JobPlanning:
         return min(registration, self._gateway.planner_timeout / 2)
 
     def _registered_within(self, limit: float, job_id: str, closed: threading.Event) -> TaskManagerTarget | None:
-        """A registered TaskManager once there is one, within `limit` seconds and until the
-        resource manager closes (None then)."""
+        """A registered TaskManager once there is one, within `limit` seconds, while the
+        resource manager runs and the job has not ended (None otherwise)."""
         log.info("Job %s: its plans wait up to %g s for the TaskManager started for them", job_id, limit)
         deadline = time.monotonic() + limit
         while (target := self._task_manager()) is None and time.monotonic() < deadline:
-            if closed.wait(REGISTRATION_POLL):
+            if closed.wait(REGISTRATION_POLL) or not self._job_alive():
                 return None
         return target
 

@@ -98,7 +98,7 @@ class JobMaster:
         self.exceptions: list[ExceptionEntry] = []
         self.is_continuous = False
         self.data_namespace = job_graph.job_id
-        self.planning = JobPlanning(job_graph, self.config, self.gateway)
+        self.planning = JobPlanning(job_graph, self.config, self.gateway, lambda: not self.status.is_terminal)
         self.splits = SourceSplits()
         self._submission = SubmissionWaiters(self.job_id)
         self.scheduling = js.JobScheduling(ExecutionFailureHandler.from_config(self.config))

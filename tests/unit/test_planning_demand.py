@@ -213,8 +213,10 @@ def spark_job(invokable: str = "spark", parallelism: int = 1) -> JobGraph:
     return JobGraph(name="plans", job_id="job-1", vertices=[vertex])
 
 
-def planning(gateway: Gateway, job: JobGraph | None = None, **properties: Any) -> JobPlanning:
-    return JobPlanning(job or spark_job(), Configuration(properties), gateway)  # type: ignore[arg-type]
+def planning(
+    gateway: Gateway, job: JobGraph | None = None, alive: Callable[[], bool] = lambda: True, **properties: Any
+) -> JobPlanning:
+    return JobPlanning(job or spark_job(), Configuration(properties), gateway, alive)  # type: ignore[arg-type]
 
 
 def declared_target(preparation: JobPlanning) -> Any:
@@ -304,3 +306,14 @@ def test_closing_the_resource_manager_sets_what_waits_watch(loop: asyncio.Abstra
     assert not demand.closed.is_set()
     active.close()
     assert demand.closed.is_set()
+
+
+def test_the_wait_ends_when_the_job_ends() -> None:
+    """A job cancelled while its plans wait stops waiting (and withdraws its slots)."""
+    withdrawn: list[str] = []
+    ended = threading.Event()
+    gateway = Gateway(demand(declare=lambda job_id, profiles: True, withdraw=withdrawn.append))
+    threading.Timer(0.2, ended.set).start()
+    started = time.monotonic()
+    assert declared_target(planning(gateway, alive=lambda: not ended.is_set())) is None
+    assert time.monotonic() - started < 2 and withdrawn == ["job-1"]
