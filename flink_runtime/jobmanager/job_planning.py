@@ -132,17 +132,14 @@ class JobPlanning:
         """While the job is prepared, its slots declared to the active resource manager (if
         any; see the module's docstring); yields the TaskManager to resolve its plans."""
         demand, job_id = self._planning_demand, self._job_graph.job_id or ""
-        starting = False
-        if demand is not None:
-            try:
-                starting = demand.declare(job_id, job_slot_requests(self._job_graph))
-            except Exception as exc:  # noqa: BLE001 - the JobManager stopping: prepare as without
-                log.warning("Job %s: its slots were not declared (%s)", job_id, exc)
-                demand = None
+        try:
+            starting = demand is not None and demand.declare(job_id, job_slot_requests(self._job_graph))
+        except Exception as exc:  # noqa: BLE001 - the JobManager stopping: prepare as without
+            log.warning("Job %s: its slots were not declared (%s)", job_id, exc)
+            demand, starting = None, False
         try:
             target = self._task_manager()
-            if target is None and starting and self._plans_wait_for_a_taskmanager:
-                assert demand is not None
+            if target is None and starting and demand is not None and self._plans_wait_for_a_taskmanager:
                 target = self._registered_within(self._registration_wait(), job_id, demand.closed)
             yield target
         finally:

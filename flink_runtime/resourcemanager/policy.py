@@ -193,9 +193,10 @@ class ResourceAllocationPolicy:
         actions += self._registration_timeouts(now)
         failing = self._jobs_past_bounds(view)
         actions += failing
+        declared = self._declared_within_bounds(view)
         if not failing:  # their requests go first; the next decision sees what is left
-            actions += self._starts(now, view)
-        actions += self._idle_stops(now, view)
+            actions += self._starts(now, view, declared)
+        actions += self._idle_stops(now, len(declared))
         return actions
 
     # -- the decisions --------------------------------------------------------------------------
@@ -231,15 +232,16 @@ class ResourceAllocationPolicy:
                 )
         return actions
 
-    def _idle_stops(self, now: float, view: ClusterView) -> list[Action]:
+    def _idle_stops(self, now: float, kept_for_declared: int) -> list[Action]:
+        """Idle workers past the timeout stop, but for `kept_for_declared` slots' worth of
+        them: the requests of a job being prepared will take those."""
         actions: list[Action] = []
-        kept_for_declared = len(self._declared_within_bounds(view))
         for worker_id, worker in self._workers.items():
-            if worker.stopping or worker.idle_since is None:
+            if worker.stopping or worker.idle_since is None or now - worker.idle_since < self.idle_timeout:
                 continue
-            if now - worker.idle_since >= self.idle_timeout and kept_for_declared > 0:
+            if kept_for_declared > 0:
                 kept_for_declared -= worker.spec.slots
-            elif now - worker.idle_since >= self.idle_timeout:
+            else:
                 worker.stopping = True
                 actions.append(
                     StopWorker(
@@ -251,8 +253,8 @@ class ResourceAllocationPolicy:
                 )
         return actions
 
-    def _starts(self, now: float, view: ClusterView) -> list[Action]:
-        wanted = view.pending + self._declared_within_bounds(view)
+    def _starts(self, now: float, view: ClusterView, declared: tuple[SlotProfile, ...]) -> list[Action]:
+        wanted = view.pending + declared
         unmet = len(wanted) - view.free_slots - self.starting_slots
         if unmet <= 0 or self._paused(now):
             return []
