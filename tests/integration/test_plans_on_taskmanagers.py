@@ -6,9 +6,12 @@ no TaskManager can answer.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +67,33 @@ def transformed(name: str, corpus: Path, transform: str, out: Path) -> Pipeline:
     pipeline = Pipeline(name, parallelism=1)
     pipeline.read_text(str(corpus / "*.txt")).transform(transform).write_json(str(out), mode="overwrite")
     return pipeline
+
+
+@dataclass
+class Refused:
+    """A standalone cluster with a warm TaskManager, and the 400 a one-transform job got."""
+
+    jobmanager: ClusterProcess
+    taskmanager: ClusterProcess
+    client: JobClient
+    corpus: Path
+    error: RestClientError
+
+
+@contextlib.contextmanager
+def refusal_of(tmp_path: Path, transform: str, properties: dict[str, Any]) -> Iterator[Refused]:
+    """Submits the corpus through `transform` (`module:function`); the submission must be
+    refused with a 400. The cluster serves while the block runs."""
+    corpus = corpus_of(tmp_path)
+    with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
+        jobmanager = standalone.start_jobmanager()
+        taskmanager = warm_taskmanager(standalone)
+        pipeline = transformed("refused", corpus, transform, tmp_path / "out")
+        with JobClient(standalone.rest_url, timeout=120) as client:
+            with pytest.raises(RestClientError) as refused:
+                client.submit(pipeline.job_graph())
+            assert refused.value.status_code == 400, refused.value
+            yield Refused(jobmanager, taskmanager, client, corpus, refused.value)
 
 
 def bad_pipelines(corpus: Path, out: Path) -> dict[str, Pipeline]:
@@ -172,29 +202,21 @@ def test_a_taskmanager_killed_while_it_resolves_leaves_the_plan_to_the_planner(
 def test_a_transform_that_never_returns_is_refused_and_stopped_on_the_taskmanager(tmp_path: Path) -> None:
     """The TaskManager gives the job's code half of what is left of jobmanager.planner.timeout,
     answers timed_out, and interrupts the thread: the loop stops, the TaskManager serves on."""
-    corpus = corpus_of(tmp_path)
     properties = {**PROPERTIES, "jobmanager.planner.timeout": "10 s"}
-    with StandaloneCluster(tmp_path / "cluster", properties=properties) as standalone:
-        jobmanager = standalone.start_jobmanager()
-        taskmanager = warm_taskmanager(standalone)
-        pipeline = transformed("loops", corpus, "tests.helpers.hostile:loops_for_ever", tmp_path / "out")
-        with JobClient(standalone.rest_url, timeout=120) as client:
-            with pytest.raises(RestClientError) as refused:
-                client.submit(pipeline.job_graph())
-            assert refused.value.status_code == 400, refused.value
-            assert "did not finish within" in str(refused.value), refused.value
-            assert "on TaskManager tm-0" in str(refused.value), refused.value
-            process = psutil.Process(taskmanager.pid)
-            before = sum(process.cpu_times()[:2])
-            time.sleep(3)
-            spent = sum(process.cpu_times()[:2]) - before
-            print(f"TaskManager CPU in the 3 s after the refusal: {spent:.2f} s")
-            assert spent < 1.5, "the endless transform still runs on the TaskManager"
-            good = Pipeline("after", parallelism=1)
-            good.read_text(str(corpus / "*.txt")).write_json(str(tmp_path / "after"), mode="overwrite")
-            job_id = client.submit(good.job_graph())
-            assert client.wait(job_id, timeout=120) is JobStatus.FINISHED
-        assert not jvms_below(jobmanager)
+    with refusal_of(tmp_path, "tests.helpers.hostile:loops_for_ever", properties) as refused:
+        assert "did not finish within" in str(refused.error), refused.error
+        assert "on TaskManager tm-0" in str(refused.error), refused.error
+        process = psutil.Process(refused.taskmanager.pid)
+        before = sum(process.cpu_times()[:2])
+        time.sleep(3)
+        spent = sum(process.cpu_times()[:2]) - before
+        print(f"TaskManager CPU in the 3 s after the refusal: {spent:.2f} s")
+        assert spent < 1.5, "the endless transform still runs on the TaskManager"
+        good = Pipeline("after", parallelism=1)
+        good.read_text(str(refused.corpus / "*.txt")).write_json(str(tmp_path / "after"), mode="overwrite")
+        job_id = refused.client.submit(good.job_graph())
+        assert refused.client.wait(job_id, timeout=120) is JobStatus.FINISHED
+        assert not jvms_below(refused.jobmanager)
 
 
 def test_a_transform_that_ends_its_interpreter_takes_the_taskmanager_and_is_refused(tmp_path: Path) -> None:
@@ -202,20 +224,12 @@ def test_a_transform_that_ends_its_interpreter_takes_the_taskmanager_and_is_refu
     TaskManager resolving it (as it would once the job's tasks ran it there); the planner
     then resolves the plan itself, the same code ends the planner process, and the
     submission is refused with that exit code. The JobManager serves on."""
-    corpus = corpus_of(tmp_path)
-    with StandaloneCluster(tmp_path / "cluster", properties=dict(PROPERTIES)) as standalone:
-        jobmanager = standalone.start_jobmanager()
-        taskmanager = warm_taskmanager(standalone)
-        pipeline = transformed("exits", corpus, "tests.helpers.hostile:exits_hard", tmp_path / "out")
-        with JobClient(standalone.rest_url, timeout=120) as client:
-            with pytest.raises(RestClientError) as refused:
-                client.submit(pipeline.job_graph())
-            assert refused.value.status_code == 400, refused.value
-            assert "ended the planner process" in str(refused.value), refused.value
-            assert "exit code 7" in str(refused.value), refused.value
-            assert taskmanager.process.wait(timeout=30) == 7  # the TaskManager's own exit
-            assert "the planner resolves it with its own SparkSession" in jobmanager.log()
-            # The JobManager serves on: it lists the refused job, FAILED (as Flink lists a
-            # submission that failed in its initialization).
-            assert [job["state"] for job in client.list_jobs()] == ["FAILED"]
-        assert jobmanager.process.poll() is None
+    with refusal_of(tmp_path, "tests.helpers.hostile:exits_hard", dict(PROPERTIES)) as refused:
+        assert "ended the planner process" in str(refused.error), refused.error
+        assert "exit code 7" in str(refused.error), refused.error
+        assert refused.taskmanager.process.wait(timeout=30) == 7  # the TaskManager's own exit
+        assert "the planner resolves it with its own SparkSession" in refused.jobmanager.log()
+        # The JobManager serves on: it lists the refused job, FAILED (as Flink lists a
+        # submission that failed in its initialization).
+        assert [job["state"] for job in refused.client.list_jobs()] == ["FAILED"]
+        assert refused.jobmanager.process.poll() is None
