@@ -136,7 +136,8 @@ class MasterContext:
     spark: Callable[[], Any] = lambda: None
     # Resolves a Spark vertex's plan (config, input schemas, files) -> (resolved, output
     # schema), as operators/spark/plan.py resolve_vertex does with `spark`: the planner's
-    # asks a TaskManager first (planner/remote_plan.py). None: resolve_vertex with `spark`.
+    # answers from its plan cache (planner/plan_cache.py) or asks a TaskManager first
+    # (planner/remote_plan.py). None: resolve_vertex with `spark`.
     plan_resolver: Callable[[dict[str, Any], list[Any], list[str]], tuple[dict[str, Any], str]] | None = None
     # Restoring from a savepoint: per vertex, what it recorded (checkpoint.metadata.VertexProgress).
     restored: dict[str, Any] = field(default_factory=dict)

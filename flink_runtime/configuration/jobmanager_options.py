@@ -117,6 +117,23 @@ class JobManagerOptions:
         "MemoryError and the submission is refused (400) naming this key. 0: no limit. The planner's "
         "JVM is bounded by spark.driver.memory instead.",
     )
+    PLANNER_PLAN_CACHE_SIZE = ConfigOption(
+        "jobmanager.planner.plan-cache.size",
+        integer(minimum=0),
+        100,
+        "How many vertices' resolved Spark plans the process preparing jobs keeps (least recently used "
+        "out first), so a pipeline submitted again with the same operators on inputs of the same schema "
+        "skips Spark's analyzer (Flink's sql-gateway.session.plan-cache.size). Vertices with an sql or "
+        "transform operator, and jobs with libraries, are checked every time. 0: no cache.",
+    )
+    PLANNER_PLAN_CACHE_TTL = ConfigOption(
+        "jobmanager.planner.plan-cache.ttl",
+        DURATION,
+        "1 h",
+        "How long a resolved plan stays in the plan cache (jobmanager.planner.plan-cache.size). Within "
+        "it, a change its key cannot see (a catalog function another job's sql operator dropped) "
+        "fails the task that calls the function instead of the submission. 0: no cache.",
+    )
 
 
 class JobStoreOptions:

@@ -21,7 +21,9 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
 from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
+from flink_runtime.operators.spark.plan import plan_key
 from flink_runtime.planner import guard
+from flink_runtime.planner.plan_cache import PlanCache, Resolver, configure_from
 from flink_runtime.planner.remote_plan import RemotePlanResolver, TaskManagerTarget
 from flink_runtime.planner.user_code import UserCodeError, describe
 
@@ -130,6 +132,29 @@ def _plan_resolver(
     )
 
 
+# The process's plan answers (plan_cache.py), kept across the jobs it prepares.
+_plan_cache = PlanCache()
+
+
+def _cached_plan_resolver(
+    job_graph: JobGraph, config: Configuration, spark: Spark, remote: RemotePlanResolver | None
+) -> Resolver | None:
+    """The vertices' plan checks through the plan cache: resolved by `remote` (a
+    TaskManager's JVM) or else with `spark`. A job with libraries is checked without it
+    (its code may make a name resolve that would not otherwise)."""
+    if job_graph.libraries:
+        return remote
+
+    def resolve(vertex_config: dict[str, Any], inputs: list[Any], files: list[str]) -> tuple[dict[str, Any], str]:
+        if remote is not None:
+            return remote(vertex_config, inputs, files)
+        from flink_runtime.operators.spark.plan import resolve_vertex
+
+        return resolve_vertex(spark(), vertex_config, inputs, files)
+
+    return configure_from(_plan_cache, config).resolver(plan_key, resolve)
+
+
 # -- the calls -------------------------------------------------------------------------------------
 
 
@@ -156,8 +181,8 @@ def prepare_job(
         raise VertexPreparationError.wrapping("the job's libraries", exc) from None
     graph = ExecutionGraph(job_graph)
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
-    if not in_process:
-        context.plan_resolver = _plan_resolver(task_manager, job_graph, spark)
+    remote = None if in_process else _plan_resolver(task_manager, job_graph, spark)
+    context.plan_resolver = _cached_plan_resolver(job_graph, config, spark, remote)
     producer_of = {dataset.id: dataset.producer for dataset in job_graph.intermediate_datasets}
     prepared: dict[str, Prepared] = {}
     for ejv in graph.vertices.values():  # topological: producers first
@@ -183,8 +208,8 @@ def prepare_sources(
     restored = {vertex_id: VertexProgress(completed_files=files) for vertex_id, files in completed_files.items()}
     context = _context(job_graph.job_id or "", job_graph.name, config, spark, restored, data_namespace)
     context.continuation = True
-    if spark is None:
-        context.plan_resolver = _plan_resolver(task_manager, job_graph, _own_spark)
+    remote = _plan_resolver(task_manager, job_graph, _own_spark) if spark is None else None
+    context.plan_resolver = _cached_plan_resolver(job_graph, config, spark or _own_spark, remote)
     prepared = {}
     for vertex_id in completed_files:
         prepared[vertex_id] = _prepare_vertex(vertices[vertex_id], [], context)

@@ -115,7 +115,7 @@ class SparkTask(AbstractInvokable):
                 io.check_sink_target(config["sink"])
             if restored is not None and restored.sink_chunks:
                 io.restore_sink_chunks(config["sink"], context.data_namespace, restored.sink_chunks, allowed)
-        if context.plan_resolver is not None:  # a TaskManager's JVM, when the planner has none running
+        if context.plan_resolver is not None:  # the planner's: its plan cache, or a TaskManager's JVM
             resolved, output_schema = context.plan_resolver(config, inputs, files)
         else:
             resolved, output_schema = resolve_vertex(context.spark(), config, inputs, files)
