@@ -235,7 +235,10 @@ class CheckpointCoordinator:
         # Every vertex with all its subtasks, as Flink's stats count them: a subtask not
         # running now (finished, or between a continuous job's rounds) is acknowledged at
         # once, as Flink reports finished tasks; its committed output is in the checkpoint.
-        parallelism = {vertex.id: vertex.parallelism for vertex in self.job.job_graph.vertices}
+        # The ExecutionGraph's: a parallelism decided from the data (adaptive_parallelism.py).
+        graph = self.job.graph
+        vertices_now = graph.vertices.values() if graph is not None else self.job.job_graph.vertices
+        parallelism = {vertex.id: vertex.parallelism for vertex in vertices_now}
         self.stats.triggered(
             checkpoint_id,
             is_savepoint,

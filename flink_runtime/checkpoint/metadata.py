@@ -43,6 +43,10 @@ class VertexProgress(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=T
     sink_chunks: list[str] = []
     # subtask index (as text) -> state backend handle
     operator_state: dict[str, dict[str, Any]] = {}
+    # The parallelism the scheduler decided for the vertex from its input
+    # (scheduler/adaptive_parallelism.py; 0: none decided): a restore decides it again,
+    # as its finished subtasks read runs of subpartitions for it.
+    parallelism: int = 0
 
 
 class JobProgress(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):

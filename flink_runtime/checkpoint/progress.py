@@ -110,6 +110,13 @@ class ProgressTracker:
         log.info("%s", self.describe_restore(len(finished)))
         return finished
 
+    def restored_parallelism(self) -> dict[str, int]:
+        """The parallelism the restored progress recorded as decided, by vertex id (none
+        after a terminal savepoint: every vertex runs again, and is decided again)."""
+        if self.restore is None or self.restore.terminal:
+            return {}
+        return {vertex_id: saved.parallelism for vertex_id, saved in self.restore.vertices.items() if saved.parallelism}
+
     def describe_restore(self, finished_subtasks: int) -> str:
         """One line on what a restored job reuses: "restored from checkpoint 7 of job X:
         12 of 20 input files already read ..." (the JobManager's log)."""
@@ -200,7 +207,9 @@ class ProgressTracker:
             completed = dict(progress.completed) if progress is not None else {}
             splits = job.prepared_split_files(vertex_id)
             finished = [v.subtask_index for v in ejv.task_vertices if v.current_execution.state.value == "FINISHED"]
+            decided = ejv.parallelism_decided and not ejv.job_vertex.parallelism_configured
             captured[vertex_id] = {
+                "parallelism": ejv.parallelism if decided else 0,
                 "completed": completed,
                 "split_files": {split: list(splits.get(split, [])) for split in completed},
                 "earlier_files": sorted(job.completed_files(vertex_id)),
@@ -275,6 +284,7 @@ class ProgressTracker:
                         finished_subtasks=kept.finished,
                         partition_chunks=listing.chunks,
                         sink_chunks=committed_chunks.sink_chunks(data["sink_root"], kept.completed, kept.finished),
+                        parallelism=data["parallelism"],
                     )
                 if vertex.completed_files or vertex.operator_state or vertex.partition_chunks or vertex.sink_chunks:
                     vertices[vertex_id] = vertex

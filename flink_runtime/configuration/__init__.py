@@ -28,6 +28,7 @@ from flink_runtime.configuration.cluster_options import (
 )
 from flink_runtime.configuration.config import Configuration
 from flink_runtime.configuration.jobmanager_options import (
+    BatchExecutionOptions,
     HighAvailabilityOptions,
     JobManagerOptions,
     JobStoreOptions,
@@ -41,6 +42,7 @@ from flink_runtime.configuration.taskmanager_options import TaskManagerOptions
 __all__ = [
     "GROUPS",
     "OPTIONS",
+    "BatchExecutionOptions",
     "BlobServerOptions",
     "CheckpointingOptions",
     "ClusterOptions",
@@ -79,6 +81,9 @@ PLANNER_MEMORY = JobManagerOptions.PLANNER_MEMORY
 PLANNER_IDLE_TIMEOUT = JobManagerOptions.PLANNER_IDLE_TIMEOUT
 PLANNER_PLAN_CACHE_SIZE = JobManagerOptions.PLANNER_PLAN_CACHE_SIZE
 PLANNER_PLAN_CACHE_TTL = JobManagerOptions.PLANNER_PLAN_CACHE_TTL
+AUTO_PARALLELISM_ENABLED = BatchExecutionOptions.AUTO_PARALLELISM_ENABLED
+AUTO_PARALLELISM_MIN_PARALLELISM = BatchExecutionOptions.AUTO_PARALLELISM_MIN_PARALLELISM
+AUTO_PARALLELISM_AVG_DATA_VOLUME_PER_TASK = BatchExecutionOptions.AUTO_PARALLELISM_AVG_DATA_VOLUME_PER_TASK
 JOBSTORE_EXPIRATION_TIME = JobStoreOptions.EXPIRATION_TIME
 JOBSTORE_MAX_CAPACITY = JobStoreOptions.MAX_CAPACITY
 HA_TYPE = HighAvailabilityOptions.TYPE

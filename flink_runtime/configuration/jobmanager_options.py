@@ -136,6 +136,38 @@ class JobManagerOptions:
     )
 
 
+class BatchExecutionOptions:
+    TITLE = "Batch execution"
+
+    AUTO_PARALLELISM_ENABLED = ConfigOption(
+        "execution.batch.adaptive.auto-parallelism.enabled",
+        BOOLEAN,
+        True,
+        "Decide the parallelism of a vertex whose parallelism was not configured (the Pipeline API's "
+        "vertices without set_parallelism) once the vertices it reads from have finished, from the "
+        "bytes they wrote for it: as Flink's adaptive batch scheduler. Its parallelism becomes its "
+        "upper bound. Only vertices of Spark operators read over all-to-all exchanges (hash, rebalance, "
+        "broadcast) are decided; sources and everything else run at their parallelism.",
+        job_overridable=True,
+    )
+    AUTO_PARALLELISM_MIN_PARALLELISM = ConfigOption(
+        "execution.batch.adaptive.auto-parallelism.min-parallelism",
+        integer(minimum=1),
+        1,
+        "The lowest parallelism decided for a vertex (never above its own parallelism).",
+        job_overridable=True,
+    )
+    AUTO_PARALLELISM_AVG_DATA_VOLUME_PER_TASK = ConfigOption(
+        "execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task",
+        MEMORY_SIZE,
+        "16 mb",
+        "How many bytes of input each subtask of a decided vertex should read: its parallelism is "
+        "the bytes its inputs hold divided by this, rounded up, within the bounds. A broadcast input "
+        "counts once.",
+        job_overridable=True,
+    )
+
+
 class JobStoreOptions:
     TITLE = "Job store"
 

@@ -17,6 +17,7 @@ from flink_runtime.configuration.cluster_options import (
     MiniClusterOptions,
 )
 from flink_runtime.configuration.jobmanager_options import (
+    BatchExecutionOptions,
     HighAvailabilityOptions,
     JobManagerOptions,
     JobStoreOptions,
@@ -30,6 +31,7 @@ from flink_runtime.configuration.taskmanager_options import TaskManagerOptions
 GROUPS: tuple[type, ...] = (
     CoreOptions,
     JobManagerOptions,
+    BatchExecutionOptions,
     JobStoreOptions,
     HighAvailabilityOptions,
     TaskManagerOptions,

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from flink_runtime.executiongraph import Execution, subpartition_index
+from flink_runtime.executiongraph import Execution, subpartition_range
 from flink_runtime.invokable import Environment
 from flink_runtime.io.partitions import InputGate, ResultPartitionWriter
 from flink_runtime.io.splits import InputSplit
@@ -63,11 +63,13 @@ def task_deployment_descriptor(
     for group in vertex.consumed_partition_groups:
         # Only partitions available now: finished by their producer's current attempt.
         partitions = [p for p in group if p.is_finished and p.partition_id in partition_locations]
+        subpartitions = subpartition_range(next(iter(group)), vertex.subtask_index)
         gates.append(
             InputGateDeploymentDescriptor(
                 result_id=group.result.id,
                 partitioner=group.result.edge.partitioner if group.result.edge is not None else Partitioner.FORWARD,
-                consumed_subpartition_index=subpartition_index(next(iter(group)), vertex.subtask_index),
+                consumed_subpartition_index=subpartitions.start,
+                consumed_subpartition_count=len(subpartitions),
                 partition_locations=[partition_locations[p.partition_id] for p in partitions],
                 partition_numbers=[p.partition_number for p in partitions],
                 partition_addresses=[addresses.get(p.partition_id, "") for p in partitions],

@@ -21,7 +21,7 @@ from flink_runtime.executiongraph.vertices import (
     IntermediateResultPartition,
     default_max_parallelism,
 )
-from flink_runtime.executiongraph.wiring import subpartition_index
+from flink_runtime.executiongraph.wiring import subpartition_range
 
 __all__ = [
     "TASK_COUNT_KEYS",
@@ -40,7 +40,7 @@ __all__ = [
     "aggregate_vertex_state",
     "default_max_parallelism",
     "graph_io_metrics",
-    "subpartition_index",
+    "subpartition_range",
     "subtask_io_metrics",
     "vertex_io_metrics",
     "vertex_task_counts",

@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Iterator
 
 from flink_runtime.executiongraph import wiring
+from flink_runtime.executiongraph.states import ExecutionState
 from flink_runtime.executiongraph.vertices import (
     DEFAULT_ATTEMPTS_HISTORY_SIZE,
     Execution,
@@ -87,6 +88,35 @@ class ExecutionGraph:
         if result is None or not number.isdigit() or int(number) >= len(result.partitions):
             return None
         return result.partitions[int(number)]
+
+    # -- adaptive parallelism ---------------------------------------------------------
+
+    def decide_parallelism(self, ejv: ExecutionJobVertex, parallelism: int) -> list[ExecutionVertex]:
+        """Fix the parallelism of a vertex whose parallelism was not configured, before any
+        of its subtasks was scheduled (Flink's AdaptiveBatchScheduler initialising a job
+        vertex once its inputs are known): the subtasks past `parallelism` are removed
+        and returned; the partitions it reads keep their subpartitions, which the subtasks
+        left read in contiguous runs (wiring.subpartition_range). Only all-to-all edges
+        may touch it (scheduler/adaptive_parallelism.py checks that)."""
+        if ejv.parallelism_decided:
+            raise ValueError(f"vertex {ejv.id!r}: its parallelism is decided already")
+        if not 1 <= parallelism <= ejv.parallelism:
+            raise ValueError(f"vertex {ejv.id!r}: parallelism {parallelism} is not in [1, {ejv.parallelism}]")
+        started = [v for v in ejv.task_vertices if v.current_execution.state is not ExecutionState.CREATED]
+        if started or any(v.current_execution.attempt_number for v in ejv.task_vertices):
+            raise ValueError(f"vertex {ejv.id!r}: its subtasks were scheduled already")
+        removed = ejv.task_vertices[parallelism:]
+        ejv.task_vertices = ejv.task_vertices[:parallelism]
+        ejv.parallelism = parallelism
+        ejv.parallelism_decided = True
+        for vertex in removed:
+            self._executions.pop(vertex.current_execution.attempt_id, None)
+        self.total_subtasks -= len(removed)
+        wiring.narrow_consumer(ejv)
+        for result in ejv.produced_results:
+            result.partitions = result.partitions[:parallelism]
+            wiring.narrow_producer(result)
+        return removed
 
     # -- internal -----------------------------------------------------------------
 

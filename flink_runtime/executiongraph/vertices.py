@@ -79,6 +79,7 @@ class ExecutionJobVertex:
         "inputs",
         "input_edges",
         "task_vertices",
+        "parallelism_decided",
     )
 
     def __init__(
@@ -109,6 +110,11 @@ class ExecutionJobVertex:
         self.task_vertices = [ExecutionVertex(self, index) for index in range(self.parallelism)]
         for position, result in enumerate(self.produced_results):
             result.partitions = [vertex.produced_partitions[position] for vertex in self.task_vertices]
+        # False while the scheduler may still lower the parallelism from the data its
+        # inputs hold (a vertex whose parallelism was not configured: Flink's adaptive
+        # batch scheduling, scheduler/adaptive_parallelism.py); until then `parallelism`
+        # is its upper bound.
+        self.parallelism_decided = job_vertex.parallelism_configured
 
     def __repr__(self) -> str:
         return f"ExecutionJobVertex({self.id!r}, parallelism={self.parallelism})"
@@ -299,7 +305,16 @@ class IntermediateResult:
 class IntermediateResultPartition:
     """The part of an IntermediateResult one producer subtask writes."""
 
-    __slots__ = ("result", "partition_number", "producer", "is_finished", "produced_by", "consumer_vertex_group")
+    __slots__ = (
+        "result",
+        "partition_number",
+        "producer",
+        "is_finished",
+        "produced_by",
+        "consumer_vertex_group",
+        "number_of_subpartitions",
+        "size_bytes",
+    )
 
     def __init__(self, result: IntermediateResult, partition_number: int, producer: ExecutionVertex):
         self.result = result
@@ -311,17 +326,17 @@ class IntermediateResultPartition:
         # attempt fails or the subtask gets a new one, it stops counting as available.
         self.produced_by: str | None = None
         self.consumer_vertex_group: ConsumerVertexGroup | None = None
+        # How many subpartitions its producer splits it into: one per consumer subtask it
+        # feeds when wired (wiring.py). Fixed from then on: a consumer whose parallelism
+        # is decided lower later reads a range of them (wiring.subpartition_range).
+        self.number_of_subpartitions = 1
+        # The bytes its producer committed, as reported with it (-1: not known).
+        self.size_bytes = -1
 
     @property
     def partition_id(self) -> str:
         # Derived rather than stored: 10k partitions need no 10k strings until someone asks.
         return f"{self.result.id}#{self.partition_number}"
-
-    @property
-    def number_of_subpartitions(self) -> int:
-        """How many consumer subtasks read this partition (one subpartition each)."""
-        group = self.consumer_vertex_group
-        return 1 if group is None else len(group)
 
     def mark_finished(self, attempt_id: str | None = None) -> bool:
         """Record that the producer (attempt `attempt_id`) completed this partition; True
@@ -336,6 +351,7 @@ class IntermediateResultPartition:
     def reset(self) -> None:
         """Forget the data: its attempt failed, or the producer is about to run again."""
         self.produced_by = None
+        self.size_bytes = -1
         if self.is_finished:
             self.is_finished = False
             self.result._finished -= 1

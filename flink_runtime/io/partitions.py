@@ -20,6 +20,7 @@ as empty.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -117,6 +118,19 @@ def write_chunk_manifest(chunk_dir: str) -> int:
             files[f"{folder.rsplit('/', 1)[-1]}/{status.path[len(folder) + 1 :]}"] = status.size
     fs.write_text(filesystem.join(chunk_dir, CHUNK_MANIFEST), json.dumps({"files": files}))
     return sum(files.values())
+
+
+def partition_size_bytes(location: str) -> int:
+    """The bytes of every file of a committed partition (its data and manifests); -1 where
+    it is not on a local file system (not listed: only a hint for the scheduler)."""
+    if not filesystem.is_local(location):
+        return -1
+    total = 0
+    for folder, _, names in os.walk(filesystem.local_path(location)):
+        for name in names:
+            with contextlib.suppress(OSError):  # a file removed meanwhile counts nothing
+                total += os.stat(os.path.join(folder, name)).st_size
+    return total
 
 
 def write_partition_manifest(partition: str, result_id: str, chunks: list[str], producer: str = "") -> None:

@@ -82,6 +82,11 @@ class JobVertex(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     invokable: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
     parallelism: Parallelism = 1
     max_parallelism: Parallelism | None = None
+    # Flink's JobVertex.isParallelismConfigured: False when `parallelism` is only the
+    # job's default (the Pipeline API's `parallelism=`, not set_parallelism), which the
+    # scheduler may then lower from the data the vertex consumes (adaptive batch
+    # scheduling, scheduler/adaptive_parallelism.py); `parallelism` is its upper bound.
+    parallelism_configured: bool = True
     # Handed to the invokable as is (for data vertices: the operator chain).
     config: dict[str, Any] = {}
     # Vertices in one group may share a slot (one subtask of each per slot).

@@ -405,7 +405,7 @@ class JobManager(RpcEndpoint):
     def on_schedule_or_update_consumers(self, message: ScheduleOrUpdateConsumers) -> Acknowledge:
         try:
             self._addressed_job(message).schedule_or_update_consumers(
-                message.partition_id, message.location, message.execution_id, message.data_address
+                message.partition_id, message.location, message.execution_id, message.data_address, message.size_bytes
             )
         except TaskReportRefused as refused:
             return Acknowledge(ok=False, reason=refused.reason)

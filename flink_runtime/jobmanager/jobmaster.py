@@ -53,6 +53,7 @@ from flink_runtime.jobmanager.task_reports import PartitionRegistry, TaskReports
 from flink_runtime.planner.user_code import UserCodeError
 from flink_runtime.rpc.messages import JobStatusChanged, Message, TaskDeploymentDescriptor
 from flink_runtime.scheduler import job_scheduling as js
+from flink_runtime.scheduler.adaptive_parallelism import AdaptiveParallelism
 from flink_runtime.scheduler.exception_history import (
     ExceptionEntry,
     exception_entry,
@@ -102,6 +103,7 @@ class JobMaster:
         self.splits = SourceSplits()
         self._submission = SubmissionWaiters(self.job_id)
         self.scheduling = js.JobScheduling(ExecutionFailureHandler.from_config(self.config))
+        self.adaptive = AdaptiveParallelism(self.config, lambda: self.graph, self.scheduling.subtasks_removed)
         data_dir = self.config.get(CoreOptions.TMP_DIRS)
         self.partitions = PartitionRegistry(
             data_dir, lambda: self.data_namespace, lambda: self.graph, self.gateway.task_manager_address
@@ -143,6 +145,7 @@ class JobMaster:
             self._set_execution_state,
             self.deployer.schedule_all,
             self.deployer.fail_and_cancel,
+            self.adaptive.decide,
         )
         self.restarts = JobRestarts(
             lambda: self.graph,
@@ -249,6 +252,7 @@ class JobMaster:
         self.splits.start({v: p.splits for v, p in prepared.items() if graph.vertices[v].inputs == [] or p.splits})
         self._execute([self.scheduling.to(JobStatus.CREATED)])
         self.deployer.declare_usage(graph.all_execution_vertices())
+        self.adaptive.decide_restored(self.tracker.restored_parallelism())
         for vertex in self.tracker.apply_restore():
             # A savepoint says this subtask finished: count it done and its partitions
             # available (their chunks are read from the savepoint).
@@ -257,6 +261,7 @@ class JobMaster:
                 partition.mark_finished()
         self._execute([self.scheduling.to(JobStatus.RUNNING)])
         self.coordinator.start_periodic()
+        self.adaptive.decide_ready()  # vertices whose inputs a savepoint restored whole
         self.deployer.schedule_all(vertices_to_start(graph))
         self._check_completion()  # a savepoint may have restored every subtask as finished
 
@@ -304,11 +309,11 @@ class JobMaster:
     # -- what TaskManagers report -------------------------------------------------------------------
 
     def schedule_or_update_consumers(
-        self, partition_id: str, location: str, execution_id: str, data_address: str = ""
+        self, partition_id: str, location: str, execution_id: str, data_address: str = "", size_bytes: int = -1
     ) -> None:
         """A producer committed a partition; deploy consumers whose inputs are now complete.
         TaskReportRefused if the report is not of the partition's running producer."""
-        self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address)
+        self.reports.schedule_or_update_consumers(partition_id, location, execution_id, data_address, size_bytes)
 
     def executions_on(self, task_manager_id: str) -> dict[str, ExecutionState]:
         """This job's current attempts on a TaskManager that have not ended, by attempt id."""

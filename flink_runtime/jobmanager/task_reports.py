@@ -31,7 +31,13 @@ from flink_runtime.jobmanager.errors import TaskReportRefused
 from flink_runtime.scheduler.strategy import consumers_ready
 
 if TYPE_CHECKING:
-    from flink_runtime.executiongraph import Execution, ExecutionGraph, ExecutionVertex, IntermediateResultPartition
+    from flink_runtime.executiongraph import (
+        Execution,
+        ExecutionGraph,
+        ExecutionJobVertex,
+        ExecutionVertex,
+        IntermediateResultPartition,
+    )
     from flink_runtime.io.metrics import IOMetrics
     from flink_runtime.io.splits import InputSplit
     from flink_runtime.scheduler.source_splits import SourceSplits
@@ -159,15 +165,19 @@ class TaskReports:
         set_state: Callable[[Execution, ExecutionState, str | None], bool],
         schedule: Callable[[Iterable[ExecutionVertex]], None],
         fail_consumer: Callable[[Execution, str], None] | None = None,
+        decide_parallelism: Callable[[ExecutionJobVertex], object] = lambda ejv: None,
     ) -> None:
         """fail_consumer(execution, reason): fail a consumer attempt whose input is gone
-        (and cancel its task, if deployed); by default only its state is set."""
+        (and cancel its task, if deployed); by default only its state is set.
+        decide_parallelism(ejv): every partition the vertex reads is finished, its
+        subtasks not yet scheduled (scheduler/adaptive_parallelism.py)."""
         self._job = job
         self._partitions = partitions
         self._final_states = final_states  # the tracker's: (vertex id, subtask) -> state handle
         self._splits = splits
         self._set_state = set_state
         self._schedule = schedule
+        self._decide_parallelism = decide_parallelism
         self._fail_consumer = fail_consumer or (lambda execution, reason: self._set_state(execution, _E.FAILED, reason))
 
     def _execution(self, execution_id: str) -> Execution | None:
@@ -218,10 +228,11 @@ class TaskReports:
         )
 
     def schedule_or_update_consumers(
-        self, partition_id: str, location: str, execution_id: str, data_address: str = ""
+        self, partition_id: str, location: str, execution_id: str, data_address: str = "", size_bytes: int = -1
     ) -> None:
-        """A producer committed a partition; deploy consumers whose inputs are now complete.
-        TaskReportRefused says why the report is refused, if it is."""
+        """A producer committed a partition (of `size_bytes`, -1: not known); deploy consumers
+        whose inputs are now complete, their parallelism decided first if it was not
+        configured. TaskReportRefused says why the report is refused, if it is."""
         graph = self._job.graph
         partition = graph.partition(partition_id) if graph is not None else None
         if partition is None:
@@ -233,7 +244,11 @@ class TaskReports:
                 f"attempt of its producer ({producer.attempt_id}, {producer.state.value})"
             )
         self._partitions.finished(partition_id, location, data_address, execution_id)
+        partition.size_bytes = size_bytes
         if partition.mark_finished(execution_id) and self._job.status is JobStatus.RUNNING:
+            consumer = partition.result.consumer
+            if consumer is not None and partition.result.all_partitions_finished:
+                self._decide_parallelism(consumer)
             self._schedule(consumers_ready(partition))
 
     def producer_stopped(self, execution: Execution) -> None:

@@ -86,6 +86,10 @@ class _Vertex:
     id: str
     parallelism: int
     slot_sharing_group: str = "default"
+    # An operator in it set its parallelism (set_parallelism, or a limit's final top-N):
+    # else it is only the pipeline's, and the scheduler may lower it from the data
+    # (JobVertex.parallelism_configured, as Flink's for parallelism that was not set).
+    configured: bool = False
     # What the operators chained into it asked for (summed into the vertex's resources).
     resources: list[ResourceProfile] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
@@ -156,6 +160,7 @@ class _Builder:
         upstream = self._vertex_of[producer]
         if self._chains(node, producer, upstream):
             vertex = upstream
+            vertex.configured |= node.parallelism is not None
         else:
             vertex = self._new_vertex(node)
             if upstream in self._ordered:
@@ -245,7 +250,7 @@ class _Builder:
         if self._consumers[producer] == 1:
             upstream.append(_phase_label(node, f"Partial {node.label.lower()}", "partial"), operator)
         vertex = self._new_vertex(node)
-        vertex.parallelism = 1  # the final top-N sees every producer's candidates
+        vertex.parallelism, vertex.configured = 1, True  # the final top-N sees every producer's candidates
         self._connect(upstream, vertex, DistributionPattern.ALL_TO_ALL, Partitioner.REBALANCE)
         vertex.append(node.display_name, operator)
         return vertex
@@ -287,6 +292,7 @@ class _Builder:
             id=f"{node.id_prefix}-{len(self._vertices) + 1}",
             parallelism=self._parallelism(node),
             slot_sharing_group=group,
+            configured=node.parallelism is not None,
         )
         self._vertices.append(vertex)
         return vertex
@@ -312,6 +318,7 @@ class _Builder:
                     name=name,
                     invokable=INVOKABLE,
                     parallelism=vertex.parallelism,
+                    parallelism_configured=vertex.configured,
                     config=vertex.config(),
                     slot_sharing_group=vertex.slot_sharing_group,
                     # Only when given: the JSON of a job without resources stays as it was.

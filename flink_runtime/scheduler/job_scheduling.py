@@ -165,6 +165,11 @@ class JobScheduling:
         self.total = self.active = total
         self.finished = 0
 
+    def subtasks_removed(self, count: int) -> None:
+        """A vertex's parallelism was decided lower: `count` subtasks that never ran are gone."""
+        self.total -= count
+        self.active -= count
+
     def reset_counts(self) -> None:
         """Every subtask got a new attempt (a full restart, a new round)."""
         self.active = self.total

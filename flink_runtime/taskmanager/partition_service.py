@@ -176,16 +176,18 @@ def fetch_remote_inputs(
                 continue  # produced here (or by a sender that does not serve): read in place
             if pf.committed_by(locations[index], producers[index]):
                 continue  # a data directory shared with the producer's: no network hop
-            key = pf.PartitionKey(
-                namespace,
-                gate.result_id,
-                number,
-                gate.consumed_subpartition_index,
-                broadcast=gate.partitioner is Partitioner.BROADCAST,
-            )
-            target = pf.fetched_partition_dir(base, key)
+            broadcast = gate.partitioner is Partitioner.BROADCAST
+            first, count = gate.consumed_subpartition_index, 1 if broadcast else gate.consumed_subpartition_count
+            # A run of subpartitions (a consumer with decided parallelism) lands in one
+            # folder per partition: each keeps its own `__sub=<i>` files there.
+            keys = [
+                pf.PartitionKey(namespace, gate.result_id, number, index, broadcast=broadcast)
+                for index in range(first, first + count)
+            ]
+            target = pf.fetched_partition_dir(base, keys[0])
             try:
-                _fetch_subpartition(key, address, target, ask)
+                for key in keys:
+                    _fetch_subpartition(key, address, target, ask)
             except BaseException:
                 pf.remove_fetched(base)
                 raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from flink_runtime.io.partitions import partition_size_bytes
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.rpc.messages import (
     Acknowledge,
@@ -88,6 +89,7 @@ class TaskChannels:
                 partition_id=partition_id,
                 location=location,
                 data_address=self._own_address(),
+                size_bytes=partition_size_bytes(location),
             )
             answer = ask(self._jobmanager_address(), message)
             if isinstance(answer, Acknowledge) and not answer.ok:

@@ -138,25 +138,58 @@ def test_word_count_across_taskmanagers_without_a_shared_data_dir(hosts) -> None
     cluster, work = hosts["cluster"], hosts["work"]
     expected = write_corpus(work / "corpus", files=4, lines=2_000)
     output = work / "counts"
-    pipeline = Pipeline("word count on two hosts", parallelism=2, config=dict(RESTARTS))
-    (
-        pipeline.read_csv(str(work / "corpus" / "*.csv"), schema="word STRING", header=False, split_size=1)
-        .key_by("word")
-        .agg("count(*) AS n")
-        .write_json(str(output), mode="overwrite")
-    )
+
+    def word_count(config: dict[str, str]) -> Pipeline:
+        pipeline = Pipeline("word count on two hosts", parallelism=2, config={**RESTARTS, **config})
+        (
+            pipeline.read_csv(str(work / "corpus" / "*.csv"), schema="word STRING", header=False, split_size=1)
+            .key_by("word")
+            .agg("count(*) AS n")
+            .write_json(str(output), mode="overwrite")
+        )
+        return pipeline
+
+    def fetched() -> list[int]:
+        return [tm.log().count("Fetched partition") for tm in hosts["tms"].values()]
+
+    # A final aggregate of two subtasks (1 KiB of input each is plenty for this corpus).
+    per_subtask = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"}
     with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
-        job_id = client.submit(pipeline.job_graph())
+        job_id = client.submit(word_count(per_subtask).job_graph())
         finished(client, job_id)
         details = client.details(job_id)
     assert read_counts(output) == dict(expected)
     # Both TaskManagers ran subtasks, and partitions crossed between them over the network.
-    sources = [v for v in details["vertices"] if v["name"].startswith("Read CSV")][0]
+    sources, final = sorted(details["vertices"], key=lambda v: not v["name"].startswith("Read CSV"))
+    assert (sources["parallelism"], final["parallelism"]) == (2, 2)
     with httpx.Client(timeout=10, **cluster.http_options()) as http:
         subtasks = http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{sources['id']}").json()["subtasks"]
     assert {subtask["taskmanager-id"] for subtask in subtasks} == {"tm1", "tm2"}
-    fetched = [tm.log().count("Fetched partition") for tm in hosts["tms"].values()]
-    assert all(count > 0 for count in fetched), f"partitions fetched per TaskManager: {fetched}"
+    before = fetched()
+    assert all(count > 0 for count in before), f"partitions fetched per TaskManager: {before}"
+
+    # Left to the scheduler, this corpus needs one final subtask: it reads both
+    # subpartitions of the other TaskManager's source partition over the network.
+    with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
+        job_id = client.submit(word_count({}).job_graph())
+        finished(client, job_id)
+        details = client.details(job_id)
+    assert read_counts(output) == dict(expected)
+    sources, final = sorted(details["vertices"], key=lambda v: not v["name"].startswith("Read CSV"))
+    assert (sources["parallelism"], final["parallelism"]) == (2, 1)
+    with httpx.Client(timeout=10, **cluster.http_options()) as http:
+        placed = {
+            vertex["id"]: [
+                subtask["taskmanager-id"]
+                for subtask in http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{vertex['id']}").json()["subtasks"]
+            ]
+            for vertex in (sources, final)
+        }
+    (reader,) = placed[final["id"]]
+    remote = sum(tm != reader for tm in placed[sources["id"]])
+    added = {name: now - then for name, now, then in zip(hosts["tms"], fetched(), before, strict=True)}
+    # Two subpartitions of each source partition produced on the other TaskManager.
+    assert added == {name: 2 * remote if name == reader else 0 for name in hosts["tms"]}, (placed, added)
     assert not (work / "jm-data").exists() or not any((work / "jm-data").rglob("_COMMITTED.json"))
 
 

@@ -43,10 +43,14 @@ def test_a_pipeline_submitted_again_is_planned_from_the_cache_until_its_input_ch
     hits = tasks._plan_cache.hits
     run(minicluster, doubled(data, tmp_path / "second"))
     assert tasks._plan_cache.hits == hits + 1  # its one vertex
-    assert output(tmp_path / "second") == output(tmp_path / "first") == [
-        '{"word":"a","twice":2}',
-        '{"word":"b","twice":4}',
-    ]
+    assert (
+        output(tmp_path / "second")
+        == output(tmp_path / "first")
+        == [
+            '{"word":"a","twice":2}',
+            '{"word":"b","twice":4}',
+        ]
+    )
 
     # The same file rewritten without `n`: checked again, and refused naming the column.
     (data / "part-0.json").write_text('{"word": "a", "count": 1}\n')

@@ -15,7 +15,7 @@ from flink_runtime.executiongraph import (
     IntermediateResultPartition,
     aggregate_vertex_state,
     default_max_parallelism,
-    subpartition_index,
+    subpartition_range,
     vertex_task_counts,
 )
 from flink_runtime.jobgraph.jobgraph import (
@@ -197,7 +197,7 @@ def check_pointwise(source: int, target: int) -> ExecutionGraph:
     partitions = graph.results["src-to-dst"].partitions
     for p, ts in enumerate(feeds):
         assert partitions[p].number_of_subpartitions == len(ts)
-        assert [subpartition_index(partitions[p], t) for t in ts] == list(range(len(ts)))
+        assert [subpartition_range(partitions[p], t) for t in ts] == [range(i, i + 1) for i in range(len(ts))]
     return graph
 
 
@@ -230,7 +230,7 @@ def test_pointwise_fan_in_shares_one_consumer_group_per_consumer():
     partitions = graph.results["src-to-dst"].partitions
     assert partitions[0].consumer_vertex_group is partitions[1].consumer_vertex_group
     assert partitions[1].consumer_vertex_group is not partitions[2].consumer_vertex_group
-    assert [subpartition_index(p, p.consumer_vertex_group.subtask_range.start) for p in partitions] == [0] * 5
+    assert [subpartition_range(p, p.consumer_vertex_group.subtask_range.start) for p in partitions] == [range(1)] * 5
 
 
 def test_pointwise_fan_out_consumers_share_the_group_naming_their_partition():
@@ -259,13 +259,13 @@ def test_all_to_all_shares_one_group_in_each_direction():
     assert list(consumer_group) == consumers
 
     assert all(p.number_of_subpartitions == 40 for p in partitions)
-    assert subpartition_index(partitions[7], 13) == 13
+    assert subpartition_range(partitions[7], 13) == range(13, 14)
 
 
-def test_subpartition_index_rejects_a_subtask_that_does_not_read_the_partition():
+def test_subpartition_range_rejects_a_subtask_that_does_not_read_the_partition():
     graph = two_vertex_graph(2, 4, POINTWISE)
     with pytest.raises(ValueError, match="does not consume"):
-        subpartition_index(graph.results["src-to-dst"].partitions[0], 3)
+        subpartition_range(graph.results["src-to-dst"].partitions[0], 3)
 
 
 def count_instances(*types: type) -> dict[type, int]:

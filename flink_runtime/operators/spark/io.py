@@ -204,16 +204,20 @@ def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescripto
 
 
 def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> tuple[DataFrame, int]:
-    """The subpartition this consumer reads from every committed chunk of every partition
+    """The subpartition(s) this consumer reads from every committed chunk of every partition
     of one input: exactly the files the producers' manifests name (PartitionNotFoundError
     when one is missing, never an empty read); and their size in bytes."""
-    sub = BROADCAST_SUBPARTITION if gate.partitioner is Partitioner.BROADCAST else str(gate.consumed_subpartition_index)
-    subdirectory = f"{SUBPARTITION_COLUMN}={sub}"
+    if gate.partitioner is Partitioner.BROADCAST:
+        subs = [BROADCAST_SUBPARTITION]
+    else:
+        first = gate.consumed_subpartition_index
+        subs = [str(index) for index in range(first, first + gate.consumed_subpartition_count)]
     files: dict[str, int] = {}
-    for location in gate.partition_locations:
-        files.update(committed_chunk_file_sizes(location, gate.result_id, subdirectory))
-    for chunk_location in gate.chunk_locations:
-        files.update(chunk_file_sizes(chunk_location, gate.result_id, subdirectory))
+    for subdirectory in (f"{SUBPARTITION_COLUMN}={sub}" for sub in subs):
+        for location in gate.partition_locations:
+            files.update(committed_chunk_file_sizes(location, gate.result_id, subdirectory))
+        for chunk_location in gate.chunk_locations:
+            files.update(chunk_file_sizes(chunk_location, gate.result_id, subdirectory))
     if not files:
         return empty_frame(spark, schema), 0
     return spark.read.schema(schema).parquet(*files), sum(files.values())

@@ -23,10 +23,14 @@ class ResultPartitionDeploymentDescriptor(Message):
 class InputGateDeploymentDescriptor(Message):
     result_id: str
     partitioner: Partitioner
-    # Which subpartition of each producer partition this consumer reads.
+    # Which subpartition of each producer partition this consumer reads: from this index,
+    # `consumed_subpartition_count` of them (more than one: a consumer whose parallelism
+    # was decided lower than its producers split their partitions for; Spark vertices
+    # only, operators/spark/io.py read_gate).
     consumed_subpartition_index: int
     # Where each consumed partition's committed data lives, in partition order.
     partition_locations: list[str]
+    consumed_subpartition_count: int = 1
     # Beside each location: the partition's number and the RPC address of the TaskManager
     # that produced it, which serves it to consumers elsewhere (io/partition_files.py).
     partition_numbers: list[int] = []

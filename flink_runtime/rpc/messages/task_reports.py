@@ -68,3 +68,6 @@ class ScheduleOrUpdateConsumers(FencedMessage):
     location: str  # where the committed partition can be read
     # The producing TaskManager's RPC address: where consumers on other TaskManagers fetch it.
     data_address: str = ""
+    # The bytes of its committed files (-1: not known): what the scheduler decides a
+    # consumer's parallelism from (scheduler/adaptive_parallelism.py).
+    size_bytes: int = -1

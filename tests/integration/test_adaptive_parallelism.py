@@ -1,0 +1,104 @@
+"""Adaptive batch parallelism on a real MiniCluster (scheduler/adaptive_parallelism.py):
+a vertex whose parallelism was not set runs with as many subtasks as the bytes it reads
+call for, its output the same as plain PySpark's; the options and set_parallelism keep it."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flink_runtime.client import JobClient
+from flink_runtime.minicluster import MiniCluster
+from flink_runtime.pipeline import Pipeline
+
+pytestmark = pytest.mark.integration
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+
+@pytest.fixture(scope="module")
+def text(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Counter]:
+    """Four small text files, and the word count they should give."""
+    directory = tmp_path_factory.mktemp("adaptive-text")
+    rng = random.Random(11)
+    expected: Counter = Counter()
+    for index in range(4):
+        lines = [[rng.choice(WORDS) + str(rng.randint(0, 300)) for _ in range(8)] for _ in range(200)]
+        expected.update(word for line in lines for word in line)
+        (directory / f"part-{index}.txt").write_text("\n".join(" ".join(line) for line in lines) + "\n")
+    return directory, expected
+
+
+def word_count(text_dir: Path, out: Path, config: dict[str, Any] | None = None, pinned: bool = False) -> Pipeline:
+    pipeline = Pipeline("adaptive word count", parallelism=2, config=config or {})
+    words = pipeline.read_text(str(text_dir / "*.txt")).select("explode(split(value, ' ')) AS word")
+    counts = words.key_by("word").agg("count(*) AS n")
+    (counts.set_parallelism(2) if pinned else counts).write_csv(str(out), mode="overwrite")
+    return pipeline
+
+
+def run(cluster: MiniCluster, pipeline: Pipeline) -> dict[str, int]:
+    """Run it to FINISHED; the parallelism of each vertex, by name, as the REST API shows it."""
+    with JobClient(cluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        assert client.wait(job_id, timeout=120).value == "FINISHED", client.exceptions(job_id)
+        return {vertex["name"]: vertex["parallelism"] for vertex in client.details(job_id)["vertices"]}
+
+
+def counted(out: Path) -> Counter:
+    found: Counter = Counter()
+    for part in out.glob("*.csv"):
+        header, *lines = part.read_text().splitlines()
+        assert header == "word,n"
+        for line in lines:
+            word, n = line.rsplit(",", 1)
+            assert word not in found, f"{word} counted by two subtasks"
+            found[word] = int(n)
+    return found
+
+
+def test_a_small_final_aggregate_runs_as_one_subtask_with_the_same_counts(
+    minicluster: MiniCluster, text: tuple[Path, Counter], tmp_path: Path
+) -> None:
+    text_dir, expected = text
+    vertices = run(minicluster, word_count(text_dir, tmp_path / "out"))
+    assert vertices == {"Read text -> Select -> Partial aggregate": 2, "Final aggregate -> Write CSV": 1}
+    assert counted(tmp_path / "out") == expected
+    assert len(list((tmp_path / "out").glob("*.csv"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "pinned"),
+    [
+        ({"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"}, False),
+        ({"execution.batch.adaptive.auto-parallelism.enabled": "false"}, False),
+        ({}, True),
+    ],
+    ids=["more subtasks for less data each", "disabled", "set_parallelism"],
+)
+def test_the_options_and_set_parallelism_keep_two_subtasks_each_key_counted_once(
+    minicluster: MiniCluster, text: tuple[Path, Counter], tmp_path: Path, config: dict[str, Any], pinned: bool
+) -> None:
+    text_dir, expected = text
+    vertices = run(minicluster, word_count(text_dir, tmp_path / "out", config, pinned))
+    assert vertices["Final aggregate -> Write CSV"] == 2
+    assert counted(tmp_path / "out") == expected  # each word in one subtask's output only
+
+
+def test_a_global_order_decided_to_one_subtask_stays_in_order(
+    minicluster: MiniCluster, text: tuple[Path, Counter], tmp_path: Path
+) -> None:
+    text_dir, expected = text
+    pipeline = Pipeline("adaptive order", parallelism=2)
+    words = pipeline.read_text(str(text_dir / "*.txt")).select("explode(split(value, ' ')) AS word")
+    words.key_by("word").agg("count(*) AS n").order_by("n DESC", "word").write_csv(str(tmp_path / "out"))
+    vertices = run(minicluster, pipeline)
+    assert sorted(vertices.values()) == [1, 1, 2]  # the final aggregate and the sort decided
+    (part,) = sorted((tmp_path / "out").glob("*.csv"))
+    header, *lines = part.read_text().splitlines()
+    rows = [(word, int(n)) for word, n in (line.rsplit(",", 1) for line in lines)]
+    assert rows == sorted(expected.items(), key=lambda item: (-item[1], item[0]))
