@@ -14,6 +14,7 @@ import pytest
 from flink_runtime.client import JobClient
 from flink_runtime.minicluster import MiniCluster
 from flink_runtime.pipeline import Pipeline
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -102,3 +103,44 @@ def test_a_global_order_decided_to_one_subtask_stays_in_order(
     header, *lines = part.read_text().splitlines()
     rows = [(word, int(n)) for word, n in (line.rsplit(",", 1) for line in lines)]
     assert rows == sorted(expected.items(), key=lambda item: (-item[1], item[0]))
+
+
+def held_count(text_dir: Path, out: Path, config: dict[str, Any] | None = None) -> Pipeline:
+    """The word count, then a vertex held by wait_for_release: a savepoint can come after
+    the final aggregate finished."""
+    pipeline = Pipeline("adaptive then held", parallelism=2, config=config or {})
+    words = pipeline.read_text(str(text_dir / "*.txt"), split_size=1).select("explode(split(value, ' ')) AS word")
+    counts = words.key_by("word").agg("count(*) AS n").rebalance()
+    counts.transform("tests.helpers.transforms:wait_for_release").write_csv(str(out), mode="overwrite")
+    return pipeline
+
+
+def test_a_job_resumed_from_a_savepoint_keeps_the_parallelism_it_had_decided(
+    minicluster: MiniCluster, text: tuple[Path, Counter], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final aggregate finished as one subtask reading both subpartitions; the job
+    resumed with the decision switched off must not run a second subtask over half of them
+    again (its words would be counted twice)."""
+    text_dir, expected = text
+    monkeypatch.setenv("FLINK_RUNTIME_TEST_MARKERS", str(tmp_path / "markers"))
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(held_count(text_dir, tmp_path / "out").job_graph())
+
+        def final_vertex() -> dict[str, Any]:
+            vertices = client.details(job_id)["vertices"]
+            return next(vertex for vertex in vertices if vertex["name"].startswith("Final aggregate"))
+
+        eventually(lambda: final_vertex()["status"] == "FINISHED", 120, "the final aggregate finished")
+        assert final_vertex()["parallelism"] == 1
+        location = client.savepoint(job_id, target_directory=str(tmp_path / "savepoints"), cancel_job=True, timeout=60)
+        assert client.wait(job_id, timeout=60).value == "CANCELED"
+
+        (tmp_path / "markers").mkdir()
+        (tmp_path / "markers" / "release").touch()
+        off = {"execution.batch.adaptive.auto-parallelism.enabled": "false"}
+        resumed = client.submit(held_count(text_dir, tmp_path / "out", off).job_graph(), savepoint_path=location)
+        assert client.wait(resumed, timeout=120).value == "FINISHED", client.exceptions(resumed)
+        parallelism = {vertex["name"]: vertex["parallelism"] for vertex in client.details(resumed)["vertices"]}
+    assert parallelism["Final aggregate"] == 1  # as recorded, though the job switched the decision off
+    assert parallelism["Rebalance -> Transform -> Write CSV"] == 2  # decided now: the option is off
+    assert counted(tmp_path / "out") == expected
