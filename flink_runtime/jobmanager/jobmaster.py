@@ -19,6 +19,7 @@ that own their state and each have a test of their own:
                                the CheckpointedJob view of the coordinator and tracker
   rounds.py                    ContinuousRounds: scans for new input, starts each round
   job_restarts.py              JobRestarts: carries out the restarts the scheduling decides
+  scheduler/adaptive_parallelism.py  AdaptiveParallelism: a vertex's parallelism from its input
   job_planning.py              JobPlanning: the job's code, run in the planner process
 
 This class routes what reaches the job (task reports, slot events, timers, requests)
@@ -157,6 +158,8 @@ class JobMaster:
             self._execute,
         )
         self.run_from_sources = self.restarts.run_from_sources  # rounds.py: a new round
+        self.processed_files = self.rounds.processed_files
+        self.task_manager_address = self.gateway.task_manager_address
         # What TaskManagers report (schedule_or_update_consumers below: a supervised entry).
         self.update_task_execution_state = self.reports.update_task_execution_state
         self.request_next_input_split = self.reports.request_next_input_split
@@ -204,12 +207,6 @@ class JobMaster:
 
     def _root_cause(self) -> str | None:
         return self.exceptions[0].stacktrace if self.exceptions else None
-
-    def processed_files(self, vertex_id: str) -> set[str]:
-        return self.rounds.processed_files(vertex_id)
-
-    def task_manager_address(self, task_manager_id: str) -> str | None:
-        return self.gateway.task_manager_address(task_manager_id)
 
     def wait_until_running(self) -> asyncio.Future[Message]:
         """Resolves with Success once every source vertex has a subtask running, or a failure."""

@@ -68,6 +68,7 @@ class StubJob:
     status = JobStatus.RUNNING
     # One vertex "v" of two subtasks, e-0 and e-1 (vertex_and_subtask below).
     job_graph = JobGraph(name="stub", vertices=[JobVertex(id="v", name="v", invokable="noop", parallelism=2)])
+    graph = None  # not built: the stats count the job graph's parallelism
 
     def __init__(self, running: dict[str, str]) -> None:
         self.gateway = StubGateway()
