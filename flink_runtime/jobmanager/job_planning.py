@@ -94,6 +94,11 @@ class JobPlanning:
         """A source watches its input (monitor_interval): the job runs in rounds."""
         return any(p.monitor_interval for p in self.prepared.values())
 
+    def split_counts(self) -> dict[str, int]:
+        """How many input splits each vertex was prepared with; not a continuous source's
+        (its rounds bring more)."""
+        return {vertex_id: len(p.splits) for vertex_id, p in self.prepared.items() if p.monitor_interval is None}
+
     def prepare_job(self, restored: Mapping[str, Any], data_namespace: str) -> dict[str, Prepared]:
         """Every vertex's preparation (restored: what a savepoint says of each vertex)."""
         with self._declared_slots() as task_manager:

@@ -250,6 +250,7 @@ class JobMaster:
         self._execute([self.scheduling.to(JobStatus.CREATED)])
         self.deployer.declare_usage(graph.all_execution_vertices())
         self.adaptive.decide_restored(self.tracker.restored_parallelism())
+        self.adaptive.decide_sources({} if self.tracker.restore else self.planning.split_counts())
         for vertex in self.tracker.apply_restore():
             # A savepoint says this subtask finished: count it done and its partitions
             # available (their chunks are read from the savepoint).

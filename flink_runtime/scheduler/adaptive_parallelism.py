@@ -14,7 +14,8 @@ subpartitions (wiring.subpartition_range): every key of a hash exchange still la
 exactly one subtask. Which vertices qualify is deliberately narrow: Spark vertices (the
 only invokable that reads runs of subpartitions, operators/spark/io.py) with inputs, all
 over all-to-all edges and none of their outputs pointwise (whose wiring needs the
-parallelism fixed), outside co-location groups.
+parallelism fixed), outside co-location groups. A source of the same kind is decided
+before it starts, from its input splits: at most one subtask per split.
 
 The decision is pure (`decided_parallelism`); `AdaptiveParallelism.decide` applies it to
 the ExecutionGraph, where the JobMaster asks: when a finished partition completes a
@@ -48,13 +49,12 @@ def decided_parallelism(consumed_bytes: int | None, upper: int, lower: int, byte
 
 
 def is_adaptive(ejv: ExecutionJobVertex) -> bool:
-    """Whether the scheduler may still decide this vertex's parallelism (see the module)."""
+    """Whether the scheduler may still decide this vertex's parallelism (see the module);
+    a source qualifies too (`AdaptiveParallelism.decide_sources`)."""
     job_vertex = ejv.job_vertex
     if ejv.parallelism_decided or job_vertex.invokable != SPARK_INVOKABLE or job_vertex.co_location_group:
         return False
-    if not ejv.inputs or any(
-        edge.distribution_pattern is not DistributionPattern.ALL_TO_ALL for edge in ejv.input_edges
-    ):
+    if any(edge.distribution_pattern is not DistributionPattern.ALL_TO_ALL for edge in ejv.input_edges):
         return False
     return all(
         result.edge is None or result.edge.distribution_pattern is DistributionPattern.ALL_TO_ALL
@@ -96,7 +96,7 @@ class AdaptiveParallelism:
         whatever the configuration says now: its finished subtasks' output covers the
         runs of subpartitions of that parallelism."""
         graph = self._graph()
-        if graph is None or not is_adaptive(ejv) or not (self.enabled or restored):
+        if graph is None or not is_adaptive(ejv) or not (self.enabled or restored) or not (ejv.inputs or restored):
             return
         upper = ejv.parallelism
         if restored:
@@ -118,6 +118,32 @@ class AdaptiveParallelism:
         for vertex_id, restored in parallelism.items():
             if graph is not None and vertex_id in graph.vertices:
                 self.decide(graph.vertices[vertex_id], restored)
+
+    def decide_sources(self, splits: Mapping[str, int]) -> None:
+        """At start, before any split is handed out: a source with fewer input splits than
+        subtasks runs one subtask per split (Flink's dynamic source parallelism inference
+        for batch jobs), so no subtask is deployed only to find nothing to read. `splits`:
+        by vertex id, those of sources whose splits are all known now (not a continuous
+        source's, whose rounds bring more; not a restored job's, whose savepoint may name
+        subtasks the splits left no longer need)."""
+        graph = self._graph()
+        for vertex_id, count in splits.items():
+            ejv = graph.vertices.get(vertex_id) if graph is not None else None
+            if ejv is None or ejv.inputs or not self.enabled or not is_adaptive(ejv):
+                continue
+            upper = ejv.parallelism
+            parallelism = max(min(self.min_parallelism, upper), min(upper, count))
+            removed = graph.decide_parallelism(ejv, parallelism)
+            log.info(
+                "Parallelism of %s (%s) decided: %d of at most %d, for %d input split(s)",
+                ejv.name,
+                ejv.id,
+                parallelism,
+                upper,
+                count,
+            )
+            if removed:
+                self._removed(len(removed))
 
     def decide_ready(self) -> None:
         """Every vertex whose inputs are all finished already (restored whole)."""

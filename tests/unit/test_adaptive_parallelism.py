@@ -92,9 +92,9 @@ def test_the_pipeline_api_leaves_unset_parallelism_to_the_scheduler() -> None:
 
     source, final = ExecutionGraph(p.job_graph()).vertices.values()
     assert (source.parallelism, final.parallelism) == (2, 2)
-    assert not is_adaptive(source)  # sources run at their parallelism
-    assert is_adaptive(final)
-    assert not any(is_adaptive(ejv) for ejv in ExecutionGraph(pinned.job_graph()).vertices.values())
+    assert is_adaptive(source)  # from its input splits, at start
+    assert is_adaptive(final)  # from its input's bytes, once its sources finished
+    assert [is_adaptive(ejv) for ejv in ExecutionGraph(pinned.job_graph()).vertices.values()] == [True, False]
 
 
 @pytest.mark.parametrize(
@@ -240,3 +240,48 @@ def test_bad_option_values_are_refused_naming_the_key() -> None:
             lambda: None,
             print,
         )
+
+
+def test_a_source_with_fewer_splits_than_subtasks_runs_one_subtask_per_split() -> None:
+    adaptive, removed, graphs = deciding()
+    graphs.append(graph := ExecutionGraph(chain(spark_vertex("source", 4), spark_vertex("final", 4))))
+    adaptive.decide_sources({"source": 1, "final": 0})  # the final has inputs: decided later
+    source, final = graph.vertices["source"], graph.vertices["final"]
+    assert (source.parallelism, final.parallelism, removed) == (1, 4, [3])
+    assert all(len(group) == 1 for vertex in final.task_vertices for group in vertex.consumed_partition_groups)
+    adaptive.decide_sources({"source": 1})  # decided once
+    assert removed == [3]
+
+    many, removed, graphs = deciding()
+    graphs.append(graph := ExecutionGraph(chain(spark_vertex("source", 4), spark_vertex("final", 4))))
+    many.decide_sources({"source": 9})  # more splits than subtasks: all of them
+    assert graph.vertices["source"].parallelism == 4 and graph.vertices["source"].parallelism_decided
+    assert removed == []
+    empty, removed, graphs = deciding()
+    graphs.append(graph := ExecutionGraph(chain(spark_vertex("source", 4), spark_vertex("final", 4))))
+    empty.decide_sources({"source": 0})  # no input at all: one subtask
+    assert graph.vertices["source"].parallelism == 1 and removed == [3]
+
+
+@pytest.mark.parametrize(
+    ("job", "config"),
+    [
+        (chain(spark_vertex("source", 4, configured=True), spark_vertex("final", 4)), {}),
+        (
+            chain(
+                spark_vertex("source", 4), spark_vertex("final", 4), pattern=POINTWISE, partitioner=Partitioner.FORWARD
+            ),
+            {},
+        ),
+        (
+            chain(spark_vertex("source", 4), spark_vertex("final", 4)),
+            {"execution.batch.adaptive.auto-parallelism.enabled": False},
+        ),
+    ],
+    ids=["configured", "feeding pointwise", "disabled"],
+)
+def test_a_source_keeps_its_parallelism_when_set_feeding_pointwise_or_disabled(job: JobGraph, config: dict) -> None:
+    adaptive, removed, graphs = deciding(config)
+    graphs.append(graph := ExecutionGraph(job))
+    adaptive.decide_sources({"source": 1})
+    assert graph.vertices["source"].parallelism == 4 and removed == []
