@@ -145,9 +145,10 @@ class BatchExecutionOptions:
         True,
         "Decide the parallelism of a vertex whose parallelism was not configured (the Pipeline API's "
         "vertices without set_parallelism) once the vertices it reads from have finished, from the "
-        "bytes they wrote for it: as Flink's adaptive batch scheduler. Its parallelism becomes its "
-        "upper bound. Only vertices of Spark operators read over all-to-all exchanges (hash, rebalance, "
-        "broadcast) are decided; sources and everything else run at their parallelism.",
+        "bytes they wrote for it, and a source's from its input splits (one subtask per split at most): "
+        "as Flink's adaptive batch scheduler. Its parallelism becomes its upper bound. Only vertices of "
+        "Spark operators over all-to-all exchanges (hash, rebalance, broadcast) are decided; the others "
+        "run at their parallelism.",
         job_overridable=True,
     )
     AUTO_PARALLELISM_MIN_PARALLELISM = ConfigOption(
