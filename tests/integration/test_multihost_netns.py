@@ -152,41 +152,39 @@ def test_word_count_across_taskmanagers_without_a_shared_data_dir(hosts) -> None
     def fetched() -> list[int]:
         return [tm.log().count("Fetched partition") for tm in hosts["tms"].values()]
 
+    def run(config: dict[str, str], parallelism: tuple[int, int]) -> dict[str, list[str]]:
+        """Run the count to the expected output with (sources, final) of that parallelism;
+        the TaskManager of each subtask, by vertex: "sources" and "final"."""
+        with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
+            job_id = client.submit(word_count(config).job_graph())
+            finished(client, job_id)
+            details = client.details(job_id)
+        assert read_counts(output) == dict(expected)
+        vertices = sorted(details["vertices"], key=lambda v: not v["name"].startswith("Read CSV"))
+        assert tuple(vertex["parallelism"] for vertex in vertices) == parallelism
+        with httpx.Client(timeout=10, **cluster.http_options()) as http:
+            return {
+                name: [
+                    subtask["taskmanager-id"]
+                    for subtask in http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{vertex['id']}").json()[
+                        "subtasks"
+                    ]
+                ]
+                for name, vertex in zip(("sources", "final"), vertices, strict=True)
+            }
+
     # A final aggregate of two subtasks (1 KiB of input each is plenty for this corpus).
-    per_subtask = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"}
-    with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
-        job_id = client.submit(word_count(per_subtask).job_graph())
-        finished(client, job_id)
-        details = client.details(job_id)
-    assert read_counts(output) == dict(expected)
+    placed = run({"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 kb"}, (2, 2))
     # Both TaskManagers ran subtasks, and partitions crossed between them over the network.
-    sources, final = sorted(details["vertices"], key=lambda v: not v["name"].startswith("Read CSV"))
-    assert (sources["parallelism"], final["parallelism"]) == (2, 2)
-    with httpx.Client(timeout=10, **cluster.http_options()) as http:
-        subtasks = http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{sources['id']}").json()["subtasks"]
-    assert {subtask["taskmanager-id"] for subtask in subtasks} == {"tm1", "tm2"}
+    assert set(placed["sources"]) == {"tm1", "tm2"}
     before = fetched()
     assert all(count > 0 for count in before), f"partitions fetched per TaskManager: {before}"
 
     # Left to the scheduler, this corpus needs one final subtask: it reads both
     # subpartitions of the other TaskManager's source partition over the network.
-    with JobClient(cluster.rest_url, timeout=60, token=TOKEN) as client:
-        job_id = client.submit(word_count({}).job_graph())
-        finished(client, job_id)
-        details = client.details(job_id)
-    assert read_counts(output) == dict(expected)
-    sources, final = sorted(details["vertices"], key=lambda v: not v["name"].startswith("Read CSV"))
-    assert (sources["parallelism"], final["parallelism"]) == (2, 1)
-    with httpx.Client(timeout=10, **cluster.http_options()) as http:
-        placed = {
-            vertex["id"]: [
-                subtask["taskmanager-id"]
-                for subtask in http.get(f"{cluster.rest_url}/jobs/{job_id}/vertices/{vertex['id']}").json()["subtasks"]
-            ]
-            for vertex in (sources, final)
-        }
-    (reader,) = placed[final["id"]]
-    remote = sum(tm != reader for tm in placed[sources["id"]])
+    placed = run({}, (2, 1))
+    (reader,) = placed["final"]
+    remote = sum(tm != reader for tm in placed["sources"])
     added = {name: now - then for name, now, then in zip(hosts["tms"], fetched(), before, strict=True)}
     # Two subpartitions of each source partition produced on the other TaskManager.
     assert added == {name: 2 * remote if name == reader else 0 for name in hosts["tms"]}, (placed, added)
