@@ -12,8 +12,10 @@ ready), the later runs warm.
 - plain:   PySpark with its defaults: `SparkSession.builder.master("local[2]")`, nothing
            else set (shuffle partitions 200, AQE, G1); ready = the session exists;
 - runtime: a MiniCluster of 1 TaskManager x 2 slots with the runtime's defaults, the
-           Pipeline API at parallelism 2 with its default split size, timed from
-           submit to FINISHED; ready = the MiniCluster answers;
+           Pipeline API at parallelism 2 with its default split size (the scheduler
+           lowers it where the data is small: one source subtask per split, and the
+           final aggregate's from the bytes it reads), timed from submit to FINISHED;
+           ready = the MiniCluster answers;
 - pyflink: Flink SQL in batch mode (the `apache-flink` wheel of tests/flink_tools.py,
            in its virtualenv under ~/.cache/flink-runtime), parallelism 2, `raw` lines
            from the filesystem connector, CSV out; ready = the TableEnvironment exists.
