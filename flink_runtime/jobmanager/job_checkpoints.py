@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from flink_runtime.checkpoint.job import CheckpointGateway
     from flink_runtime.checkpoint.served_partitions import ServedPartitions
     from flink_runtime.configuration import Configuration
-    from flink_runtime.executiongraph import ExecutionGraph
+    from flink_runtime.executiongraph import Execution, ExecutionGraph
     from flink_runtime.invokable import Prepared
     from flink_runtime.jobgraph.jobgraph import JobGraph
     from flink_runtime.jobmanager.task_reports import PartitionRegistry
@@ -128,6 +128,14 @@ class JobCheckpointing:
         (Flink's `latest.restored`); what it says of each vertex, for their preparation."""
         self.coordinator.restored = self.tracker.load_restore(vertex_ids)
         return self.tracker.restore.vertices if self.tracker.restore is not None else {}
+
+    def apply_restore(self, set_state: Callable[[Execution, ExecutionState], object]) -> None:
+        """The subtasks the restored progress says finished are counted done (`set_state`),
+        and their partitions available: their chunks are read from the checkpoint."""
+        for vertex in self.tracker.apply_restore():
+            set_state(vertex.current_execution, _E.FINISHED)
+            for partition in vertex.produced_partitions:
+                partition.mark_finished()
 
     # -- requests --------------------------------------------------------------------------------
 

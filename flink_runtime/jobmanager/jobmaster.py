@@ -251,12 +251,7 @@ class JobMaster:
         self.deployer.declare_usage(graph.all_execution_vertices())
         self.adaptive.decide_restored(self.tracker.restored_parallelism())
         self.adaptive.decide_sources({} if self.tracker.restore else self.planning.split_counts())
-        for vertex in self.tracker.apply_restore():
-            # A savepoint says this subtask finished: count it done and its partitions
-            # available (their chunks are read from the savepoint).
-            self._set_execution_state(vertex.current_execution, _E.FINISHED)
-            for partition in vertex.produced_partitions:
-                partition.mark_finished()
+        self.checkpointing.apply_restore(self._set_execution_state)
         self._execute([self.scheduling.to(JobStatus.RUNNING)])
         self.coordinator.start_periodic()
         self.adaptive.decide_ready()  # vertices whose inputs a savepoint restored whole
