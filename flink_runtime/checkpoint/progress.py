@@ -111,11 +111,17 @@ class ProgressTracker:
         return finished
 
     def restored_parallelism(self) -> dict[str, int]:
-        """The parallelism the restored progress recorded as decided, by vertex id (none
-        after a terminal savepoint: every vertex runs again, and is decided again)."""
-        if self.restore is None or self.restore.terminal:
+        """The parallelism the restored progress recorded as decided, by vertex id. After
+        a terminal savepoint every vertex runs again and is decided again, but for one
+        with keyed state: each subtask restores the state its own index wrote."""
+        if self.restore is None:
             return {}
-        return {vertex_id: saved.parallelism for vertex_id, saved in self.restore.vertices.items() if saved.parallelism}
+        terminal = self.restore.terminal
+        return {
+            vertex_id: saved.parallelism
+            for vertex_id, saved in self.restore.vertices.items()
+            if saved.parallelism and (saved.operator_state or not terminal)
+        }
 
     def describe_restore(self, finished_subtasks: int) -> str:
         """One line on what a restored job reuses: "restored from checkpoint 7 of job X:
@@ -251,7 +257,11 @@ class ProgressTracker:
                     # not read yet, and no chunk is needed but a join's input (below).
                     kept = committed_chunks.claims(data, set())
                     vertex = VertexProgress(
-                        completed_splits=sorted(kept.completed), completed_files=kept.files, operator_state=kept.states
+                        completed_splits=sorted(kept.completed),
+                        completed_files=kept.files,
+                        operator_state=kept.states,
+                        # Keyed state is restored subtask by subtask: the same subtasks.
+                        parallelism=data["parallelism"] if kept.states else 0,
                     )
                     if vertex_id in kept_for_joins:
                         # The resumed job skips what this vertex read, but its join needs all of

@@ -144,3 +144,36 @@ def test_a_job_resumed_from_a_savepoint_keeps_the_parallelism_it_had_decided(
     assert parallelism["Final aggregate"] == 1  # as recorded, though the job switched the decision off
     assert parallelism["Rebalance -> Transform -> Write CSV"] == 2  # decided now: the option is off
     assert counted(tmp_path / "out") == expected
+
+
+def test_keyed_state_resumes_in_the_subtasks_that_wrote_it(minicluster: MiniCluster, tmp_path: Path) -> None:
+    """A stop-with-savepoint keeps the final aggregate's keyed state, written by the
+    subtasks of its decided parallelism (one here): the resumed job, whose input would
+    call for two, runs it as one again, or the restored totals of half the words would be
+    counted apart from their new counts."""
+    from tests.integration.test_savepoints import counts_in, wait_for_splits, wait_running, write_corpus
+
+    expected = write_corpus(tmp_path / "in", files=12)
+
+    def word_count(config: dict[str, str]) -> Pipeline:
+        pipeline = Pipeline("resumed keyed state", parallelism=2, config=config)
+        source = pipeline.read_text(str(tmp_path / "in" / "*.txt"), split_size=1)
+        words = source.transform("tests.helpers.transforms:slow").select("explode(split(value, ' ')) AS word")
+        words.key_by("word").agg("count(*) AS n").write_parquet(str(tmp_path / "out"), mode="overwrite")
+        return pipeline
+
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(word_count({}).job_graph())
+        wait_running(client, job_id)
+        wait_for_splits(minicluster.rest_url, job_id, 2)
+        location = client.stop(job_id, target_directory=str(tmp_path / "savepoints"), timeout=120)
+        first = {vertex["name"]: vertex["parallelism"] for vertex in client.details(job_id)["vertices"]}
+        assert first["Final aggregate -> Write Parquet"] == 1
+        assert sum(counts_in(tmp_path / "out").values()) < sum(expected.values())
+
+        two = {"execution.batch.adaptive.auto-parallelism.avg-data-volume-per-task": "1 b"}
+        resumed = client.submit(word_count(two).job_graph(), savepoint_path=location)
+        assert client.wait(resumed, timeout=120).value == "FINISHED", client.exceptions(resumed)
+        second = {vertex["name"]: vertex["parallelism"] for vertex in client.details(resumed)["vertices"]}
+    assert second["Final aggregate -> Write Parquet"] == 1
+    assert counts_in(tmp_path / "out") == dict(expected)
