@@ -229,10 +229,13 @@ def vertex_snapshot(ejv: ExecutionJobVertex, now: float, streaming: bool = False
 def plan_nodes(job: JobMaster) -> list[PlanNode]:
     graph = job.job_graph
     producer_of = {dataset.id: dataset.producer for dataset in graph.intermediate_datasets}
+    # The ExecutionGraph's parallelism once built: the one decided from the data, as the
+    # vertices' (scheduler/adaptive_parallelism.py); the job graph's (its upper bound) before.
+    running = job.graph.vertices if job.graph is not None else {}
     return [
         PlanNode(
             id=vertex.id,
-            parallelism=vertex.parallelism,
+            parallelism=running[vertex.id].parallelism if vertex.id in running else vertex.parallelism,
             operator=vertex.invokable,
             description=vertex.name,
             inputs=[

@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from flink_runtime.client import JobClient
@@ -43,11 +44,15 @@ def word_count(text_dir: Path, out: Path, config: dict[str, Any] | None = None, 
 
 
 def run(cluster: MiniCluster, pipeline: Pipeline) -> dict[str, int]:
-    """Run it to FINISHED; the parallelism of each vertex, by name, as the REST API shows it."""
+    """Run it to FINISHED; the parallelism of each vertex, by name, as the REST API shows
+    it: the same in `/jobs/:id` and in its plan (which the Flink web UI draws)."""
     with JobClient(cluster.rest_url) as client:
         job_id = client.submit(pipeline.job_graph())
         assert client.wait(job_id, timeout=120).value == "FINISHED", client.exceptions(job_id)
-        return {vertex["name"]: vertex["parallelism"] for vertex in client.details(job_id)["vertices"]}
+        vertices = {vertex["name"]: vertex["parallelism"] for vertex in client.details(job_id)["vertices"]}
+    plan = httpx.get(f"{cluster.rest_url}/jobs/{job_id}/plan", timeout=10).json()["plan"]
+    assert {node["description"]: node["parallelism"] for node in plan["nodes"]} == vertices
+    return vertices
 
 
 def counted(out: Path) -> Counter:
