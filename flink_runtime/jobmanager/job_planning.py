@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from flink_runtime import configuration as cfg
 from flink_runtime.invokable import BUILTIN_INVOKABLES
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from flink_runtime.planner import Planner
     from flink_runtime.resourcemanager import ActiveResourceManager
     from flink_runtime.resourcemanager.active import PlanningDemand
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -102,27 +104,18 @@ class JobPlanning:
     def prepare_job(self, restored: Mapping[str, Any], data_namespace: str) -> dict[str, Prepared]:
         """Every vertex's preparation (restored: what a savepoint says of each vertex)."""
         with self._declared_slots() as task_manager:
-            return self._gateway.planner.run(
-                planner_tasks.prepare_job,
-                self._job_graph.to_json(),
-                self._config,
-                restored,
-                data_namespace,
-                self._gateway.blob_dir,
-                task_manager,
-                timeout=self._gateway.planner_timeout,
+            return self._in_planner(
+                planner_tasks.prepare_job, restored, data_namespace, self._gateway.blob_dir, task_manager
             )
 
     def prepare_sources(self, processed: dict[str, list[str]], data_namespace: str) -> dict[str, Prepared]:
         """The sources again, without the files processed already."""
+        return self._in_planner(planner_tasks.prepare_sources, processed, data_namespace, self._task_manager())
+
+    def _in_planner(self, call: Callable[..., T], *args: Any) -> T:
+        """`call(job graph JSON, config, *args)` in the planner, within jobmanager.planner.timeout."""
         return self._gateway.planner.run(
-            planner_tasks.prepare_sources,
-            self._job_graph.to_json(),
-            self._config,
-            processed,
-            data_namespace,
-            self._task_manager(),
-            timeout=self._gateway.planner_timeout,
+            call, self._job_graph.to_json(), self._config, *args, timeout=self._gateway.planner_timeout
         )
 
     def _task_manager(self) -> TaskManagerTarget | None:
@@ -174,25 +167,10 @@ class JobPlanning:
         """Each vertex publishes (FINISHED) or discards its staged output; `continuation`:
         the job published to its sinks before (an earlier round); `more_rounds`: the job
         runs in rounds (a continuous job)."""
-        self._gateway.planner.run(
-            planner_tasks.run_terminal_hooks,
-            self._job_graph.to_json(),
-            self._config,
-            self.prepared,
-            data_namespace,
-            status,
-            continuation,
-            more_rounds,
-            timeout=self._gateway.planner_timeout,
+        self._in_planner(
+            planner_tasks.run_terminal_hooks, self.prepared, data_namespace, status, continuation, more_rounds
         )
 
     def forget_job(self, data_namespace: str) -> None:
         """The job's end is stored: its vertices forget what only a recovery needed."""
-        self._gateway.planner.run(
-            planner_tasks.forget_job,
-            self._job_graph.to_json(),
-            self._config,
-            self.prepared,
-            data_namespace,
-            timeout=self._gateway.planner_timeout,
-        )
+        self._in_planner(planner_tasks.forget_job, self.prepared, data_namespace)

@@ -21,7 +21,7 @@ from flink_runtime.configuration import Configuration
 from flink_runtime.executiongraph import ExecutionGraph, JobStatus
 from flink_runtime.invokable import MasterContext, Prepared, resolve_invokable
 from flink_runtime.jobgraph.jobgraph import JobGraph, JobVertex
-from flink_runtime.operators.spark.plan import plan_key
+from flink_runtime.operators.spark.plan import plan_key, resolve_vertex
 from flink_runtime.planner import guard
 from flink_runtime.planner.plan_cache import PlanCache, Resolver, configure_from
 from flink_runtime.planner.remote_plan import RemotePlanResolver, TaskManagerTarget
@@ -116,17 +116,11 @@ def _plan_resolver(
     TaskManagers' SparkSession) or with no TaskManager registered."""
     if task_manager is None:
         return None
-
-    def local(config: dict[str, Any], input_schemas: list[Any], files: list[str]) -> tuple[dict[str, Any], str]:
-        from flink_runtime.operators.spark.plan import resolve_vertex
-
-        return resolve_vertex(spark(), config, input_schemas, files)
-
     return RemotePlanResolver(
         task_manager,
         job_graph.job_id or "",
         job_graph.libraries,
-        local,
+        _resolved_with(spark),
         _own_spark_running,
         Configuration(_config).get_seconds(cfg.PLANNER_TIMEOUT),
     )
@@ -144,15 +138,12 @@ def _cached_plan_resolver(
     (its code may make a name resolve that would not otherwise)."""
     if job_graph.libraries:
         return remote
+    return configure_from(_plan_cache, config).resolver(plan_key, remote or _resolved_with(spark))
 
-    def resolve(vertex_config: dict[str, Any], inputs: list[Any], files: list[str]) -> tuple[dict[str, Any], str]:
-        if remote is not None:
-            return remote(vertex_config, inputs, files)
-        from flink_runtime.operators.spark.plan import resolve_vertex
 
-        return resolve_vertex(spark(), vertex_config, inputs, files)
-
-    return configure_from(_plan_cache, config).resolver(plan_key, resolve)
+def _resolved_with(spark: Spark) -> Resolver:
+    """Plans resolved with `spark` (started on first use), as resolve_vertex does."""
+    return lambda config, input_schemas, files: resolve_vertex(spark(), config, input_schemas, files)
 
 
 # -- the calls -------------------------------------------------------------------------------------

@@ -100,17 +100,16 @@ class AdaptiveParallelism:
             return
         upper = ejv.parallelism
         if restored:
-            parallelism, why = min(restored, upper), "as the restored progress recorded"
+            self._fix(graph, ejv, min(restored, upper), "as the restored progress recorded")
         elif all(result.all_partitions_finished for result in ejv.inputs):
             volume = consumed_bytes(ejv)
             parallelism = decided_parallelism(volume, upper, self.min_parallelism, self.bytes_per_task)
-            why = "its input's size not known" if volume is None else f"for {volume:,} bytes of input"
-        else:
-            return
-        removed = graph.decide_parallelism(ejv, parallelism)
-        log.info("Parallelism of %s (%s) decided: %d of at most %d, %s", ejv.name, ejv.id, parallelism, upper, why)
-        if removed:
-            self._removed(len(removed))
+            self._fix(
+                graph,
+                ejv,
+                parallelism,
+                "its input's size not known" if volume is None else f"for {volume:,} bytes of input",
+            )
 
     def decide_restored(self, parallelism: Mapping[str, int]) -> None:
         """Before a restore marks subtasks finished: the parallelism it recorded, by vertex id."""
@@ -129,21 +128,18 @@ class AdaptiveParallelism:
         graph = self._graph()
         for vertex_id, count in splits.items():
             ejv = graph.vertices.get(vertex_id) if graph is not None else None
-            if ejv is None or ejv.inputs or not self.enabled or not is_adaptive(ejv):
+            if graph is None or ejv is None or ejv.inputs or not self.enabled or not is_adaptive(ejv):
                 continue
-            upper = ejv.parallelism
-            parallelism = max(min(self.min_parallelism, upper), min(upper, count))
-            removed = graph.decide_parallelism(ejv, parallelism)
-            log.info(
-                "Parallelism of %s (%s) decided: %d of at most %d, for %d input split(s)",
-                ejv.name,
-                ejv.id,
-                parallelism,
-                upper,
-                count,
-            )
-            if removed:
-                self._removed(len(removed))
+            # A split is a task's worth: the same rule, in splits instead of bytes.
+            parallelism = decided_parallelism(count, ejv.parallelism, self.min_parallelism, 1)
+            self._fix(graph, ejv, parallelism, f"for {count} input split(s)")
+
+    def _fix(self, graph: ExecutionGraph, ejv: ExecutionJobVertex, parallelism: int, why: str) -> None:
+        upper = ejv.parallelism
+        removed = graph.decide_parallelism(ejv, parallelism)
+        log.info("Parallelism of %s (%s) decided: %d of at most %d, %s", ejv.name, ejv.id, parallelism, upper, why)
+        if removed:
+            self._removed(len(removed))
 
     def decide_ready(self) -> None:
         """Every vertex whose inputs are all finished already (restored whole)."""

@@ -159,15 +159,21 @@ def read_source(spark: SparkSession, source: dict[str, Any], files: list[str], s
     return reader.load(files)
 
 
+def infers_schema_from_files(source: dict[str, Any]) -> bool:
+    """Whether a source's schema comes from its first file: not fixed (text), not given,
+    not asked of a database already (a JDBC source's, under `__resolved__`)."""
+    return source["format"] != "text" and not source.get("schema") and "__resolved__" not in source
+
+
 def infer_source_schema(spark: SparkSession, source: dict[str, Any], files: list[str]) -> StructType:
     """The schema a source produces: given, fixed (text), or inferred from its first file."""
     from pyspark.sql.types import StringType, StructField, StructType
 
-    if source["format"] == "text":
-        return StructType([StructField("value", StringType(), True)])
-    if "__resolved__" in source:  # asked of a database already (a JDBC source)
-        return schema_from_json(source["__resolved__"])
-    if source.get("schema"):
+    if not infers_schema_from_files(source):
+        if source["format"] == "text":
+            return StructType([StructField("value", StringType(), True)])
+        if "__resolved__" in source:
+            return schema_from_json(source["__resolved__"])
         return empty_frame(spark, source["schema"]).schema
     if not files:
         raise SourceError(

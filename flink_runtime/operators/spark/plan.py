@@ -72,8 +72,7 @@ def plan_key(config: dict[str, Any], input_schemas: list[str | None], files: lis
     if "source" in config:
         source = {key: value for key, value in config["source"].items() if key != "paths"}
         parts["source"] = source
-        inferred = source["format"] != "text" and not source.get("schema") and "__resolved__" not in source
-        if inferred:
+        if io.infers_schema_from_files(source):
             if not files or not is_local(files[0]):
                 return None
             try:
