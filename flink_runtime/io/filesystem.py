@@ -35,6 +35,7 @@ class FileSystem(Protocol):
     def write_text(self, path: str, text: str) -> None: ...
     def read_text(self, path: str) -> str: ...
     def copy_tree(self, source: str, target: str) -> None: ...
+    def parquet_rows(self, path: str) -> int: ...
 
 
 def is_local(path: str) -> bool:
@@ -101,6 +102,14 @@ class LocalFileSystem:
         else:
             os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
             shutil.copy2(source, target)
+
+    def parquet_rows(self, path: str) -> int:
+        """The rows of a Parquet file, from its footer (ParquetError for a file that is
+        not Parquet). Imported here: pyarrow is ~38 MB and 0.2 s that the processes which
+        count no Parquet rows (the JobManager, the planner) never pay."""
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(local_path(path)).num_rows)
 
     @staticmethod
     def _status(path: str) -> FileStatus:
@@ -224,6 +233,16 @@ class HadoopFileSystem:
         util = self._jvm.org.apache.hadoop.fs.FileUtil
         if not util.copy(fs, jsource, target_fs, jtarget, False, self._conf):
             raise OSError(f"could not copy {source} to {target}")
+
+    def parquet_rows(self, path: str) -> int:
+        """The rows of a Parquet file, from its footer (read by Spark's Parquet library)."""
+        _, jpath = self._fs(path)
+        parquet = self._jvm.org.apache.parquet.hadoop
+        reader = parquet.ParquetFileReader.open(parquet.util.HadoopInputFile.fromPath(jpath, self._conf))
+        try:
+            return int(reader.getRecordCount())
+        finally:
+            reader.close()
 
     @staticmethod
     def _status(status: Any) -> FileStatus:

@@ -12,7 +12,8 @@ write Parquet through the same layout and commit protocol.
 
 A committed partition says what it holds: `_COMMITTED.json` inside it, written before
 the rename (record counts per subpartition; for Spark, the chunks), and every Spark
-chunk lists its files and their sizes in `_chunk.json`. A consumer reads exactly what
+chunk lists its files with their sizes and rows (from the Parquet footers) in
+`_chunk.json`, so neither side of an exchange counts its rows in Spark. A consumer reads exactly what
 the manifests name and fails with PartitionNotFoundError when anything is missing: a
 partition it cannot see (a TaskManager whose io.tmp.dirs is not shared) is never read
 as empty.
@@ -28,6 +29,7 @@ import re
 import shutil
 import zlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,6 +38,20 @@ from flink_runtime.jobgraph.jobgraph import Partitioner
 
 PARTITION_MANIFEST = "_COMMITTED.json"
 CHUNK_MANIFEST = "_chunk.json"
+
+
+@dataclass(frozen=True)
+class DataSize:
+    """What a chunk's data file holds (or several files together)."""
+
+    bytes: int
+    rows: int
+
+    def __add__(self, other: DataSize) -> DataSize:
+        return DataSize(self.bytes + other.bytes, self.rows + other.rows)
+
+
+NO_DATA = DataSize(0, 0)
 
 
 class PartitionNotFoundError(FileNotFoundError):
@@ -102,22 +118,25 @@ def commit_partition_dir(staging_dir: str, final_dir: str) -> str:
     return final_dir
 
 
-def write_chunk_manifest(chunk_dir: str) -> int:
-    """Record every data file of a chunk being written, with its size (before the commit);
-    returns their total size.
+def write_chunk_manifest(chunk_dir: str) -> DataSize:
+    """Record every data file of a chunk being written, with its size and its rows, read
+    from its Parquet footer (before the commit); returns their total.
 
     Files sit one folder deep (`__sub=<i>/part-*.parquet`): the subpartition folders
     start with `_`, which the file systems' listings skip as hidden, so each is listed
     on its own."""
     fs = filesystem.filesystem_for(chunk_dir)
     files: dict[str, int] = {}
+    rows: dict[str, int] = {}
     for entry in fs.glob(filesystem.join(chunk_dir, "*")):
         folder = entry.path.rstrip("/")
         for status in fs.list_files(folder) if entry.is_dir else []:
             # Both paths come from the same file system, so they share scheme and form.
-            files[f"{folder.rsplit('/', 1)[-1]}/{status.path[len(folder) + 1 :]}"] = status.size
-    fs.write_text(filesystem.join(chunk_dir, CHUNK_MANIFEST), json.dumps({"files": files}))
-    return sum(files.values())
+            relative = f"{folder.rsplit('/', 1)[-1]}/{status.path[len(folder) + 1 :]}"
+            files[relative] = status.size
+            rows[relative] = fs.parquet_rows(status.path)
+    fs.write_text(filesystem.join(chunk_dir, CHUNK_MANIFEST), json.dumps({"files": files, "rows": rows}))
+    return DataSize(sum(files.values()), sum(rows.values()))
 
 
 def partition_size_bytes(location: str) -> int:
@@ -151,33 +170,35 @@ def write_partition_manifest(partition: str, result_id: str, chunks: list[str], 
 def committed_chunk_files(location: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of every chunk a sealed partition holds,
     each checked to exist with the size its producer recorded."""
-    return list(committed_chunk_file_sizes(location, result_id, subdirectory))
+    return list(committed_chunk_data_files(location, result_id, subdirectory))
 
 
-def committed_chunk_file_sizes(location: str, result_id: str, subdirectory: str) -> dict[str, int]:
-    """`committed_chunk_files` with their sizes (path -> bytes)."""
+def committed_chunk_data_files(location: str, result_id: str, subdirectory: str) -> dict[str, DataSize]:
+    """`committed_chunk_files` with what each holds (path -> bytes and rows)."""
     fs = filesystem.filesystem_for(location)
     chunks = _read_manifest(fs, filesystem.join(location, PARTITION_MANIFEST), result_id, location)["chunks"]
-    found: dict[str, int] = {}
+    found: dict[str, DataSize] = {}
     for chunk in chunks:
         chunk_dir = filesystem.join(location, chunk)
-        found.update(chunk_file_sizes(chunk_dir, result_id, subdirectory))
+        found.update(chunk_data_files(chunk_dir, result_id, subdirectory))
     return found
 
 
 def chunk_files(chunk_dir: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of one committed chunk, checked against its manifest."""
-    return list(chunk_file_sizes(chunk_dir, result_id, subdirectory))
+    return list(chunk_data_files(chunk_dir, result_id, subdirectory))
 
 
-def chunk_file_sizes(chunk_dir: str, result_id: str, subdirectory: str) -> dict[str, int]:
-    """`chunk_files` with their sizes (path -> bytes)."""
+def chunk_data_files(chunk_dir: str, result_id: str, subdirectory: str) -> dict[str, DataSize]:
+    """`chunk_files` with what each holds (path -> bytes and rows)."""
     fs = filesystem.filesystem_for(chunk_dir)
     manifest = _read_manifest(fs, filesystem.join(chunk_dir, CHUNK_MANIFEST), result_id, chunk_dir)
+    # A manifest written before rows were recorded counts none (the rows are metrics only).
+    rows = manifest.get("rows", {})
     folder = filesystem.join(chunk_dir, subdirectory)
     listed = fs.list_files(folder) if fs.exists(folder) else []
     actual = {status.path.rstrip("/").rsplit("/", 1)[-1]: status.size for status in listed}
-    wanted: dict[str, int] = {}
+    wanted: dict[str, DataSize] = {}
     for relative, size in manifest["files"].items():
         folder, _, name = relative.rpartition("/")
         if folder != subdirectory:
@@ -185,7 +206,7 @@ def chunk_file_sizes(chunk_dir: str, result_id: str, subdirectory: str) -> dict[
         if actual.get(name) != size:
             what = "missing" if name not in actual else f"{actual[name]} bytes, not the {size} committed"
             raise PartitionNotFoundError(result_id, chunk_dir, f"data file {relative} is {what}")
-        wanted[filesystem.join(chunk_dir, relative)] = size
+        wanted[filesystem.join(chunk_dir, relative)] = DataSize(size, rows.get(relative, 0))
     return wanted
 
 

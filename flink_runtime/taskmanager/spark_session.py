@@ -28,6 +28,7 @@ from typing import Any
 
 from flink_runtime import configuration as cfg
 from flink_runtime.configuration import Configuration
+from flink_runtime.io.filesystem import LocalFileSystem
 from flink_runtime.spark.session import acquire_session, is_connect, release_session
 from flink_runtime.taskmanager.shared_data_folder import DataFolderNotShared, check_data_folder_shared
 
@@ -152,13 +153,13 @@ class TaskManagerSpark:
 def _exercise_file_paths(session: Any, data_dir: str) -> None:
     """A tiny word count through the Spark calls a Pipeline API job's tasks make, in a
     scratch folder of `data_dir`: the source's (text read, a combining aggregate in a
-    session with adaptive execution off over a small split's one partition, a row-count
-    observation, the exchange's Parquet write split into subpartition folders) and the
-    final aggregate's (Parquet read with a schema, its partials merged in one partition,
-    the sink's Parquet write). Each plan shape Spark meets the first time costs code
-    generation and class loading; the same shapes here leave that to the warm-up
-    (operators/spark/task.py, io.py). A split over 4 MiB meets the partial aggregate's
-    shuffle cold."""
+    session with adaptive execution off over a small split's one partition, the
+    exchange's Parquet write split into subpartition folders, its rows read from the
+    footers) and the final aggregate's (Parquet read with a schema, its partials merged
+    in one partition, the sink's Parquet write). Each plan shape Spark meets the first
+    time costs code generation and class loading, and pyarrow's first import 0.2 s; the
+    same shapes here leave that to the warm-up (operators/spark/task.py, io.py). A split
+    over 4 MiB meets the partial aggregate's shuffle cold."""
     from pyspark.sql import functions as F  # noqa: N812
 
     scratch = tempfile.mkdtemp(prefix="spark-warm-up-", dir=data_dir if os.path.isdir(data_dir) else None)
@@ -173,22 +174,12 @@ def _exercise_file_paths(session: Any, data_dir: str) -> None:
         lines = one_job.read.text(text).coalesce(1)
         words = lines.selectExpr("explode(split(value, ' ')) AS word").filter("word != ''")
         partials = words.groupBy("word").agg(F.count(F.lit(1)).alias("n"))
-        observed = partials.observe(_observation(), F.count(F.lit(1)).alias("rows"))
         subpartition = F.pmod(F.hash(F.col("word")), F.lit(2))
-        observed.withColumn("_sub", subpartition).write.mode("append").partitionBy("_sub").parquet(exchange)
+        partials.withColumn("_sub", subpartition).write.mode("append").partitionBy("_sub").parquet(exchange)
         files = glob.glob(os.path.join(exchange, "_sub=*", "*.parquet"))
+        sum(LocalFileSystem().parquet_rows(file) for file in files)
         merged = one_job.read.schema(partials.schema).parquet(*files).coalesce(1)
         counts = merged.groupBy("word").agg(F.sum("n").alias("n"))
-        counts.observe(_observation(), F.count(F.lit(1)).alias("rows")).write.mode("append").parquet(sink)
+        counts.write.mode("append").parquet(sink)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _observation() -> Any:
-    """A classic Observation (Observation() picks the Connect class whenever a Connect
-    session runs in this process, and a classic DataFrame refuses that one)."""
-    from pyspark.sql.observation import Observation
-
-    observation = object.__new__(Observation)
-    observation.__init__()
-    return observation

@@ -73,3 +73,26 @@ def test_word_count_reports_known_record_and_byte_counts(minicluster: MiniCluste
     subtasks = [subtask_io_metrics(v).metrics for v in job.graph.vertices[sink_id].task_vertices]
     assert sum(m.records_out for m in subtasks) == len(WORDS)
     assert all(e.current_execution.io_metrics is not None for e in job.graph.vertices[source_id].task_vertices)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_a_sink_counts_its_rows_from_its_footers_or_during_its_write(
+    minicluster: MiniCluster, tmp_path: Path, fmt: str
+) -> None:
+    """A map-only job writes straight to its sink: a Parquet sink's rows are read from the
+    files' footers, a CSV sink's (whose files say nothing of them) counted by Spark during
+    the write; both the same."""
+    write_input(tmp_path / "in")
+    out = tmp_path / "out"
+    pipeline = Pipeline(f"io metrics {fmt} sink", parallelism=2)
+    words = pipeline.read_text(str(tmp_path / "in" / "*.txt")).select("explode(split(value, ' ')) AS word")
+    getattr(words.filter("word != 'alpha'"), f"write_{fmt}")(str(out), mode="overwrite")
+    with JobClient(minicluster.rest_url) as client:
+        job_id = client.submit(pipeline.job_graph())
+        assert client.wait(job_id, timeout=120).value == "FINISHED"
+    job = minicluster.jobmanager.jobs[job_id]
+    assert job.graph is not None
+    [(_, vertex)] = graph_io_metrics(job.graph).items()
+    text = "".join(path.read_text() for path in sorted((tmp_path / "in").iterdir()))
+    expected = sum(1 for word in text.split() if word != "alpha")
+    assert vertex.complete and vertex.metrics.records_out == expected

@@ -112,3 +112,17 @@ def test_the_jar_is_built_from_the_sources(tmp_path: Path) -> None:
     with zipfile.ZipFile(JAR) as jar:
         jar.extractall(shipped)
     assert disassembled(built) == disassembled(sorted(shipped.rglob("*.class")))
+
+
+def test_both_file_systems_read_a_parquet_files_rows_from_its_footer(spark, tmp_path: Path) -> None:
+    """The rows a chunk manifest records (io/partitions.py): pyarrow on local paths,
+    Spark's Parquet library through Hadoop's FileSystem on any other URI."""
+    from flink_runtime.io.filesystem import HadoopFileSystem, LocalFileSystem
+
+    spark.range(1234).coalesce(1).write.parquet(str(tmp_path / "data"))
+    [file] = (tmp_path / "data").glob("part-*.parquet")
+    assert LocalFileSystem().parquet_rows(str(file)) == 1234
+    assert HadoopFileSystem(spark).parquet_rows(file.as_uri()) == 1234
+    (tmp_path / "text").write_text("not parquet")
+    with pytest.raises(Exception, match="[Pp]arquet"):
+        HadoopFileSystem(spark).parquet_rows((tmp_path / "text").as_uri())

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 
 from flink_runtime.io.partitions import (
+    DataSize,
     InputGate,
     InvalidDataNamespace,
     PartitionNotFoundError,
     ResultPartitionWriter,
     chunk_files,
+    committed_chunk_data_files,
     committed_chunk_files,
     job_data_dir,
     release_job_partitions,
@@ -307,19 +309,23 @@ def test_input_gate_refuses_a_missing_or_short_subpartition(tmp_path: Path) -> N
 # -- partitions of chunks (Spark tasks) ------------------------------------------------------------
 
 
-def write_chunk(partition: Path, chunk: str, files: dict[str, str]) -> None:
-    """A chunk as a Spark task commits it: data files in subpartition folders, then the manifest."""
-    for relative, text in files.items():
+def write_chunk(partition: Path, chunk: str, files: dict[str, int]) -> DataSize:
+    """A chunk as a Spark task commits it: Parquet files of so many rows in subpartition
+    folders, then the manifest."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for relative, rows in files.items():
         (partition / chunk / relative).parent.mkdir(parents=True, exist_ok=True)
-        (partition / chunk / relative).write_text(text)
-    write_chunk_manifest(str(partition / chunk))
+        pq.write_table(pa.table({"word": [f"w{i}" for i in range(rows)]}), partition / chunk / relative)
+    return write_chunk_manifest(str(partition / chunk))
 
 
 def test_a_sealed_partition_of_chunks_names_exactly_its_files(tmp_path: Path) -> None:
     partition = tmp_path / "p"
-    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": "aa", "__sub=1/part-b.parquet": "bbb"})
-    write_chunk(partition, "split-2", {"__sub=1/part-c.parquet": "c"})
-    write_chunk(partition, "split-9", {"__sub=1/part-d.parquet": "dd"})  # an orphan nobody sealed
+    written = write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": 2, "__sub=1/part-b.parquet": 3})
+    write_chunk(partition, "split-2", {"__sub=1/part-c.parquet": 1})
+    write_chunk(partition, "split-9", {"__sub=1/part-d.parquet": 2})  # an orphan nobody sealed
     write_partition_manifest(str(partition), "r", ["split-0", "split-2"])
     assert committed_chunk_files(str(partition), "r", "__sub=1") == [
         str(partition / "split-0" / "__sub=1" / "part-b.parquet"),
@@ -329,23 +335,52 @@ def test_a_sealed_partition_of_chunks_names_exactly_its_files(tmp_path: Path) ->
     assert chunk_files(str(partition / "split-9"), "r", "__sub=1") == [
         str(partition / "split-9/__sub=1/part-d.parquet")
     ]
+    # What each file holds, as its Parquet footer said when the chunk was written.
+    sizes = {
+        path.rsplit("/", 1)[-1]: size
+        for path, size in committed_chunk_data_files(str(partition), "r", "__sub=1").items()
+    }
+    assert {name: size.rows for name, size in sizes.items()} == {"part-b.parquet": 3, "part-c.parquet": 1}
+    on_disk = (partition / "split-0" / "__sub=1" / "part-b.parquet").stat().st_size
+    assert sizes["part-b.parquet"].bytes == on_disk
+    assert written.rows == 5
+    assert written.bytes == on_disk + (partition / "split-0" / "__sub=0" / "part-a.parquet").stat().st_size
+
+
+def test_a_manifest_without_rows_counts_none(tmp_path: Path) -> None:
+    """A chunk written before its manifest recorded rows is still read; it counts no rows."""
+    partition = tmp_path / "p"
+    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": 2})
+    manifest = partition / "split-0" / "_chunk.json"
+    manifest.write_text(json.dumps({"files": json.loads(manifest.read_text())["files"]}))
+    write_partition_manifest(str(partition), "r", ["split-0"])
+    assert [size.rows for size in committed_chunk_data_files(str(partition), "r", "__sub=0").values()] == [0]
+
+
+def test_a_chunk_file_that_is_not_parquet_is_refused_when_written(tmp_path: Path) -> None:
+    (tmp_path / "c" / "__sub=0").mkdir(parents=True)
+    (tmp_path / "c" / "__sub=0" / "part-a.parquet").write_text("not parquet")
+    with pytest.raises(Exception, match="[Pp]arquet"):
+        write_chunk_manifest(str(tmp_path / "c"))
 
 
 def test_missing_pieces_of_a_partition_of_chunks_are_errors(tmp_path: Path) -> None:
     partition = tmp_path / "p"
     with pytest.raises(PartitionNotFoundError, match="it does not exist"):
         committed_chunk_files(str(partition), "r", "__sub=0")
-    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": "aa"})
+    write_chunk(partition, "split-0", {"__sub=0/part-a.parquet": 2})
     with pytest.raises(PartitionNotFoundError, match="_COMMITTED.json is missing"):
         committed_chunk_files(str(partition), "r", "__sub=0")
     # A producer whose earlier attempt's chunk it cannot see fails instead of sealing without it.
     with pytest.raises(PartitionNotFoundError, match="chunk split-1 committed earlier is missing"):
         write_partition_manifest(str(partition), "r", ["split-0", "split-1"])
     write_partition_manifest(str(partition), "r", ["split-0"])
-    (partition / "split-0" / "__sub=0" / "part-a.parquet").write_text("a")
-    with pytest.raises(PartitionNotFoundError, match="part-a.parquet is 1 bytes, not the 2 committed"):
+    data = partition / "split-0" / "__sub=0" / "part-a.parquet"
+    committed = data.stat().st_size
+    data.write_text("a")
+    with pytest.raises(PartitionNotFoundError, match=f"part-a.parquet is 1 bytes, not the {committed} committed"):
         committed_chunk_files(str(partition), "r", "__sub=0")
-    (partition / "split-0" / "__sub=0" / "part-a.parquet").unlink()
+    data.unlink()
     with pytest.raises(PartitionNotFoundError, match="part-a.parquet is missing"):
         committed_chunk_files(str(partition), "r", "__sub=0")
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from flink_runtime.io import filesystem
-from flink_runtime.io.partitions import chunk_file_sizes, committed_chunk_file_sizes
+from flink_runtime.io.partitions import NO_DATA, DataSize, chunk_data_files, committed_chunk_data_files
 from flink_runtime.io.splits import InputSplit
 from flink_runtime.jobgraph.jobgraph import Partitioner
 from flink_runtime.operators.spark import partitioned_sink
@@ -209,24 +209,27 @@ def write_partition(df: DataFrame, partition: ResultPartitionDeploymentDescripto
     )
 
 
-def read_gate(spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType) -> tuple[DataFrame, int]:
+def read_gate(
+    spark: SparkSession, gate: InputGateDeploymentDescriptor, schema: StructType
+) -> tuple[DataFrame, DataSize]:
     """The subpartition(s) this consumer reads from every committed chunk of every partition
     of one input: exactly the files the producers' manifests name (PartitionNotFoundError
-    when one is missing, never an empty read); and their size in bytes."""
+    when one is missing, never an empty read); and their bytes and rows, as the manifests
+    recorded them."""
     if gate.partitioner is Partitioner.BROADCAST:
         subs = [BROADCAST_SUBPARTITION]
     else:
         first = gate.consumed_subpartition_index
         subs = [str(index) for index in range(first, first + gate.consumed_subpartition_count)]
-    files: dict[str, int] = {}
+    files: dict[str, DataSize] = {}
     for subdirectory in (f"{SUBPARTITION_COLUMN}={sub}" for sub in subs):
         for location in gate.partition_locations:
-            files.update(committed_chunk_file_sizes(location, gate.result_id, subdirectory))
+            files.update(committed_chunk_data_files(location, gate.result_id, subdirectory))
         for chunk_location in gate.chunk_locations:
-            files.update(chunk_file_sizes(chunk_location, gate.result_id, subdirectory))
+            files.update(chunk_data_files(chunk_location, gate.result_id, subdirectory))
     if not files:
-        return empty_frame(spark, schema), 0
-    return spark.read.schema(schema).parquet(*files), sum(files.values())
+        return empty_frame(spark, schema), NO_DATA
+    return spark.read.schema(schema).parquet(*files), sum(files.values(), NO_DATA)
 
 
 def schema_to_json(schema: StructType) -> str:
@@ -251,9 +254,10 @@ def sink_staging_root(sink: dict[str, Any], data_namespace: str) -> str:
     return filesystem.join(sink_staging_dir(sink), data_namespace)
 
 
-def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
+def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> DataSize:
     """Phase one, part one: a chunk's output in its in-progress directory (then renamed),
-    in `col=value/` directories with partition_by; returns the size of the files written."""
+    in `col=value/` directories with partition_by; returns the size of the files written,
+    and their rows where the format records them (`counts_rows_in_files`), else 0."""
     writer = df.write.mode("append").format(sink["format"]).options(**sink.get("options", {}))
     if sink.get("partition_by"):
         writer = writer.partitionBy(*sink["partition_by"])
@@ -261,7 +265,14 @@ def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> int:
     fs = filesystem.filesystem_for(directory)
     if sink.get("partition_by"):
         partitioned_sink.check_partition_values(directory, sink["partition_by"])
-    return sum(status.size for status in fs.list_files(directory)) if fs.exists(directory) else 0
+    files = fs.list_files(directory) if fs.exists(directory) else []
+    rows = sum(fs.parquet_rows(status.path) for status in files) if counts_rows_in_files(sink) else 0
+    return DataSize(sum(status.size for status in files), rows)
+
+
+def counts_rows_in_files(sink: dict[str, Any]) -> bool:
+    """Whether the files a sink writes say how many rows they hold (Parquet's footers)."""
+    return sink.get("format") == "parquet"
 
 
 def restore_sink_chunks(

@@ -16,10 +16,12 @@ sink's staging directory, as chunks committed by rename: one per split for a sou
 subtask (so a restarted subtask keeps what its failed attempt finished), one per
 subtask otherwise. A failed attempt's chunks in progress are removed by the Task.
 
-I/O metrics (flink_runtime/io/metrics.py) ride on the writes: the rows a task writes,
-and for a non-source task the rows it reads from its inputs, are counted by Spark
-Observations during the write itself, never by a Spark job of their own; bytes are
-the sizes already known from the splits, the chunk manifests and the sink listing.
+I/O metrics (flink_runtime/io/metrics.py) never cost a Spark job of their own: the rows
+a task writes are those in the Parquet footers of the files it wrote (recorded in the
+chunk manifests), and the rows a non-source task reads are those its producers'
+manifests recorded; only a sink whose files say nothing of their rows (CSV, JSON, a
+database table) is counted by a Spark Observation during its write. Bytes are the sizes
+already known from the splits, the chunk manifests and the sink listing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from flink_runtime.invokable import COMPLETED_SPLITS_KEY, AbstractInvokable, Mas
 from flink_runtime.io.filesystem import filesystem_for, is_local, join
 from flink_runtime.io.metrics import IOMetrics
 from flink_runtime.io.partitions import (
+    DataSize,
     chunk_dirs,
     commit_partition_dir,
     partition_dir,
@@ -219,13 +222,11 @@ class SparkTask(AbstractInvokable):
                 state = config.get(STATE_CONFIG_KEY)
                 # A final keyed aggregate merged into state (checkpoint/state): it counts the rows it merges.
                 final_stateful = bool(state and state.get("enabled")) and reemits_all_it_read(operators)
-                inputs, observed = [], []
+                inputs, rows_in = [], 0
                 for gate, schema in zip(env.input_gates, resolved["input_schemas"], strict=True):
                     df, size = io.read_gate(spark, gate, io.schema_from_json(schema))
-                    env.io_metrics += IOMetrics(bytes_in=size)
-                    if not final_stateful:
-                        df, rows = _counted(df)
-                        observed.append(rows)
+                    env.io_metrics += IOMetrics(bytes_in=size.bytes)
+                    rows_in += size.rows
                     inputs.append(df)
                 df, rest = combine_inputs(inputs, operators)
                 if rest and rest[0].get("op") == "order":
@@ -235,8 +236,8 @@ class SparkTask(AbstractInvokable):
                 if final_stateful:
                     df, rest = self._stateful_final_aggregate(spark, df, rest[0], state), rest[1:]
                 chunks = [f"subtask-{env.subtask_index}"]
-                if self._emit(apply_operators(spark, df, rest), chunks[0]):
-                    env.io_metrics += IOMetrics(records_in=sum(rows() for rows in observed))
+                if self._emit(apply_operators(spark, df, rest), chunks[0]) and not final_stateful:
+                    env.io_metrics += IOMetrics(records_in=rows_in)
             self._seal_partitions(chunks)
 
     def _stateful_final_aggregate(
@@ -303,13 +304,16 @@ class SparkTask(AbstractInvokable):
         sink = env.config.get("sink")
         if not targets and sink is None:
             return False
-        # Counted during the first write; the others write the same rows again.
-        df, rows = _counted(df)
-        written = 0
+        # Every output gets the same rows: they are counted in the first one's files,
+        # or during the write when those files do not say (io.counts_rows_in_files).
+        observed = None
+        if not targets and (jdbc.is_jdbc(sink) or not io.counts_rows_in_files(sink)):
+            df, observed = _counted(df)
+        written: list[DataSize] = []
         for directory, partition in targets:
             in_progress, _ = chunk_dirs(directory, chunk, env.execution_id)
             io.write_partition(df, partition, in_progress)
-            written += write_chunk_manifest(in_progress)
+            written.append(write_chunk_manifest(in_progress))
         if jdbc.is_jdbc(sink):
             jdbc.write_chunk(df, sink, env.data_namespace, sink_chunk or chunk, env.execution_id, env.secrets)  # type: ignore[arg-type]
         elif sink is not None:
@@ -317,8 +321,9 @@ class SparkTask(AbstractInvokable):
             # Before writing and again before committing: the sink's folders may have
             # become links out of the allowed directories since submit.
             io.check_paths(env.allowed_directories, sink_chunk, "sink")
-            written += io.write_sink(df, sink, sink_chunk[0])
-        env.io_metrics += IOMetrics(records_out=rows(), bytes_out=written)
+            written.append(io.write_sink(df, sink, sink_chunk[0]))
+        rows = observed() if observed is not None else written[0].rows
+        env.io_metrics += IOMetrics(records_out=rows, bytes_out=sum(size.bytes for size in written))
         env.check_cancelled()
         for directory, _partition in targets:
             commit_partition_dir(*chunk_dirs(directory, chunk, env.execution_id))
