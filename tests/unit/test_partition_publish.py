@@ -118,3 +118,13 @@ def test_a_publish_without_a_crash_replaces_only_the_jobs_days(sink: dict) -> No
     assert hashes(out) == expected_after(out)
     assert (out / "day=1" / "subtask-0-old.json").stat().st_mtime_ns == day1.st_mtime_ns
     assert (out / "_SUCCESS").exists() and not (out / "_flink_staging").exists()
+
+
+@pytest.mark.parametrize(
+    ("sink", "counted"),
+    [({"format": "parquet"}, True), ({"format": "PARQUET"}, True), ({"format": "csv"}, False), ({}, False)],
+)
+def test_only_parquet_sinks_say_how_many_rows_their_files_hold(sink: dict, counted: bool) -> None:
+    """Spark's format names are case-insensitive; a sink of any other format is counted
+    by an Observation during its write instead (operators/spark/task.py)."""
+    assert io.counts_rows_in_files(sink) is counted

@@ -272,7 +272,7 @@ def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> DataSize:
 
 def counts_rows_in_files(sink: dict[str, Any]) -> bool:
     """Whether the files a sink writes say how many rows they hold (Parquet's footers)."""
-    return sink.get("format") == "parquet"
+    return str(sink.get("format", "")).lower() == "parquet"
 
 
 def restore_sink_chunks(
