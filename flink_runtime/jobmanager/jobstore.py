@@ -32,7 +32,6 @@ non-string dict keys into strings.
 from __future__ import annotations
 
 import copy
-import re
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -72,6 +71,7 @@ from flink_runtime.jobmanager.jobstore_schema import (
     schema_metadata,
     schema_version_table,
 )
+from flink_runtime.security import mask_url_password
 
 if TYPE_CHECKING:
     from flink_runtime.configuration import Configuration
@@ -110,13 +110,6 @@ def default_url() -> str:
     return f"sqlite:///{Path(tempfile.gettempdir()) / 'flink-runtime' / 'jobstore.db'}"
 
 
-def _mask_password(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # unparsable: mask whatever sits between "user:" and "@"
-        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
-
-
 # -- the store -----------------------------------------------------------------------------
 
 
@@ -127,7 +120,7 @@ class JobStore:
         """idle_transaction_timeout: seconds after which PostgreSQL ends a session that sits
         idle inside a transaction (a frozen JobManager's), releasing its locks."""
         self._url = url
-        self._display_url = _mask_password(url)
+        self._display_url = mask_url_password(url)
         self._password = self._url_password(url)
         self._closed = False
         # Only an in-memory SQLite database (one shared connection) needs serializing here.
