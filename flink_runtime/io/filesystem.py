@@ -104,12 +104,16 @@ class LocalFileSystem:
             shutil.copy2(source, target)
 
     def parquet_rows(self, path: str) -> int:
-        """The rows of a Parquet file, from its footer (ParquetError for a file that is
-        not Parquet). Imported here: pyarrow is ~38 MB and 0.2 s that the processes which
-        count no Parquet rows (the JobManager, the planner) never pay."""
+        """The rows of a Parquet file, from its footer (NotParquet when it has none).
+        Imported here: pyarrow is ~38 MB and 0.2 s that the processes which count no
+        Parquet rows (the JobManager, the planner) never pay."""
+        import pyarrow
         import pyarrow.parquet as pq
 
-        return int(pq.read_metadata(local_path(path)).num_rows)
+        try:
+            return int(pq.read_metadata(local_path(path)).num_rows)
+        except pyarrow.ArrowException as error:
+            raise NotParquet(path, error) from error
 
     @staticmethod
     def _status(path: str) -> FileStatus:
@@ -125,6 +129,14 @@ _CONNECTORS = {
     "abfss": ("org.apache.hadoop:hadoop-azure:{hadoop}", "spark.hadoop.fs.azure.account.key.<account>..."),
     "gs": ("com.google.cloud.bigdataoss:gcs-connector:hadoop3-2.2.22", "spark.hadoop.google.cloud.auth..."),
 }
+
+
+class NotParquet(OSError):
+    """A file that should be Parquet (a chunk of an exchange, a Parquet sink's output) has
+    no Parquet footer: written by something else, or cut short."""
+
+    def __init__(self, path: str, reason: object) -> None:
+        super().__init__(f"{path} is not a readable Parquet file: {reason}")
 
 
 class MissingFileSystemConnector(OSError):
@@ -235,10 +247,15 @@ class HadoopFileSystem:
             raise OSError(f"could not copy {source} to {target}")
 
     def parquet_rows(self, path: str) -> int:
-        """The rows of a Parquet file, from its footer (read by Spark's Parquet library)."""
+        """The rows of a Parquet file, from its footer, read by Spark's Parquet library
+        (NotParquet when it has none)."""
         _, jpath = self._fs(path)
         parquet = self._jvm.org.apache.parquet.hadoop
-        reader = parquet.ParquetFileReader.open(parquet.util.HadoopInputFile.fromPath(jpath, self._conf))
+        try:
+            reader = parquet.ParquetFileReader.open(parquet.util.HadoopInputFile.fromPath(jpath, self._conf))
+        except Exception as error:  # py4j's Py4JJavaError: Parquet's RuntimeException
+            java = getattr(error, "java_exception", None)
+            raise NotParquet(path, java.toString() if java is not None else error) from error
         try:
             return int(reader.getRecordCount())
         finally:

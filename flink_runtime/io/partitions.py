@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -170,43 +170,46 @@ def write_partition_manifest(partition: str, result_id: str, chunks: list[str], 
 def committed_chunk_files(location: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of every chunk a sealed partition holds,
     each checked to exist with the size its producer recorded."""
-    return list(committed_chunk_data_files(location, result_id, subdirectory))
+    return list(committed_chunk_data_files(location, result_id, [subdirectory]))
 
 
-def committed_chunk_data_files(location: str, result_id: str, subdirectory: str) -> dict[str, DataSize]:
-    """`committed_chunk_files` with what each holds (path -> bytes and rows)."""
+def committed_chunk_data_files(location: str, result_id: str, subdirectories: Collection[str]) -> dict[str, DataSize]:
+    """The data files under any of `subdirectories` of every chunk a sealed partition
+    holds, with what each holds (path -> bytes and rows); each manifest is read once."""
     fs = filesystem.filesystem_for(location)
     chunks = _read_manifest(fs, filesystem.join(location, PARTITION_MANIFEST), result_id, location)["chunks"]
     found: dict[str, DataSize] = {}
     for chunk in chunks:
         chunk_dir = filesystem.join(location, chunk)
-        found.update(chunk_data_files(chunk_dir, result_id, subdirectory))
+        found.update(chunk_data_files(chunk_dir, result_id, subdirectories))
     return found
 
 
 def chunk_files(chunk_dir: str, result_id: str, subdirectory: str) -> list[str]:
     """The data files under `subdirectory` of one committed chunk, checked against its manifest."""
-    return list(chunk_data_files(chunk_dir, result_id, subdirectory))
+    return list(chunk_data_files(chunk_dir, result_id, [subdirectory]))
 
 
-def chunk_data_files(chunk_dir: str, result_id: str, subdirectory: str) -> dict[str, DataSize]:
-    """`chunk_files` with what each holds (path -> bytes and rows)."""
+def chunk_data_files(chunk_dir: str, result_id: str, subdirectories: Collection[str]) -> dict[str, DataSize]:
+    """The data files under any of `subdirectories` of one committed chunk, checked
+    against its manifest, with what each holds (path -> bytes and rows)."""
     fs = filesystem.filesystem_for(chunk_dir)
     manifest = _read_manifest(fs, filesystem.join(chunk_dir, CHUNK_MANIFEST), result_id, chunk_dir)
     # A manifest written before rows were recorded counts none (the rows are metrics only).
     rows = manifest.get("rows", {})
-    folder = filesystem.join(chunk_dir, subdirectory)
-    listed = fs.list_files(folder) if fs.exists(folder) else []
-    actual = {status.path.rstrip("/").rsplit("/", 1)[-1]: status.size for status in listed}
     wanted: dict[str, DataSize] = {}
-    for relative, size in manifest["files"].items():
-        folder, _, name = relative.rpartition("/")
-        if folder != subdirectory:
-            continue
-        if actual.get(name) != size:
-            what = "missing" if name not in actual else f"{actual[name]} bytes, not the {size} committed"
-            raise PartitionNotFoundError(result_id, chunk_dir, f"data file {relative} is {what}")
-        wanted[filesystem.join(chunk_dir, relative)] = DataSize(size, rows.get(relative, 0))
+    for subdirectory in subdirectories:
+        folder = filesystem.join(chunk_dir, subdirectory)
+        listed = fs.list_files(folder) if fs.exists(folder) else []
+        actual = {status.path.rstrip("/").rsplit("/", 1)[-1]: status.size for status in listed}
+        for relative, size in manifest["files"].items():
+            parent, _, name = relative.rpartition("/")
+            if parent != subdirectory:
+                continue
+            if actual.get(name) != size:
+                what = "missing" if name not in actual else f"{actual[name]} bytes, not the {size} committed"
+                raise PartitionNotFoundError(result_id, chunk_dir, f"data file {relative} is {what}")
+            wanted[filesystem.join(chunk_dir, relative)] = DataSize(size, rows.get(relative, 0))
     return wanted
 
 

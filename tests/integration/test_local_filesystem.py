@@ -117,12 +117,14 @@ def test_the_jar_is_built_from_the_sources(tmp_path: Path) -> None:
 def test_both_file_systems_read_a_parquet_files_rows_from_its_footer(spark, tmp_path: Path) -> None:
     """The rows a chunk manifest records (io/partitions.py): pyarrow on local paths,
     Spark's Parquet library through Hadoop's FileSystem on any other URI."""
-    from flink_runtime.io.filesystem import HadoopFileSystem, LocalFileSystem
+    from flink_runtime.io.filesystem import HadoopFileSystem, LocalFileSystem, NotParquet
 
     spark.range(1234).coalesce(1).write.parquet(str(tmp_path / "data"))
     [file] = (tmp_path / "data").glob("part-*.parquet")
     assert LocalFileSystem().parquet_rows(str(file)) == 1234
     assert HadoopFileSystem(spark).parquet_rows(file.as_uri()) == 1234
     (tmp_path / "text").write_text("not parquet")
-    with pytest.raises(Exception, match="[Pp]arquet"):
+    with pytest.raises(NotParquet, match=r"/text is not a readable Parquet file: .*not a Parquet file"):
         HadoopFileSystem(spark).parquet_rows((tmp_path / "text").as_uri())
+    with pytest.raises(NotParquet, match=r"/text is not a readable Parquet file: .*magic"):
+        LocalFileSystem().parquet_rows(str(tmp_path / "text"))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from flink_runtime.io.filesystem import NotParquet
 from flink_runtime.io.partitions import (
     DataSize,
     InputGate,
@@ -338,7 +339,7 @@ def test_a_sealed_partition_of_chunks_names_exactly_its_files(tmp_path: Path) ->
     # What each file holds, as its Parquet footer said when the chunk was written.
     sizes = {
         path.rsplit("/", 1)[-1]: size
-        for path, size in committed_chunk_data_files(str(partition), "r", "__sub=1").items()
+        for path, size in committed_chunk_data_files(str(partition), "r", ["__sub=1"]).items()
     }
     assert {name: size.rows for name, size in sizes.items()} == {"part-b.parquet": 3, "part-c.parquet": 1}
     on_disk = (partition / "split-0" / "__sub=1" / "part-b.parquet").stat().st_size
@@ -354,13 +355,13 @@ def test_a_manifest_without_rows_counts_none(tmp_path: Path) -> None:
     manifest = partition / "split-0" / "_chunk.json"
     manifest.write_text(json.dumps({"files": json.loads(manifest.read_text())["files"]}))
     write_partition_manifest(str(partition), "r", ["split-0"])
-    assert [size.rows for size in committed_chunk_data_files(str(partition), "r", "__sub=0").values()] == [0]
+    assert [size.rows for size in committed_chunk_data_files(str(partition), "r", ["__sub=0"]).values()] == [0]
 
 
 def test_a_chunk_file_that_is_not_parquet_is_refused_when_written(tmp_path: Path) -> None:
     (tmp_path / "c" / "__sub=0").mkdir(parents=True)
     (tmp_path / "c" / "__sub=0" / "part-a.parquet").write_text("not parquet")
-    with pytest.raises(Exception, match="[Pp]arquet"):
+    with pytest.raises(NotParquet, match=r"c/__sub=0/part-a.parquet is not a readable Parquet file: .*magic"):
         write_chunk_manifest(str(tmp_path / "c"))
 
 

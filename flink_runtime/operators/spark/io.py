@@ -221,12 +221,12 @@ def read_gate(
     else:
         first = gate.consumed_subpartition_index
         subs = [str(index) for index in range(first, first + gate.consumed_subpartition_count)]
+    subdirectories = [f"{SUBPARTITION_COLUMN}={sub}" for sub in subs]
     files: dict[str, DataSize] = {}
-    for subdirectory in (f"{SUBPARTITION_COLUMN}={sub}" for sub in subs):
-        for location in gate.partition_locations:
-            files.update(committed_chunk_data_files(location, gate.result_id, subdirectory))
-        for chunk_location in gate.chunk_locations:
-            files.update(chunk_data_files(chunk_location, gate.result_id, subdirectory))
+    for location in gate.partition_locations:
+        files.update(committed_chunk_data_files(location, gate.result_id, subdirectories))
+    for chunk_location in gate.chunk_locations:
+        files.update(chunk_data_files(chunk_location, gate.result_id, subdirectories))
     if not files:
         return empty_frame(spark, schema), NO_DATA
     return spark.read.schema(schema).parquet(*files), sum(files.values(), NO_DATA)
@@ -271,7 +271,8 @@ def write_sink(df: DataFrame, sink: dict[str, Any], directory: str) -> DataSize:
 
 
 def counts_rows_in_files(sink: dict[str, Any]) -> bool:
-    """Whether the files a sink writes say how many rows they hold (Parquet's footers)."""
+    """Whether the files a sink writes say how many rows they hold (Parquet's footers; a
+    JDBC sink writes no files, CSV and JSON files do not say)."""
     return str(sink.get("format", "")).lower() == "parquet"
 
 

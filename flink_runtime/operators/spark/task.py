@@ -307,7 +307,7 @@ class SparkTask(AbstractInvokable):
         # Every output gets the same rows: they are counted in the first one's files,
         # or during the write when those files do not say (io.counts_rows_in_files).
         observed = None
-        if not targets and (jdbc.is_jdbc(sink) or not io.counts_rows_in_files(sink)):
+        if not targets and not io.counts_rows_in_files(sink):
             df, observed = _counted(df)
         written: list[DataSize] = []
         for directory, partition in targets:
