@@ -274,13 +274,13 @@ class JobManager(RpcEndpoint):
     def ask_task_manager(
         self, address: str, message: Message, on_done: Callable[[Any, BaseException | None], None]
     ) -> None:
-        self.resource_manager.ask_task_manager(address, message, on_done)
+        self.resource_manager.messages.ask(address, message, on_done)
 
     def tell_task_manager(self, address: str, message: Message) -> None:
-        self.resource_manager.tell_task_manager(address, message)
+        self.resource_manager.messages.tell(address, message)
 
     def blocking_ask(self) -> Callable[[str, Message], Message]:
-        return self.resource_manager.blocking_ask()
+        return self.resource_manager.messages.blocking_ask()
 
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
         self.resource_manager.release_partitions(job_id, data_namespace)

@@ -22,11 +22,14 @@ the JobManager believes running there but the TaskManager no longer has is faile
 job's restart strategy decides what follows), one the TaskManager runs but the
 JobManager does not track there is cancelled. heartbeat/reconciliation.py decides, with
 the grace that keeps in-flight deployments and final states from tripping it.
+
+Messages to the TaskManagers (deployments, cancellations, heartbeats, asks from worker
+threads) go through task_manager_messages.py, which asks this registry whether an address
+is still registered and tells it when a TaskManager accepted a deployment.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
 import time
@@ -44,7 +47,7 @@ from flink_runtime.heartbeat import (
     HeartbeatMonitor,
 )
 from flink_runtime.jobmanager.metrics import reported_taskmanager_metrics
-from flink_runtime.jobmanager.task_submissions import TaskSubmissions
+from flink_runtime.jobmanager.task_manager_messages import TaskManagerMessages
 from flink_runtime.rpc.messages import (
     PROTOCOL_VERSION,
     AcknowledgeRegistration,
@@ -55,11 +58,8 @@ from flink_runtime.rpc.messages import (
     Message,
     RefuseRegistration,
     RegisterTaskManager,
-    ReleasePartitions,
-    SubmitTask,
-    TaskOperationResult,
 )
-from flink_runtime.rpc.service import RpcException, RpcService
+from flink_runtime.rpc.service import RpcService
 from flink_runtime.scheduler.resource_profile import ResourceProfile
 from flink_runtime.scheduler.slotpool import PhysicalSlot, SlotPool, UnfulfillableSlotRequest
 
@@ -125,7 +125,9 @@ class ResourceManager:
         self._job_of_request: dict[str, JobMaster] = {}
         self._job_of_allocation: dict[str, JobMaster] = {}
         self._idle_release_queued = False
-        self.submissions = TaskSubmissions(self._ask, host.at_end_of_turn)  # a turn's, per TaskManager
+        self.messages = TaskManagerMessages(
+            host, self.ask_timeout, lambda address: self._registration_at(address) is not None, self._deployed
+        )
 
     @property
     def rpc(self) -> RpcService:
@@ -250,16 +252,14 @@ class ResourceManager:
         timeout: float,
         on_no_answer: Callable[[], None] | None = None,
     ) -> None:
-        address = registration.address
-
         def answered(answer: Any, error: BaseException | None) -> None:
             if error is not None and on_no_answer is not None:
                 on_no_answer()
             elif isinstance(answer, HeartbeatResponse):
                 self._receive_heartbeat(answer, requested_at)
-            self._drop_connection_if_unregistered(address)
 
-        self.host.run_async(self.rpc.ask(address, Heartbeat(jobmanager_id=self.host.jobmanager_id), timeout), answered)
+        heartbeat = Heartbeat(jobmanager_id=self.host.jobmanager_id)
+        self.messages.ask_with_timeout(registration.address, heartbeat, timeout, answered)
 
     def _receive_heartbeat(self, answer: HeartbeatResponse, requested_at: float) -> None:
         registration = self.task_managers.get(answer.task_manager_id)
@@ -301,16 +301,6 @@ class ResourceManager:
 
         self._ask_heartbeat(registration, time.monotonic(), probe_timeout, on_no_answer=no_answer)
 
-    def _drop_connection_if_unregistered(self, address: str) -> None:
-        """Close a connection an ask opened to a TaskManager removed meanwhile.
-
-        An ask leaves the mailbox before it is sent, so one queued just before a removal
-        opens a new connection to the removed TaskManager's address; ZeroMQ would keep
-        reconnecting to it for the JobManager's lifetime, its descriptors piling up as
-        TaskManagers come and go (tests/integration/test_taskmanager_churn.py)."""
-        if self._registration_at(address) is None:
-            self.rpc.disconnect(address)
-
     def _registration_at(self, address: str) -> RegisteredTaskManager | None:
         return next((r for r in self.task_managers.values() if r.address == address), None)
 
@@ -341,7 +331,7 @@ class ResourceManager:
                 task_manager_id,
                 execution_id,
             )
-            self.tell_task_manager(
+            self.messages.tell(
                 registration.address, CancelTask(execution_id=execution_id, jobmanager_id=self.host.jobmanager_id)
             )
 
@@ -441,61 +431,12 @@ class ResourceManager:
         registration = self.task_managers.get(task_manager_id)
         return registration.address if registration is not None else None
 
-    def ask_task_manager(self, address: str, message: Message, on_done: Callback) -> None:
-        if isinstance(message, SubmitTask):
-            # Leaves at the end of the turn with the turn's other deployments there.
-            self.submissions.submit(address, message, self._deployment_answered(address, message, on_done))
-            return
-        self.submissions.flush(address)  # a task is submitted before it is cancelled
-        self._ask(address, message, on_done)
-
-    def _ask(self, address: str, message: Message, on_done: Callback) -> None:
-        def answered(answer: Any, error: BaseException | None) -> None:
-            self._drop_connection_if_unregistered(address)
-            on_done(answer, error)
-
-        self.host.run_async(self.rpc.ask(address, message, self.ask_timeout), answered)
-
-    def _deployment_answered(self, address: str, message: SubmitTask, on_done: Callback) -> Callback:
-        def answered(answer: Any, error: BaseException | None) -> None:
-            # Accepted: from now on the TaskManager's heartbeat reports must list it (reconciliation).
-            registration = self._registration_at(address) if isinstance(answer, TaskOperationResult) else None
-            if registration is not None and answer.success:
-                registration.deployments.complete_deployment_of(message.descriptor.execution_id, time.monotonic())
-            on_done(answer, error)
-
-        return answered
-
-    def blocking_ask(self) -> Callable[[str, Message], Message]:
-        """An ask of a registered TaskManager to call from a worker thread, waiting for the
-        answer: RpcException when it is not registered (at once, not after a timeout), gone,
-        or silent past pekko.ask.timeout. Made in the mailbox: it captures the loop the RPC
-        (and the registry it checks) runs on."""
-        loop = asyncio.get_running_loop()
-
-        async def ask_registered(address: str, message: Message) -> Message:
-            if self._registration_at(address) is None:
-                raise RpcException(f"no TaskManager is registered at {address} (any more)")
-            try:
-                return await self.rpc.ask(address, message, self.ask_timeout)
-            finally:
-                self._drop_connection_if_unregistered(address)
-
-        def ask(address: str, message: Message) -> Message:
-            return asyncio.run_coroutine_threadsafe(ask_registered(address, message), loop).result()
-
-        return ask
-
-    def tell_task_manager(self, address: str, message: Message) -> None:
-        self.submissions.flush(address)  # a task is submitted before it is cancelled
-        if self._registration_at(address) is not None:
-            self.rpc.tell(address, message)
-        else:  # gone: a tell would only open a connection nobody ever closes
-            log.debug("Not sending %s to %s: no TaskManager is registered there", type(message).__name__, address)
-
     def release_partitions(self, job_id: str, data_namespace: str = "") -> None:
-        for registration in self.task_managers.values():
-            self.rpc.tell(
-                registration.address,
-                ReleasePartitions(job_id=job_id, data_namespace=data_namespace, jobmanager_id=self.host.jobmanager_id),
-            )
+        addresses = [registration.address for registration in self.task_managers.values()]
+        self.messages.release_partitions(addresses, job_id, data_namespace)
+
+    def _deployed(self, address: str, execution_id: str, at: float) -> None:
+        """TaskManagerMessages: the TaskManager at `address` accepted the execution."""
+        registration = self._registration_at(address)
+        if registration is not None:
+            registration.deployments.complete_deployment_of(execution_id, at)

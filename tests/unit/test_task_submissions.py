@@ -200,10 +200,11 @@ def test_a_cancel_never_overtakes_its_submission_through_the_resource_manager() 
 
     manager, host = resource_manager_on_a_fake_host(lambda *args: None)
     sent: list[Message] = []
-    manager._ask = lambda address, message, on_done: sent.append(message)  # type: ignore[method-assign]
-    manager.submissions._ask = manager._ask
-    manager._registration_at = lambda address: object()  # type: ignore[method-assign]
+    messages = manager.messages
+    messages._ask = lambda address, message, on_done: sent.append(message)  # type: ignore[method-assign]
+    messages.submissions._ask = messages._ask
+    messages._is_registered = lambda address: True
     manager.rpc.tell = lambda address, message: sent.append(message)  # type: ignore[attr-defined]
-    manager.ask_task_manager("tm-a", SubmitTask(descriptor=descriptor("1")), lambda answer, error: None)
-    manager.tell_task_manager("tm-a", CancelTask(execution_id="1", jobmanager_id="jm"))
+    messages.ask("tm-a", SubmitTask(descriptor=descriptor("1")), lambda answer, error: None)
+    messages.tell("tm-a", CancelTask(execution_id="1", jobmanager_id="jm"))
     assert [type(message).__name__ for message in sent] == ["SubmitTask", "CancelTask"]
